@@ -1,0 +1,38 @@
+# A new user needs two commands: `make run` and `make test`. Targets are idempotent: the virtual
+# environment is rebuilt only when pyproject.toml changes.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+EXAMPLES := data/examples.en
+
+.PHONY: setup test lint run bench model clean
+
+setup: $(STAMP)
+
+# torch==2.13.0 first when torch is missing: on a CPU-only machine pip takes the CPU wheel already on
+# disk, where an unpinned install would download a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev,moses]'
+	touch $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check nmt cli tests benchmarks
+
+run: setup
+	@if $(BIN)/python -c "from nmt.corpus import data_dir; import sys; sys.exit(not (data_dir() / 'models' / 'en-fr.pt').is_file())"; then \
+		$(BIN)/nmt translate < $(EXAMPLES); \
+	else \
+		echo "No model ships yet: train one with 'nmt train' and pass it with --model (see README)."; \
+	fi
+
+bench: setup
+	$(BIN)/python benchmarks/decode.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,76 @@
+"""The decoder's incremental state: what `Transformer.decode_step` needs from one step to the next.
+
+A state covers N sentences with K rows (beams) each, rows sentence-major: row r belongs to sentence r // K.
+Cross-attention keys/values are computed once per sentence and shared by its K rows; the self-attention
+keys/values grow one position per step in buffers that double when full. Search code moves rows with
+`reorder` (beam search) and drops whole sentences with `select` (finished ones then cost nothing).
+
+With `use_cache=False` the state keeps the token prefix and the encoder memory instead, and every step
+recomputes the whole decoder prefix: slow, kept to verify the cache and to benchmark it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class DecoderState:
+    beam_size: int
+    cross_mask: Tensor | None  # (N, 1, 1, S) True on real source tokens; None when nothing is padded
+    cross_keys: list[Tensor] = field(default_factory=list)  # per layer (N, H, S, Dh)
+    cross_values: list[Tensor] = field(default_factory=list)
+    self_keys: list[Tensor] = field(default_factory=list)  # per layer (N*K, H, capacity, Dh)
+    self_values: list[Tensor] = field(default_factory=list)
+    max_positions: int = 1024
+    step: int = 0  # tokens already fed: the positional-encoding offset of the next one
+    memory: Tensor | None = None  # (N, S, D), without cache only
+    prefix: Tensor | None = None  # (N*K, step) tokens fed so far, without cache only
+
+    @property
+    def use_cache(self) -> bool:
+        return self.prefix is None
+
+    @property
+    def n_sentences(self) -> int:
+        return (self.memory if self.memory is not None else self.cross_keys[0]).size(0)
+
+    def ensure_capacity(self, length: int) -> None:
+        """Grow the self-attention buffers (geometrically) so that `length` positions fit."""
+        capacity = self.self_keys[0].size(2)
+        if length <= capacity:
+            return
+        new_capacity = min(max(2 * capacity, length), self.max_positions)
+        for cache in (self.self_keys, self.self_values):
+            for i, buffer in enumerate(cache):
+                rows, heads, _, head_dim = buffer.shape
+                grown = buffer.new_empty(rows, heads, new_capacity, head_dim)
+                grown[:, :, : self.step] = buffer[:, :, : self.step]
+                cache[i] = grown
+
+    def reorder(self, rows: Tensor) -> DecoderState:
+        """Row r takes the decoder history of row `rows[r]` (which must belong to the same sentence)."""
+        if self.prefix is not None:
+            self.prefix = self.prefix.index_select(0, rows)
+            return self
+        for cache in (self.self_keys, self.self_values):
+            for i, buffer in enumerate(cache):
+                cache[i] = buffer.index_select(0, rows)
+        return self
+
+    def select(self, sentences: Tensor) -> DecoderState:
+        """Keep only the given sentences (indices into the current ones), with all of their rows."""
+        rows = (sentences[:, None] * self.beam_size + torch.arange(self.beam_size, device=sentences.device))
+        rows = rows.reshape(-1)
+        self.reorder(rows)
+        if self.cross_mask is not None:
+            self.cross_mask = self.cross_mask.index_select(0, sentences)
+        if self.memory is not None:
+            self.memory = self.memory.index_select(0, sentences)
+        for cache in (self.cross_keys, self.cross_values):
+            for i, tensor in enumerate(cache):
+                cache[i] = tensor.index_select(0, sentences)
+        return self

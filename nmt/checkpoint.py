@@ -1,0 +1,113 @@
+"""Self-contained checkpoints: weights, model config, sentencepiece model and format version in one file.
+
+Files are written atomically (temporary file, fsync, rename) and read with `torch.load(weights_only=True)`,
+which refuses any pickle that would build objects other than tensors and plain containers, so loading
+never runs code from the file. Training state (optimizer, scheduler, step, RNG, data position) is
+optional and only read when resuming.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from nmt.config import ModelConfig
+from nmt.errors import CheckpointError
+from nmt.model import Transformer
+from nmt.tokenizer import Tokenizer
+
+FORMAT = "nmt-checkpoint"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Checkpoint:
+    config: ModelConfig
+    weights: dict[str, torch.Tensor]
+    spm_model: bytes
+    decoding: dict = field(default_factory=dict)  # tuned decoding defaults (beam, lenpen, ...)
+    training: dict = field(default_factory=dict)  # resolved training config and summary
+    train_state: dict | None = None  # optimizer, scheduler, step, RNG, data position
+
+    def build_model(self, device: str | torch.device = "cpu") -> Transformer:
+        model = Transformer(self.config)
+        model.load_state_dict(self.weights)  # casts half-precision weights back to fp32
+        return model.to(device).eval()
+
+    def tokenizer(self) -> Tokenizer:
+        return Tokenizer(self.spm_model)
+
+
+def save_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:
+    path = Path(path)
+    payload = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "model_config": checkpoint.config.to_dict(),
+        "model": checkpoint.weights,
+        "spm_model": bytes(checkpoint.spm_model),
+        "decoding": dict(checkpoint.decoding),
+        "training": dict(checkpoint.training),
+    }
+    if checkpoint.train_state is not None:
+        payload["train_state"] = checkpoint.train_state
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(temporary, "wb") as file:
+            torch.save(payload, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """Read a checkpoint onto the CPU; every way a file can be wrong becomes one CheckpointError line."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"model file not found: {path}")
+    try:
+        with warnings.catch_warnings():  # a foreign pickle's protocol warning is not the user's business
+            warnings.simplefilter("ignore")
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{path}: refused, the file holds more than tensors ({first_line})") from None
+    except Exception as exc:  # torch raises many types for damaged files: each means the same to a user
+        reason = type(exc).__name__
+        raise CheckpointError(f"{path}: not a readable checkpoint (truncated or corrupt: {reason})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an nmt checkpoint")
+    version = payload.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path}: checkpoint format version {version} is newer than this nmt reads ({FORMAT_VERSION}); upgrade nmt"
+        )
+    try:
+        return Checkpoint(
+            config=ModelConfig.from_dict(payload["model_config"]),
+            weights=payload["model"],
+            spm_model=bytes(payload["spm_model"]),
+            decoding=payload.get("decoding", {}),
+            training=payload.get("training", {}),
+            train_state=payload.get("train_state"),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"{path}: incomplete nmt checkpoint ({exc})") from None
+
+
+def model_weights(model: torch.nn.Module, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """The state dict of the unwrapped, uncompiled module (DDP's `.module`, compile's `._orig_mod`)."""
+    while hasattr(model, "module") or hasattr(model, "_orig_mod"):
+        model = getattr(model, "module", None) or model._orig_mod
+    weights = {name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()}
+    if dtype is not None:
+        weights = {name: t.to(dtype) if t.is_floating_point() else t for name, t in weights.items()}
+    return weights

@@ -1,0 +1,253 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), batch-first.
+
+Three entry points, one job each, all on the same modules and weights:
+    memory = model.encode(src)                            # (B, S) -> (B, S, D)
+    logits = model(src, tgt_in)                           # teacher forcing: (B, T, V)
+    state = model.init_state(src, beam_size)              # then, one token per row and step:
+    log_probs, state = model.decode_step(tokens, state)   # (R,) -> (R, V) log-probabilities
+Padding is `config.pad_id`, trailing; masks are built from the tokens.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nmt.cache import DecoderState
+from nmt.config import ModelConfig
+
+INITIAL_CACHE_LENGTH = 16
+
+
+def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)): (n_positions, d)."""
+    position = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    frequency = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    table = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
+    return table.float()
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention over `n_heads` heads; the same class for self- and cross-attention."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float):
+        super().__init__()
+        self.n_heads = n_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.kv_proj = nn.Linear(d_model, 2 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """(B, S, D) -> keys, values, each (B, H, S, Dh)."""
+        batch, length, d_model = x.shape
+        kv = self.kv_proj(x).view(batch, length, 2, self.n_heads, d_model // self.n_heads)
+        kv = kv.permute(2, 0, 3, 1, 4)  # (2, B, H, S, Dh)
+        return kv[0], kv[1]
+
+    def forward(self, x: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
+        """Queries from x (B, T, D) attend to keys/values (B, H, S, Dh); mask broadcasts to (B, H, T, S)."""
+        batch, length, d_model = x.shape
+        q = self.q_proj(x).view(batch, length, self.n_heads, d_model // self.n_heads).transpose(1, 2)
+        dropout = self.dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=dropout)
+        return self.out_proj(out.transpose(1, 2).reshape(batch, length, d_model))  # (B, T, D)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.up = nn.Linear(d_model, d_ff)
+        self.down = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down(self.dropout(F.relu(self.up(x))))
+
+
+class Sublayer(nn.Module):
+    """Residual connection and LayerNorm around a sublayer: post-norm LayerNorm(x + f(x)) as in the
+    paper, or pre-norm x + f(LayerNorm(x))."""
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def forward(self, x: Tensor, fn) -> Tensor:
+        if self.pre_norm:
+            return x + self.dropout(fn(self.norm(x)))
+        return self.norm(x + self.dropout(fn(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout)
+        self.ffn = FeedForward(config.d_model, config.d_ff, config.dropout)
+        self.attn_sublayer = Sublayer(config.d_model, config.dropout, config.pre_norm)
+        self.ffn_sublayer = Sublayer(config.d_model, config.dropout, config.pre_norm)
+
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        x = self.attn_sublayer(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), mask))
+        return self.ffn_sublayer(x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout)
+        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout)
+        self.ffn = FeedForward(config.d_model, config.d_ff, config.dropout)
+        self.self_sublayer = Sublayer(config.d_model, config.dropout, config.pre_norm)
+        self.cross_sublayer = Sublayer(config.d_model, config.dropout, config.pre_norm)
+        self.ffn_sublayer = Sublayer(config.d_model, config.dropout, config.pre_norm)
+
+    def forward(
+        self,
+        x: Tensor,
+        cross_keys: Tensor,
+        cross_values: Tensor,
+        self_mask: Tensor | None,
+        cross_mask: Tensor | None,
+        cache: tuple[Tensor, Tensor, int] | None = None,
+    ) -> Tensor:
+        """x (R, T, D) for R = N*K rows over N sentences; cross keys/values (N, H, S, Dh) are shared by
+        the K rows of a sentence. With `cache` = (keys, values, step), the new positions' keys/values are
+        written into the buffers at `step` and attention runs over all positions so far."""
+
+        def self_attention(h: Tensor) -> Tensor:
+            keys, values = self.self_attn.project_kv(h)
+            if cache is not None:
+                key_buffer, value_buffer, step = cache
+                end = step + h.size(1)
+                key_buffer[:, :, step:end] = keys
+                value_buffer[:, :, step:end] = values
+                keys, values = key_buffer[:, :, :end], value_buffer[:, :, :end]
+            return self.self_attn(h, keys, values, self_mask)
+
+        def cross_attention(h: Tensor) -> Tensor:
+            rows, length, d_model = h.shape
+            sentences = cross_keys.size(0)
+            # The K rows of a sentence query the same keys: fold them into the query length.
+            folded = h.reshape(sentences, rows // sentences * length, d_model)  # (N, K*T, D)
+            out = self.cross_attn(folded, cross_keys, cross_values, cross_mask)
+            return out.reshape(rows, length, d_model)
+
+        x = self.self_sublayer(x, self_attention)
+        x = self.cross_sublayer(x, cross_attention)
+        return self.ffn_sublayer(x, self.ffn)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer with one embedding matrix shared by source, target and (tied) output."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        self.register_buffer("positions", sinusoidal_table(config.max_positions, config.d_model), persistent=False)
+        self.dropout = nn.Dropout(config.dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
+        final_norm = (lambda: nn.LayerNorm(config.d_model)) if config.pre_norm else nn.Identity
+        self.encoder_norm = final_norm()
+        self.decoder_norm = final_norm()
+        self.output_proj = None if config.tie_embeddings else nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier for projections; embeddings N(0, 1/d_model), so that after the sqrt(d_model) scaling
+        they have unit variance and the tied output projection starts with small logits."""
+        for name, parameter in self.named_parameters():
+            if parameter.dim() == 2 and name != "embed.weight":
+                nn.init.xavier_uniform_(parameter)
+            elif name.endswith(".bias") and "norm" not in name:
+                nn.init.zeros_(parameter)
+        nn.init.normal_(self.embed.weight, mean=0.0, std=self.config.d_model**-0.5)
+        with torch.no_grad():
+            self.embed.weight[self.config.pad_id].zero_()
+
+    def embed_tokens(self, tokens: Tensor, offset: int = 0) -> Tensor:
+        """(B, T) -> (B, T, D): scaled embeddings plus the sinusoidal encoding of positions offset.."""
+        x = self.embed(tokens) * math.sqrt(self.config.d_model)
+        if self.config.positional_encoding:
+            x = x + self.positions[offset : offset + tokens.size(1)]
+        return self.dropout(x)
+
+    def source_mask(self, src: Tensor) -> Tensor | None:
+        """(B, S) -> (B, 1, 1, S), True on real tokens; None when no token is padding."""
+        real = src != self.config.pad_id
+        return None if bool(real.all()) else real[:, None, None, :]
+
+    def encode(self, src: Tensor) -> Tensor:
+        """Source tokens (B, S) -> memory (B, S, D)."""
+        x = self.embed_tokens(src)
+        mask = self.source_mask(src)
+        for layer in self.encoder_layers:
+            x = layer(x, mask)
+        return self.encoder_norm(x)
+
+    def project(self, x: Tensor) -> Tensor:
+        """Decoder output (.., D) -> vocabulary logits (.., V)."""
+        if self.output_proj is None:
+            return F.linear(x, self.embed.weight)
+        return self.output_proj(x)
+
+    def decode(self, tgt_in: Tensor, memory: Tensor, cross_mask: Tensor | None) -> Tensor:
+        """Whole target prefix (R, T) over memory (N, S, D), R = N*K -> decoder output (R, T, D)."""
+        length = tgt_in.size(1)
+        causal = torch.ones(length, length, dtype=torch.bool, device=tgt_in.device).tril()
+        x = self.embed_tokens(tgt_in)
+        for layer in self.decoder_layers:
+            cross_keys, cross_values = layer.cross_attn.project_kv(memory)
+            x = layer(x, cross_keys, cross_values, causal, cross_mask)
+        return self.decoder_norm(x)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: source (B, S) and shifted target (B, T) -> logits (B, T, V)."""
+        memory = self.encode(src)
+        return self.project(self.decode(tgt_in, memory, self.source_mask(src)))
+
+    @torch.no_grad()
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True) -> DecoderState:
+        """Encode the source (N, S) and build the decoder state for N sentences of `beam_size` rows."""
+        memory = self.encode(src)
+        state = DecoderState(beam_size=beam_size, cross_mask=self.source_mask(src),
+                             max_positions=self.config.max_positions)
+        rows = src.size(0) * beam_size
+        if not use_cache:
+            state.memory = memory
+            state.prefix = src.new_empty(rows, 0)
+            return state
+        heads = self.config.n_heads
+        head_dim = self.config.d_model // heads
+        for layer in self.decoder_layers:
+            keys, values = layer.cross_attn.project_kv(memory)
+            state.cross_keys.append(keys.contiguous())
+            state.cross_values.append(values.contiguous())
+            state.self_keys.append(memory.new_empty(rows, heads, INITIAL_CACHE_LENGTH, head_dim))
+            state.self_values.append(memory.new_empty(rows, heads, INITIAL_CACHE_LENGTH, head_dim))
+        return state
+
+    @torch.no_grad()
+    def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
+        """Feed one token per row (R,) at position `state.step`: log-probabilities (R, V) of the next."""
+        if not state.use_cache:
+            state.prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)
+            x = self.decode(state.prefix, state.memory, state.cross_mask)[:, -1:]
+        else:
+            state.ensure_capacity(state.step + 1)
+            x = self.embed_tokens(tokens[:, None], offset=state.step)  # (R, 1, D)
+            for i, layer in enumerate(self.decoder_layers):
+                cache = (state.self_keys[i], state.self_values[i], state.step)
+                x = layer(x, state.cross_keys[i], state.cross_values[i], None, state.cross_mask, cache)
+            x = self.decoder_norm(x)
+        state.step += 1
+        return F.log_softmax(self.project(x[:, 0]).float(), dim=-1), state

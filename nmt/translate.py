@@ -1,0 +1,187 @@
+"""Translate text with a trained model: lists of lines in Python, streams of lines for the CLI.
+
+    translator = Translator.from_checkpoint(load_checkpoint("model.pt"), SearchOptions(beam_size=4))
+    translator.translate(["A dog runs.", ""])   ->  [Translation(...), Translation(...)]
+
+Every input line gives exactly one Translation, in order: empty lines give empty translations, lines
+longer than the model's positions are translated in pieces and joined.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO, TextIO
+
+import torch
+
+from nmt.checkpoint import Checkpoint
+from nmt.search import SearchOptions, search
+
+log = logging.getLogger("nmt")
+
+
+@dataclass
+class Translation:
+    source: str
+    text: str
+    score: float | None  # None for an empty line, which is not searched
+    nbest: list[tuple[str, float]] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        nbest = [{"translation": text, "score": score} for text, score in self.nbest]
+        record = {"source": self.source, "translation": self.text, "score": self.score, "nbest": nbest}
+        return json.dumps(record, ensure_ascii=False)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        from nmt.errors import UsageError
+
+        raise UsageError("--device cuda asked for, but no CUDA device is available")
+    return torch.device(name)
+
+
+class Translator:
+    def __init__(self, checkpoint: Checkpoint, options: SearchOptions, device: str | torch.device = "cpu",
+                 max_tokens: int = 4096, batch_size: int | None = None):
+        self.device = torch.device(device)
+        self.model = checkpoint.build_model(self.device)
+        self.tokenizer = checkpoint.tokenizer()
+        self.options = options
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+        self.max_source_tokens = self.model.config.max_positions - 1  # room for EOS
+        self._warned_long = False
+
+    def _pieces(self, ids: list[int]) -> list[list[int]]:
+        """Split a too-long source into pieces the model can take, preferring word starts as cuts."""
+        limit = self.max_source_tokens
+        if len(ids) <= limit:
+            return [ids]
+        if not self._warned_long:
+            log.warning("a line is longer than the model's %d source tokens: it is translated in pieces", limit)
+            self._warned_long = True
+        pieces, start = [], 0
+        while start < len(ids):
+            end = min(start + limit, len(ids))
+            if end < len(ids):
+                word_starts = [i for i in range(end, start + limit // 2, -1)
+                               if self.tokenizer.processor.id_to_piece(ids[i]).startswith("\u2581")]
+                end = word_starts[0] if word_starts else end
+            pieces.append(ids[start:end])
+            start = end
+        return pieces
+
+    def _batches(self, sources: list[list[int]]) -> Iterator[list[int]]:
+        """Indices of `sources`, sorted by length, cut into batches by sentence count or padded tokens."""
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]), reverse=True)
+        batch: list[int] = []
+        for index in order:
+            longest = len(sources[batch[0]]) + 1 if batch else len(sources[index]) + 1
+            full = (len(batch) >= self.batch_size if self.batch_size
+                    else (len(batch) + 1) * longest > self.max_tokens)
+            if batch and full:
+                yield batch
+                batch = []
+            batch.append(index)
+        if batch:
+            yield batch
+
+    def _search_batch(self, sources: list[list[int]]):
+        eos, pad = self.model.config.eos_id, self.model.config.pad_id
+        length = max(len(ids) for ids in sources) + 1
+        src = torch.full((len(sources), length), pad, dtype=torch.long)
+        for row, ids in enumerate(sources):
+            src[row, : len(ids) + 1] = torch.tensor([*ids, eos], dtype=torch.long)
+        return search(self.model, src.to(self.device), self.options)
+
+    def translate(self, lines: list[str]) -> list[Translation]:
+        """One Translation per line, in order."""
+        results: list[Translation | None] = [None] * len(lines)
+        for index, translation in self.translate_as_ready(lines):
+            results[index] = translation
+        return results
+
+    def translate_as_ready(self, lines: list[str]) -> Iterator[tuple[int, Translation]]:
+        """(line index, Translation) pairs as batches finish: empty lines first, then by length."""
+        encoded = self.tokenizer.encode_batch([line.strip() for line in lines])
+        sources: list[list[int]] = []
+        owners: list[int] = []  # line index of each source piece
+        for index, ids in enumerate(encoded):
+            if not ids:
+                yield index, Translation(lines[index], "", None)
+            for piece in self._pieces(ids) if ids else []:
+                sources.append(piece)
+                owners.append(index)
+        pieces_left = [0] * len(lines)
+        for owner in owners:
+            pieces_left[owner] += 1
+        done: dict[int, list] = {}
+        for batch in self._batches(sources):
+            for source_index, result in zip(batch, self._search_batch([sources[i] for i in batch]), strict=True):
+                owner = owners[source_index]
+                done.setdefault(owner, []).append((source_index, result))
+                pieces_left[owner] -= 1
+                if pieces_left[owner] == 0:
+                    yield owner, self._join(lines[owner], [r for _, r in sorted(done.pop(owner))])
+
+    def _join(self, line: str, results: list) -> Translation:
+        if not results:
+            return Translation(line, "", None)
+        if len(results) == 1:
+            nbest = [(self.tokenizer.decode(h.tokens), h.score) for h in results[0]]
+            return Translation(line, nbest[0][0], nbest[0][1], nbest)
+        text = " ".join(self.tokenizer.decode(r[0].tokens) for r in results)
+        score = sum(r[0].score for r in results) / len(results)
+        return Translation(line, text, score, [(text, score)])
+
+
+def read_lines_binary(stream: BinaryIO, on_bad_bytes) -> Iterator[str]:
+    """Lines split on b"\\n" only, a trailing "\\r" dropped, invalid UTF-8 replaced (reported once)."""
+    reported = False
+    for raw in iter(stream.readline, b""):
+        raw = raw[:-1] if raw.endswith(b"\n") else raw
+        raw = raw[:-1] if raw.endswith(b"\r") else raw
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if not reported:
+                on_bad_bytes()
+                reported = True
+            yield raw.decode("utf-8", errors="replace")
+
+
+def translate_stream(translator: Translator, source: BinaryIO, sink: TextIO, *, window: int = 1000,
+                     as_json: bool = False, quiet: bool = False) -> int:
+    """Translate `source` line by line to `sink`, `window` lines at a time (1: answer each line at once).
+    Returns the number of lines written. On Ctrl-C the finished lines of the current window are
+    written before the interrupt goes on."""
+    lines = read_lines_binary(source, lambda: log.warning("invalid UTF-8 in the input was replaced by U+FFFD"))
+    written, started, last_report = 0, time.monotonic(), time.monotonic()
+    while True:
+        chunk = list(itertools.islice(lines, window))
+        if not chunk:
+            return written
+        ready: dict[int, Translation] = {}
+        next_line = 0
+        try:
+            for index, translation in translator.translate_as_ready(chunk):
+                ready[index] = translation
+                while next_line in ready:  # write the in-order prefix as soon as it is complete
+                    done = ready.pop(next_line)
+                    sink.write((done.to_json() if as_json else done.text.replace("\n", " ")) + "\n")
+                    next_line += 1
+        finally:
+            sink.flush()
+        written += len(chunk)
+        now = time.monotonic()
+        if not quiet and now - last_report > 5:
+            log.info("%d lines, %.1f lines/s", written, written / (now - started))
+            last_report = now

@@ -1,0 +1,34 @@
+"""Shared fixtures: tiny models and a tiny checkpoint with a real sentencepiece model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nmt.checkpoint import Checkpoint, model_weights, save_checkpoint
+from nmt.config import ModelConfig
+from nmt.corpus import load_embedded
+from nmt.model import Transformer
+from nmt.tokenizer import train_tokenizer
+
+
+def tiny_model(vocab_size: int = 60, seed: int = 0, **overrides) -> Transformer:
+    torch.manual_seed(seed)
+    config = ModelConfig.preset("tiny", vocab_size=vocab_size, dropout=0.0, **overrides)
+    return Transformer(config).eval()
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    pairs = load_embedded("multi30k", "valid")
+    return train_tokenizer(pairs.source + pairs.target, vocab_size=600)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory, tokenizer):
+    """A random tiny model (max 64 positions, so long lines get split) saved with a real tokenizer."""
+    model = tiny_model(vocab_size=tokenizer.vocab_size, max_positions=64)
+    path = tmp_path_factory.mktemp("ckpt") / "tiny.pt"
+    save_checkpoint(path, Checkpoint(model.config, model_weights(model), tokenizer.model_bytes,
+                                     decoding={"beam_size": 2, "max_len_a": 1.0, "max_len_b": 5}))
+    return path

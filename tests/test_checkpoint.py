@@ -1,0 +1,126 @@
+"""Checkpoints: round trip, and every way a file can be wrong gives one clear error."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from nmt.checkpoint import FORMAT_VERSION, Checkpoint, load_checkpoint, model_weights, save_checkpoint
+from nmt.errors import CheckpointError
+from tests.conftest import tiny_model
+
+
+def test_round_trip_restores_identical_logits(tmp_path, tokenizer):
+    model = tiny_model(vocab_size=tokenizer.vocab_size)
+    path = tmp_path / "model.pt"
+    save_checkpoint(path, Checkpoint(model.config, model_weights(model), tokenizer.model_bytes,
+                                     decoding={"beam_size": 5}))
+    loaded = load_checkpoint(path)
+    src, tgt = torch.tensor([[5, 6, 7, 3]]), torch.tensor([[2, 9, 10]])
+    assert torch.equal(loaded.build_model()(src, tgt), model(src, tgt))
+    assert loaded.config == model.config
+    assert loaded.decoding == {"beam_size": 5}
+    assert loaded.tokenizer().encode("A dog runs.") == tokenizer.encode("A dog runs.")
+    assert not list(tmp_path.glob(".*tmp*")), "the temporary file is renamed away"
+
+
+def test_half_precision_weights_load_as_fp32(tmp_path, tokenizer):
+    model = tiny_model(vocab_size=tokenizer.vocab_size)
+    path = tmp_path / "half.pt"
+    save_checkpoint(path, Checkpoint(model.config, model_weights(model, torch.float16), tokenizer.model_bytes))
+    rebuilt = load_checkpoint(path).build_model()
+    assert rebuilt.embed.weight.dtype == torch.float32
+    torch.testing.assert_close(rebuilt.embed.weight, model.embed.weight, atol=1e-3, rtol=1e-3)
+
+
+@pytest.fixture
+def saved(tmp_path, tokenizer):
+    model = tiny_model(vocab_size=tokenizer.vocab_size)
+    path = tmp_path / "good.pt"
+    save_checkpoint(path, Checkpoint(model.config, model_weights(model), tokenizer.model_bytes))
+    return path
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(CheckpointError, match="not found"):
+        load_checkpoint(tmp_path / "nothing.pt")
+
+
+def test_truncated_file(tmp_path, saved):
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(saved.read_bytes()[: saved.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match="truncated or corrupt"):
+        load_checkpoint(truncated)
+
+
+def test_foreign_files(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    with pytest.raises(CheckpointError):
+        load_checkpoint(text)
+    other = tmp_path / "other.pt"
+    torch.save({"state_dict": {"w": torch.zeros(2)}}, other)
+    with pytest.raises(CheckpointError, match="not an nmt checkpoint"):
+        load_checkpoint(other)
+
+
+def test_newer_format_version(tmp_path, saved):
+    payload = torch.load(saved, weights_only=True)
+    payload["format_version"] = FORMAT_VERSION + 1
+    newer = tmp_path / "newer.pt"
+    torch.save(payload, newer)
+    with pytest.raises(CheckpointError, match="newer"):
+        load_checkpoint(newer)
+
+
+class Payload:
+    """Unpickling this would run a shell command that creates a marker file."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_pickle_payload_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.pt"
+    torch.save({"format": "nmt-checkpoint", "format_version": 1, "x": Payload(marker)}, evil)
+    with pytest.raises(CheckpointError, match="refused"):
+        load_checkpoint(evil)
+    plain = tmp_path / "evil.pkl"
+    plain.write_bytes(pickle.dumps(Payload(marker)))
+    with pytest.raises(CheckpointError):
+        load_checkpoint(plain)
+    assert not marker.exists()
+
+
+def test_bad_files_give_one_line_through_the_cli(tmp_path, saved):
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(saved.read_bytes()[:1000])
+    for path in (tmp_path / "missing.pt", truncated):
+        result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "info", str(path)],
+                                capture_output=True, text=True)
+        assert result.returncode == 2
+        assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+        assert "Traceback" not in result.stderr
+
+
+def test_interrupted_write_keeps_the_previous_file(tmp_path, saved, monkeypatch):
+    before = saved.read_bytes()
+    checkpoint = load_checkpoint(saved)
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(OSError):
+        save_checkpoint(saved, checkpoint)
+    assert saved.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["good.pt"]

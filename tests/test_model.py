@@ -1,0 +1,95 @@
+"""The Transformer against the paper's own properties."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from nmt.model import MultiHeadAttention, sinusoidal_table
+from tests.conftest import tiny_model
+
+
+def reference_attention(q, k, v, mask):
+    """softmax(Q K^T / sqrt(d)) V with the weights returned."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ v, weights
+
+
+def test_sdpa_attention_equals_the_explicit_formula():
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(d_model=16, n_heads=4, dropout=0.0).eval()
+    x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    mask[1, ..., 4:] = False  # the second sentence has 3 padded keys
+    keys, values = attention.project_kv(memory)
+    got = attention(x, keys, values, mask)
+
+    q = attention.q_proj(x).view(2, 5, 4, 4).transpose(1, 2)
+    out, weights = reference_attention(q, keys, values, mask)
+    expected = attention.out_proj(out.transpose(1, 2).reshape(2, 5, 16))
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    assert (weights >= 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 5))
+    assert (weights[1, ..., 4:] == 0).all()
+
+
+def test_positional_encoding_matches_the_formula():
+    table = sinusoidal_table(50, 8)
+    for pos, i in [(0, 0), (1, 0), (7, 1), (49, 3)]:
+        angle = pos / 10000 ** (2 * i / 8)
+        assert math.isclose(table[pos, 2 * i].item(), math.sin(angle), abs_tol=1e-6)
+        assert math.isclose(table[pos, 2 * i + 1].item(), math.cos(angle), abs_tol=1e-6)
+    model = tiny_model()
+    tokens = torch.tensor([[5, 6, 7]])
+    expected = model.embed(tokens) * math.sqrt(32) + model.positions[4:7]
+    torch.testing.assert_close(model.embed_tokens(tokens, offset=4), expected)
+
+
+def test_decoder_is_causal():
+    model = tiny_model()
+    src = torch.tensor([[5, 6, 7, 3]])
+    tgt = torch.tensor([[2, 10, 11, 12, 13, 14]])
+    changed = tgt.clone()
+    changed[0, 4:] = torch.tensor([40, 41])
+    before, after = model(src, tgt), model(src, changed)
+    torch.testing.assert_close(before[:, :4], after[:, :4])
+    assert not torch.allclose(before[:, 4:], after[:, 4:])
+
+
+def test_encoder_without_positions_is_permutation_equivariant():
+    for pre_norm in (False, True):
+        model = tiny_model(positional_encoding=False, pre_norm=pre_norm)
+        src = torch.tensor([[5, 6, 7, 8, 9, 3]])
+        permutation = torch.tensor([3, 0, 5, 1, 4, 2])
+        memory = model.encode(src)
+        torch.testing.assert_close(model.encode(src[:, permutation]), memory[:, permutation], atol=1e-5, rtol=1e-5)
+    # With positions the same permutation changes the encoding: the switch is what makes the difference.
+    model = tiny_model()
+    assert not torch.allclose(model.encode(src[:, permutation]), model.encode(src)[:, permutation], atol=1e-3)
+
+
+def test_padding_does_not_change_real_outputs():
+    for pre_norm in (False, True):
+        model = tiny_model(pre_norm=pre_norm)
+        src = torch.tensor([[5, 6, 7, 3]])
+        tgt = torch.tensor([[2, 10, 11]])
+        padded_src = F.pad(src, (0, 3), value=0)
+        padded_tgt = F.pad(tgt, (0, 2), value=0)
+        torch.testing.assert_close(model(padded_src, padded_tgt)[:, :3], model(src, tgt), atol=1e-5, rtol=1e-5)
+        # and in a batch beside a longer sentence
+        batch_src = torch.tensor([[5, 6, 7, 3, 0, 0], [8, 9, 10, 11, 12, 3]])
+        batch_tgt = torch.tensor([[2, 10, 11, 0], [2, 13, 14, 15]])
+        torch.testing.assert_close(model(batch_src, batch_tgt)[:1, :3], model(src, tgt), atol=1e-5, rtol=1e-5)
+
+
+def test_output_projection_is_tied_to_the_embedding():
+    model = tiny_model()
+    assert model.output_proj is None
+    x = torch.randn(3, 32)
+    torch.testing.assert_close(model.project(x), x @ model.embed.weight.T)
+    untied = tiny_model(tie_embeddings=False)
+    assert untied.project(x).shape == (3, 60)
