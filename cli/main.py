@@ -11,7 +11,6 @@ import os
 import sys
 from pathlib import Path
 
-import click
 import typer
 
 from nmt import __version__
@@ -104,7 +103,8 @@ def translate(
         torch.set_num_threads(threads)
     checkpoint = load_checkpoint(find_model(model))
     options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache)
-    translator = Translator(checkpoint, options, resolve_device(device), max_tokens, batch_size)
+    translator = Translator.from_checkpoint(checkpoint, options, resolve_device(device), max_tokens=max_tokens,
+                                            batch_size=batch_size)
     source = _open_input(input)
     sink = open(output, "w", encoding="utf-8") if output else sys.stdout
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
@@ -135,6 +135,145 @@ def info(checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help=
         typer.echo("training: " + ", ".join(f"{k}={v}" for k, v in summary.items()))
 
 
+@app.command()
+def train(
+    out: Path = typer.Option(..., "--out", help="Output folder: last.pt, best.pt, config.yaml, metrics.jsonl."),
+    config_file: Path = typer.Option(None, "--config", help="YAML file of training options (flags override it)."),
+    data: str = typer.Option(None, "--data", help="Embedded corpora: multi30k, tatoeba, news-commentary; "
+                             "comma-separated to mix, NAME*K repeats one."),
+    src_file: str = typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok)."),
+    tgt_file: str = typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
+    hf_dataset: str = typer.Option(None, "--hf-dataset", help="Hub dataset (e.g. wmt/wmt14), save_to_disk folder, "
+                                   "or json/jsonl/parquet file in the translation schema."),
+    hf_config: str = typer.Option(None, "--hf-config", help="Hub dataset config, e.g. fr-en."),
+    valid_src: str = typer.Option(None, "--valid-src", help="Validation English file."),
+    valid_tgt: str = typer.Option(None, "--valid-tgt", help="Validation French file."),
+    preset: str = typer.Option(None, "--preset", help="tiny, small, base or big. Default small."),
+    pre_norm: bool = typer.Option(None, "--pre-norm/--post-norm", help="LayerNorm placement. Default post-norm."),
+    dropout: float = typer.Option(None, "--dropout", help="Default 0.1."),
+    vocab_size: int = typer.Option(None, "--vocab-size", help="Sentencepiece pieces. Default 8000."),
+    spm: str = typer.Option(None, "--spm", help="Reuse this sentencepiece model."),
+    max_tokens: int = typer.Option(None, "--max-tokens", help="Padded tokens per batch. Default 4096."),
+    update_freq: int = typer.Option(None, "--update-freq", help="Batches accumulated per update. Default 1."),
+    lr: float = typer.Option(None, "--lr", help="Peak learning rate. Default 1e-3."),
+    warmup: int = typer.Option(None, "--warmup", help="Warmup steps. Default a tenth of the run, at most 4000."),
+    label_smoothing: float = typer.Option(None, "--label-smoothing", help="Default 0.1."),
+    clip_norm: float = typer.Option(None, "--clip-norm", help="Gradient norm clip, 0 = off. Default 1.0."),
+    precision: str = typer.Option(None, "--precision", help="fp32, bf16 (CPU/GPU) or fp16 (CUDA). Default fp32."),
+    max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many updates."),
+    max_epochs: int = typer.Option(None, "--max-epochs", help="Stop after this many epochs."),
+    max_minutes: float = typer.Option(None, "--max-minutes", help="Stop after this much training time."),
+    valid_every: int = typer.Option(None, "--valid-every", help="Validate and save every N steps. Default 1000."),
+    patience: int = typer.Option(None, "--patience", help="Stop after N validations without a better BLEU."),
+    keep_last: int = typer.Option(None, "--keep-last", help="step*.pt checkpoints kept for averaging. Default 5."),
+    seed: int = typer.Option(None, "--seed", help="Default 1."),
+    threads: int = typer.Option(None, "--threads", help="CPU threads."),
+    init_from: str = typer.Option(None, "--init-from", help="Start from this checkpoint's weights (fine-tuning)."),
+    log_every: int = typer.Option(None, "--log-every", help="Progress line every N steps. Default 100."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+) -> None:
+    """Train a Transformer; rerunning the same command resumes from OUT/last.pt."""
+    given = {k: v for k, v in locals().items() if k not in ("config_file", "quiet") and v is not None}
+    _configure_logging(quiet, progress=True)
+    from nmt.train import TrainConfig
+    from nmt.train import train as run_training
+
+    values = {}
+    if config_file is not None:
+        values = _read_yaml(config_file)
+    values.update(given)
+    values["out"] = str(out)
+    known = set(TrainConfig.__dataclass_fields__)
+    unknown = set(values) - known
+    if unknown:
+        raise UsageError(f"unknown training options in {config_file}: {', '.join(sorted(unknown))}")
+    run_training(TrainConfig(**values))
+
+
+@app.command("eval")
+def evaluate(
+    hyp: Path = typer.Option(None, "--hyp", help="Translations to score, one per line."),
+    ref: Path = typer.Option(None, "--ref", help="References, one per line."),
+    src: Path = typer.Option(None, "--src", help="Translate this file with the model, then score against --ref."),
+    test: str = typer.Option(None, "--test", help="Embedded test set, e.g. multi30k:test_2016_flickr."),
+    model: Path = typer.Option(None, "--model", "-m", help="Checkpoint; default $NMT_MODEL, then the shipped model."),
+    beam: int = typer.Option(None, "--beam", "-b", help="Beam size. Default: the model's, else 4."),
+    lenpen: float = typer.Option(None, "--lenpen", help=LENPEN_HELP),
+    max_len_a: float = typer.Option(None, "--max-len-a", help="Target length cap: a * source + b tokens."),
+    max_len_b: int = typer.Option(None, "--max-len-b", help="See --max-len-a."),
+    max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded source tokens."),
+    limit: int = typer.Option(None, "--limit", help="Score only the first N lines."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    lc_tok: bool = typer.Option(False, "--lc-tok", help="Also BLEU on lowercased Moses-tokenized text (papers)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+) -> None:
+    """Score translations with sacreBLEU (BLEU, chrF), translating first when given --src or --test."""
+    _configure_logging(False)
+    from nmt.corpus import parse_test_set, read_lines
+    from nmt.evaluate import score
+
+    if sum(x is not None for x in (hyp, src, test)) != 1:
+        raise UsageError("give one of --hyp (with --ref), --src (with --ref) or --test")
+    if test is not None:
+        pairs = parse_test_set(test)
+        sources, references, name = pairs.source, pairs.target, test
+    else:
+        if ref is None:
+            raise UsageError("--ref is needed with --hyp or --src")
+        references, name = read_lines(ref), str(ref)
+        sources = read_lines(src) if src is not None else None
+    if limit:
+        references = references[:limit]
+        sources = sources[:limit] if sources is not None else None
+    if hyp is not None:
+        hypotheses = read_lines(hyp)[: limit or None]
+    else:
+        if len(sources) != len(references):
+            raise UsageError(f"{len(sources)} source lines but {len(references)} references")
+        from nmt.checkpoint import load_checkpoint
+        from nmt.translate import Translator, resolve_device
+
+        checkpoint = load_checkpoint(find_model(model))
+        options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False)
+        translator = Translator.from_checkpoint(checkpoint, options, resolve_device(device), max_tokens=max_tokens)
+        hypotheses = [t.text for t in translator.translate(sources)]
+    scores = score(hypotheses, references, lc_tok=lc_tok)
+    if as_json:
+        import json
+
+        typer.echo(json.dumps({**scores.to_dict(), "test": name}))
+        return
+    typer.echo(f"{name}: {scores.lines} lines")
+    typer.echo(f"BLEU {scores.bleu:.2f}  ({scores.signatures['bleu']})")
+    typer.echo(f"chrF {scores.chrf:.2f}  ({scores.signatures['chrf']})")
+    if scores.bleu_lc_tok is not None:
+        typer.echo(f"BLEU lowercased Moses-tokenized {scores.bleu_lc_tok:.2f}  ({scores.signatures['bleu_lc_tok']})")
+
+
+@app.command()
+def average(
+    checkpoints: list[Path] = typer.Argument(..., help="Checkpoints of one model to average."),
+    out: Path = typer.Option(..., "--out", help="Where to write the averaged checkpoint."),
+) -> None:
+    """Average the weights of several checkpoints (e.g. OUT/step*.pt of one run)."""
+    from nmt.train import average_checkpoints
+
+    average_checkpoints(checkpoints, out)
+    typer.echo(f"averaged {len(checkpoints)} checkpoints into {out}")
+
+
+def _read_yaml(path: Path) -> dict:
+    import yaml
+
+    try:
+        values = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"cannot read config {path}: {exc}") from None
+    if not isinstance(values, dict):
+        raise UsageError(f"config {path} must be a mapping of option names to values")
+    return {k.replace("-", "_"): v for k, v in values.items()}
+
+
 def _open_input(path: Path | None):
     if path is None:
         return sys.stdin.buffer
@@ -144,24 +283,23 @@ def _open_input(path: Path | None):
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _configure_logging(quiet: bool) -> None:
-    logging.basicConfig(level=logging.ERROR if quiet else logging.INFO, format="%(levelname)s: %(message)s",
-                        stream=sys.stderr)
-    logging.getLogger("nmt").setLevel(logging.ERROR if quiet else logging.INFO)
+def _configure_logging(quiet: bool, progress: bool = False) -> None:
+    """Warnings (and, for long jobs, progress) on stderr; `--quiet` keeps only errors."""
+    level = logging.ERROR if quiet else logging.INFO
+    layout = "%(asctime)s %(message)s" if progress else "%(levelname)s: %(message)s"
+    logging.basicConfig(level=level, format=layout, datefmt="%H:%M:%S", stream=sys.stderr)
+    logging.getLogger("nmt").setLevel(level)
+    for noisy in ("datasets", "httpx", "huggingface_hub", "fsspec"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
 
 
 def main() -> None:
+    """typer reports bad usage itself (exit 2) and Ctrl-C as "Aborted!" (exit 1); nmt's own errors here."""
     try:
-        app(standalone_mode=False)
+        app()
     except NmtError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
     except BrokenPipeError:
         # The reader went away (`nmt translate | head -1`): end quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -20,7 +20,9 @@ from typing import BinaryIO, TextIO
 import torch
 
 from nmt.checkpoint import Checkpoint
+from nmt.model import Transformer
 from nmt.search import SearchOptions, search
+from nmt.tokenizer import Tokenizer
 
 log = logging.getLogger("nmt")
 
@@ -49,16 +51,21 @@ def resolve_device(name: str) -> torch.device:
 
 
 class Translator:
-    def __init__(self, checkpoint: Checkpoint, options: SearchOptions, device: str | torch.device = "cpu",
-                 max_tokens: int = 4096, batch_size: int | None = None):
-        self.device = torch.device(device)
-        self.model = checkpoint.build_model(self.device)
-        self.tokenizer = checkpoint.tokenizer()
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
+                 batch_size: int | None = None):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.tokenizer = tokenizer
         self.options = options
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         self.max_source_tokens = self.model.config.max_positions - 1  # room for EOS
         self._warned_long = False
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: Checkpoint, options: SearchOptions, device: str | torch.device = "cpu",
+                        **batching) -> Translator:
+        return cls(checkpoint.build_model(device), checkpoint.tokenizer(), options, **batching)
 
     def _pieces(self, ids: list[int]) -> list[list[int]]:
         """Split a too-long source into pieces the model can take, preferring word starts as cuts."""

@@ -1,0 +1,229 @@
+"""Training data: corpora from the embedded set, local files or the Hugging Face hub, filtered, split and
+tokenized through `datasets`.
+
+    corpus = load_training_corpus(DataSpec(names=["multi30k"]))      # Corpus(train=..., valid=...)
+    train = tokenize(corpus.train, tokenizer)                         # datasets.Dataset of src/tgt ids
+
+Every source is reduced to `ParallelText` (or, for --streaming, an iterable of pairs) in the Hugging
+Face translation schema's languages: English source, French target.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nmt.corpus import EMBEDDED, SOURCE_LANG, TARGET_LANG, ParallelText, load_embedded, read_parallel
+from nmt.errors import DataError
+
+log = logging.getLogger("nmt")
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where training and validation pairs come from (one of names, files, hf_dataset)."""
+
+    names: tuple[str, ...] = ()  # embedded corpora; "tatoeba*2" repeats a corpus
+    src_file: str | None = None
+    tgt_file: str | None = None
+    hf_dataset: str | None = None  # hub name, save_to_disk folder, or json/jsonl/parquet file
+    hf_config: str | None = None
+    streaming: bool = False
+    valid_src: str | None = None
+    valid_tgt: str | None = None
+    valid_size: int = 1000  # held out when no validation set exists
+    seed: int = 1
+
+
+@dataclass
+class Corpus:
+    train: ParallelText | None
+    valid: ParallelText
+    stream: object = None  # an iterable of (source, target) pairs for --streaming
+    origin: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FilterSpec:
+    max_tokens: int = 250  # per side, in subword tokens
+    max_ratio: float = 3.0  # longer side / shorter side, in tokens
+
+
+def parse_names(value: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in value.split(",") if part.strip())
+    for name in names:
+        corpus = name.split("*")[0]
+        if corpus not in EMBEDDED:
+            raise DataError(f"unknown corpus {corpus!r}; embedded corpora: {', '.join(EMBEDDED)}")
+    return names
+
+
+def split_by_source(pairs: ParallelText, size: int, seed: int) -> tuple[ParallelText, ParallelText]:
+    """Hold out `size` pairs whose source sentences never occur in the rest (one English sentence can have
+    several French variants: a split by pair would leak them into validation)."""
+    sources = sorted(set(pairs.source))
+    random.Random(seed).shuffle(sources)
+    held_out, count = set(), 0
+    by_source: dict[str, int] = {}
+    for source in pairs.source:
+        by_source[source] = by_source.get(source, 0) + 1
+    for source in sources:
+        if count >= size:
+            break
+        held_out.add(source)
+        count += by_source[source]
+    train, valid = ParallelText([], []), ParallelText([], [])
+    for source, target in zip(pairs.source, pairs.target, strict=True):
+        part = valid if source in held_out else train
+        part.source.append(source)
+        part.target.append(target)
+    return train, valid
+
+
+def _concat(parts: list[ParallelText]) -> ParallelText:
+    return ParallelText([s for p in parts for s in p.source], [t for p in parts for t in p.target])
+
+
+def _embedded(spec: DataSpec) -> Corpus:
+    train_parts, valid_parts = [], []
+    for name in spec.names:
+        corpus, _, times = name.partition("*")
+        pairs = load_embedded(corpus, "train")
+        if "valid" in EMBEDDED[corpus][1]:
+            valid = load_embedded(corpus, "valid")
+        else:
+            pairs, valid = split_by_source(pairs, min(spec.valid_size, len(pairs) // 10), spec.seed)
+        train_parts.extend([pairs] * (int(times) if times else 1))
+        valid_parts.append(valid)
+    return Corpus(_concat(train_parts), _concat(valid_parts), origin=list(spec.names))
+
+
+def load_hf(name: str, config: str | None, split: str, streaming: bool = False):
+    """A dataset in the translation schema ({"translation": {"en": .., "fr": ..}}): a save_to_disk folder,
+    json/jsonl/parquet files, or a hub name through `datasets.load_dataset`."""
+    import datasets
+
+    path = Path(name)
+    try:
+        if path.is_dir() and (path / "dataset_dict.json").exists():
+            return datasets.load_from_disk(str(path))[split]
+        if path.is_dir() and (path / "dataset_info.json").exists():
+            return datasets.load_from_disk(str(path))
+        if path.is_file():
+            kind = "parquet" if path.suffix == ".parquet" else "json"
+            return datasets.load_dataset(kind, data_files=str(path), split="train", streaming=streaming)
+    except (FileNotFoundError, ValueError, KeyError) as exc:
+        raise DataError(f"cannot read the local dataset {name}: {exc}") from None
+    try:
+        return datasets.load_dataset(name, config, split=split, streaming=streaming)
+    except Exception as exc:  # offline, unknown name, missing split: all mean "cannot get it from the hub"
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise DataError(
+            f"cannot load {name!r} from the Hugging Face hub ({reason}); offline, use local files: "
+            "--src-file/--tgt-file, or --hf-dataset with a save_to_disk folder or json/jsonl/parquet file"
+        ) from None
+
+
+def _pairs(rows) -> Iterator[tuple[str, str]]:
+    for row in rows:
+        translation = row.get("translation") if isinstance(row, dict) else None
+        if not isinstance(translation, dict) or SOURCE_LANG not in translation or TARGET_LANG not in translation:
+            raise DataError(f'dataset rows must look like {{"translation": {{"{SOURCE_LANG}": ..., '
+                            f'"{TARGET_LANG}": ...}}}}')
+        yield translation[SOURCE_LANG] or "", translation[TARGET_LANG] or ""
+
+
+def _to_parallel(rows) -> ParallelText:
+    pairs = ParallelText([], [])
+    for source, target in _pairs(rows):
+        pairs.source.append(source)
+        pairs.target.append(target)
+    return pairs
+
+
+def _valid_pairs(spec: DataSpec) -> ParallelText | None:
+    if spec.valid_src or spec.valid_tgt:
+        if not (spec.valid_src and spec.valid_tgt):
+            raise DataError("--valid-src and --valid-tgt go together")
+        return read_parallel(spec.valid_src, spec.valid_tgt)
+    return None
+
+
+def load_training_corpus(spec: DataSpec) -> Corpus:
+    sources = sum(bool(x) for x in (spec.names, spec.src_file or spec.tgt_file, spec.hf_dataset))
+    if sources != 1:
+        raise DataError("give exactly one training source: --data NAMES, --src-file/--tgt-file or --hf-dataset")
+    given_valid = _valid_pairs(spec)
+    if spec.names:
+        corpus = _embedded(spec)
+    elif spec.src_file or spec.tgt_file:
+        if not (spec.src_file and spec.tgt_file):
+            raise DataError("--src-file and --tgt-file go together")
+        pairs = read_parallel(spec.src_file, spec.tgt_file)
+        train, valid = (pairs, given_valid) if given_valid else split_by_source(
+            pairs, min(spec.valid_size, len(pairs) // 10), spec.seed)
+        corpus = Corpus(train, valid, origin=[spec.src_file, spec.tgt_file])
+    else:
+        corpus = _hub_corpus(spec, given_valid)
+    if given_valid is not None:
+        corpus.valid = given_valid
+    return corpus
+
+
+def _hub_corpus(spec: DataSpec, given_valid: ParallelText | None) -> Corpus:
+    train_rows = load_hf(spec.hf_dataset, spec.hf_config, "train", spec.streaming)
+    if spec.streaming:
+        if given_valid is None:
+            valid = _to_parallel(load_hf(spec.hf_dataset, spec.hf_config, "validation"))
+        else:
+            valid = given_valid
+        return Corpus(None, valid, stream=train_rows, origin=[spec.hf_dataset])
+    train = _to_parallel(train_rows)
+    if given_valid is not None:
+        return Corpus(train, given_valid, origin=[spec.hf_dataset])
+    try:
+        valid = _to_parallel(load_hf(spec.hf_dataset, spec.hf_config, "validation"))
+    except (DataError, KeyError):
+        train, valid = split_by_source(train, min(spec.valid_size, len(train) // 10), spec.seed)
+    return Corpus(train, valid, origin=[spec.hf_dataset])
+
+
+def tokenize(pairs: ParallelText, tokenizer, limits: FilterSpec, what: str = "training"):
+    """Tokenize through `datasets` (`map(batched=True)`) and filter empty, too long and too unbalanced
+    pairs, reporting how many each rule removed. Returns a Dataset with `src` and `tgt` id lists."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    dataset = datasets.Dataset.from_dict({"source": pairs.source, "target": pairs.target})
+    dataset = dataset.map(
+        lambda batch: {"src": tokenizer.encode_batch(batch["source"]), "tgt": tokenizer.encode_batch(batch["target"])},
+        batched=True, remove_columns=["source", "target"], desc=None,
+    )
+    return filter_tokenized(dataset, limits, what)
+
+
+def filter_tokenized(dataset, limits: FilterSpec, what: str):
+    counts = {"empty": 0, "too long": 0, "length ratio": 0}
+
+    def reason(src: list[int], tgt: list[int]) -> str | None:
+        if not src or not tgt:
+            return "empty"
+        if max(len(src), len(tgt)) > limits.max_tokens:
+            return "too long"
+        if max(len(src), len(tgt)) > limits.max_ratio * min(len(src), len(tgt)) + 5:
+            return "length ratio"
+        return None
+
+    keep = []
+    for index, (src, tgt) in enumerate(zip(dataset["src"], dataset["tgt"], strict=True)):
+        why = reason(src, tgt)
+        if why is None:
+            keep.append(index)
+        else:
+            counts[why] += 1
+    removed = ", ".join(f"{n} {why}" for why, n in counts.items() if n) or "none"
+    log.info("%s pairs: %d kept, removed: %s", what, len(keep), removed)
+    return dataset.select(keep), counts

@@ -1,0 +1,116 @@
+"""Beam and greedy search against a scripted fake model whose next-token probabilities are written by
+hand, so the expected hypotheses and scores are known exactly (fairseq's test_sequence_generator style)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from nmt.search import SearchOptions, beam_search, greedy_search, search
+
+PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5
+VOCAB = 6
+TINY = 1e-6  # probability of everything not listed
+
+# next-token probabilities given the prefix generated so far
+SCRIPT = {
+    (): {A: 0.6, B: 0.4},
+    (A,): {EOS: 0.4, A: 0.1, B: 0.5},
+    (B,): {EOS: 0.9, A: 0.05, B: 0.05},
+    (A, B): {EOS: 0.9, A: 0.05, B: 0.05},
+    (A, A): {EOS: 0.9, A: 0.05, B: 0.05},
+}
+
+
+@dataclass(frozen=True)
+class FakeConfig:
+    pad_id: int = PAD
+    bos_id: int = BOS
+    eos_id: int = EOS
+    max_positions: int = 64
+
+
+class FakeState:
+    """Holds each row's prefix, so a wrong reorder/select gives wrong probabilities."""
+
+    def __init__(self, n_sentences: int, beam_size: int):
+        self.beam_size = beam_size
+        self.prefixes = [() for _ in range(n_sentences * beam_size)]
+
+    def reorder(self, rows):
+        self.prefixes = [self.prefixes[r] for r in rows.tolist()]
+        return self
+
+    def select(self, sentences):
+        k = self.beam_size
+        self.prefixes = [self.prefixes[s * k + j] for s in sentences.tolist() for j in range(k)]
+        return self
+
+
+class ScriptedModel:
+    config = FakeConfig()
+
+    def init_state(self, src, beam_size=1, use_cache=True):
+        return FakeState(src.size(0), beam_size)
+
+    def decode_step(self, tokens, state):
+        rows = []
+        for row, token in enumerate(tokens.tolist()):
+            prefix = state.prefixes[row] + ((token,) if token != BOS else ())
+            state.prefixes[row] = prefix
+            probs = torch.full((VOCAB,), TINY, dtype=torch.float64)
+            for t, p in SCRIPT.get(prefix, {EOS: 0.9}).items():
+                probs[t] = p
+            rows.append(probs.log())
+        return torch.stack(rows).float(), state
+
+
+SRC = torch.tensor([[7, 8, EOS]])
+
+
+def logp(*probs):
+    return sum(math.log(p) for p in probs)
+
+
+def test_beam_hypotheses_order_and_scores_without_length_penalty():
+    result = beam_search(ScriptedModel(), SRC, SearchOptions(beam_size=2, nbest=2, lenpen=0.0))[0]
+    assert [h.tokens for h in result] == [[B], [A, B]]
+    assert math.isclose(result[0].score, logp(0.4, 0.9), abs_tol=1e-5)
+    assert math.isclose(result[1].score, logp(0.6, 0.5, 0.9), abs_tol=1e-5)
+    assert math.isclose(result[1].log_prob, result[1].score, abs_tol=1e-9)
+
+
+def test_length_penalty_reorders_the_same_hypotheses():
+    result = beam_search(ScriptedModel(), SRC, SearchOptions(beam_size=2, nbest=2, lenpen=1.0))[0]
+    assert [h.tokens for h in result] == [[A, B], [B]]
+    assert math.isclose(result[0].score, logp(0.6, 0.5, 0.9) / 3, abs_tol=1e-5)  # 3 tokens with EOS
+    assert math.isclose(result[1].score, logp(0.4, 0.9) / 2, abs_tol=1e-5)
+    assert math.isclose(result[0].log_prob, logp(0.6, 0.5, 0.9), abs_tol=1e-5)
+
+
+def test_batched_sentences_are_independent_and_select_keeps_the_right_rows():
+    src = torch.tensor([[7, 8, EOS], [9, EOS, PAD], [5, 6, EOS]])
+    results = beam_search(ScriptedModel(), src, SearchOptions(beam_size=2, nbest=2, lenpen=0.0))
+    assert all([h.tokens for h in r] == [[B], [A, B]] for r in results)
+
+
+def test_greedy_follows_the_most_probable_token_and_equals_beam_one():
+    options = SearchOptions(beam_size=1, lenpen=0.0)
+    greedy = greedy_search(ScriptedModel(), SRC, options)[0]
+    assert [h.tokens for h in greedy] == [[A, B]]
+    assert math.isclose(greedy[0].score, logp(0.6, 0.5, 0.9), abs_tol=1e-5)
+    assert beam_search(ScriptedModel(), SRC, options) == [greedy]
+    assert search(ScriptedModel(), SRC, options) == [greedy]
+
+
+def test_min_len_forbids_early_eos_and_max_len_forces_it():
+    options = SearchOptions(beam_size=2, nbest=1, lenpen=0.0, min_len=2)
+    assert beam_search(ScriptedModel(), SRC, options)[0][0].tokens == [A, B]
+    capped = SearchOptions(beam_size=2, nbest=1, lenpen=0.0, max_len_a=0.0, max_len_b=1)
+    result = beam_search(ScriptedModel(), SRC, capped)[0][0]
+    assert result.tokens == []  # one token allowed: it must be EOS
+    assert math.isclose(result.log_prob, math.log(TINY), rel_tol=1e-4)
+    forced = SearchOptions(beam_size=1, lenpen=0.0, min_len=5, max_len_a=0.0, max_len_b=6)
+    assert len(greedy_search(ScriptedModel(), SRC, forced)[0][0].tokens) == 5
