@@ -219,6 +219,7 @@ class Trainer:
 
             (self.out / "config.yaml").write_text(yaml.safe_dump({**config.to_dict(), "warmup": warmup,
                                                                   "model": model_config.to_dict()}))
+        self.model = model
         loop = _Loop(self, model, wrapped, optimizer, scheduler, tokenizer, state, valid,
                      (src_ids, tgt_ids, src_lengths, tgt_lengths), warmup)
         return loop.run()

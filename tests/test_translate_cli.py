@@ -90,9 +90,10 @@ def test_closed_stdout_ends_quietly(tiny_checkpoint):
     assert b"Traceback" not in pipeline.stderr and b"Error" not in pipeline.stderr
 
 
+BAD_LINES = ["", "   ", "\t\t", "😀🚀", "日本語の文です。", "שלום עולם", "مرحبا بالعالم", "\x00\x07", "\u2028x"]
 weird_text = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), max_size=40
-) | st.sampled_from(["", "   ", "\t\t", "😀🚀", "日本語の文です。", "שלום עולם", "مرحبا بالعالم", "\x00\x07", "\u2028x"])
+) | st.sampled_from(BAD_LINES)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,0 +1,171 @@
+"""`nmt train` end to end on tiny models: learning, resume, DDP, the data paths and their errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.checkpoint import load_checkpoint
+from nmt.corpus import load_embedded
+from nmt.data import FilterSpec, filter_tokenized, split_by_source
+from nmt.train import inverse_sqrt
+
+NMT = [sys.executable, "-m", "nmt_cli.main"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, tokenizer):
+    """2,000 Multi30k training pairs as plain files, and the session's sentencepiece model."""
+    folder = tmp_path_factory.mktemp("corpus")
+    pairs = load_embedded("multi30k", "train")
+    (folder / "train.en").write_text("\n".join(pairs.source[:2000]) + "\n")
+    (folder / "train.fr").write_text("\n".join(pairs.target[:2000]) + "\n")
+    (folder / "spm.model").write_bytes(tokenizer.model_bytes)
+    return folder
+
+
+def train_args(corpus, out, *extra):
+    return ["train", "--src-file", str(corpus / "train.en"), "--tgt-file", str(corpus / "train.fr"),
+            "--spm", str(corpus / "spm.model"), "--preset", "tiny", "--out", str(out), "--max-tokens", "800",
+            "--threads", "1", "--keep-last", "2", "--quiet", *extra]
+
+
+def nmt(*args, env=None):
+    return subprocess.run(NMT + list(args), capture_output=True, text=True, env={**os.environ, **(env or {})})
+
+
+def test_schedule_warms_up_then_decays_as_inverse_square_root():
+    assert inverse_sqrt(50, 100) == pytest.approx(0.5)
+    assert inverse_sqrt(100, 100) == pytest.approx(1.0)
+    assert inverse_sqrt(400, 100) == pytest.approx(0.5)
+
+
+def test_tiny_model_learns_through_the_cli_and_its_checkpoints_translate(corpus, tmp_path):
+    out = tmp_path / "run"
+    result = nmt(*train_args(corpus, out, "--max-steps", "60", "--valid-every", "30", "--log-every", "10",
+                             "--lr", "3e-3", "--warmup", "10"))
+    assert result.returncode == 0, result.stderr
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    losses = [m["train_loss"] for m in metrics if "train_loss" in m]
+    assert losses[-1] < losses[0] - 1.0
+    assert [m["step"] for m in metrics if "valid_bleu" in m] == [30, 60]
+    assert {p.name for p in out.iterdir()} >= {"last.pt", "best.pt", "config.yaml", "metrics.jsonl",
+                                               "step0000030.pt", "step0000060.pt"}
+    translated = subprocess.run(NMT + ["translate", "--model", str(out / "best.pt"), "-q"],
+                                input="A dog runs.\n", capture_output=True, text=True)
+    assert translated.returncode == 0 and translated.stdout.count("\n") == 1
+    averaged = nmt("average", str(out / "step0000030.pt"), str(out / "step0000060.pt"), "--out",
+                   str(tmp_path / "avg.pt"))
+    assert averaged.returncode == 0, averaged.stderr
+    a, b = (load_checkpoint(out / f"step00000{n}.pt").weights for n in (30, 60))
+    avg = load_checkpoint(tmp_path / "avg.pt").weights
+    torch.testing.assert_close(avg["embed.weight"], (a["embed.weight"] + b["embed.weight"]) / 2)
+
+
+def test_resume_gives_the_same_parameters_as_a_straight_run(corpus, tmp_path):
+    common = ("--max-tokens", "600", "--valid-every", "1000", "--warmup", "5")
+    assert nmt(*train_args(corpus, tmp_path / "straight", "--max-steps", "20", *common)).returncode == 0
+    assert nmt(*train_args(corpus, tmp_path / "split", "--max-steps", "10", *common)).returncode == 0
+    resumed = nmt(*train_args(corpus, tmp_path / "split", "--max-steps", "20", *common))
+    assert resumed.returncode == 0, resumed.stderr
+    straight = load_checkpoint(tmp_path / "straight" / "last.pt")
+    split = load_checkpoint(tmp_path / "split" / "last.pt")
+    assert split.train_state["progress"]["step"] == 20
+    for name, tensor in straight.weights.items():
+        assert torch.equal(tensor, split.weights[name]), name
+
+
+def test_resume_reports_changed_options(corpus, tmp_path):
+    out = tmp_path / "run"
+    assert nmt(*train_args(corpus, out, "--max-steps", "2", "--valid-every", "1000")).returncode == 0
+    args = train_args(corpus, out, "--max-steps", "3", "--valid-every", "1000", "--lr", "5e-4")
+    args.remove("--quiet")
+    changed = nmt(*args)
+    assert changed.returncode == 0
+    assert "changed options" in changed.stderr and "lr" in changed.stderr
+
+
+def test_ddp_with_gloo_keeps_ranks_identical_and_writes_one_checkpoint(corpus, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+         str(Path(__file__).parent / "ddp_worker.py"), str(tmp_path), str(corpus / "train.en"),
+         str(corpus / "train.fr"), str(corpus / "spm.model")],
+        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    rank0 = torch.load(tmp_path / "rank0.weights", weights_only=True)
+    rank1 = torch.load(tmp_path / "rank1.weights", weights_only=True)
+    assert all(torch.equal(rank0[name], rank1[name]) for name in rank0)
+    assert load_checkpoint(tmp_path / "last.pt").train_state["progress"]["step"] == 4
+    assert not list(tmp_path.glob(".*tmp*"))
+
+
+def test_hub_code_path_on_a_local_dataset_of_the_same_schema(corpus, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    pairs = load_embedded("multi30k", "valid")
+    rows = [{"translation": {"en": s, "fr": t}} for s, t in zip(pairs.source[:400], pairs.target[:400], strict=True)]
+    folder = tmp_path / "local_wmt"
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(rows[:300]),
+                          "validation": datasets.Dataset.from_list(rows[300:])}).save_to_disk(str(folder))
+    jsonl = tmp_path / "pairs.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    for source in (folder, jsonl):
+        out = tmp_path / f"run_{source.name}"
+        result = nmt("train", "--hf-dataset", str(source), "--spm", str(corpus / "spm.model"), "--preset", "tiny",
+                     "--out", str(out), "--max-steps", "3", "--threads", "1", "-q")
+        assert result.returncode == 0, result.stderr
+        assert load_checkpoint(out / "last.pt").train_state["progress"]["step"] == 3
+
+
+def test_offline_hub_dataset_is_one_clear_line(tmp_path):
+    result = nmt("train", "--hf-dataset", "wmt/wmt14", "--hf-config", "fr-en", "--out", str(tmp_path / "x"),
+                 "--max-steps", "1", env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
+    assert result.returncode == 2
+    error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "local files" in error[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_filtering_counts_each_rule():
+    datasets = pytest.importorskip("datasets")
+    dataset = datasets.Dataset.from_dict({
+        "src": [[5, 6], [], [5] * 30, [5] * 2, [5] * 40],
+        "tgt": [[7, 8, 9], [7], [7] * 3, [7] * 20, [7] * 40],
+    })
+    kept, counts = filter_tokenized(dataset, FilterSpec(max_tokens=35, max_ratio=2.0), "test")
+    assert counts == {"empty": 1, "too long": 1, "length ratio": 2}
+    assert kept["src"] == [[5, 6]]
+
+
+def test_validation_split_never_shares_a_source_sentence():
+    from nmt.corpus import ParallelText
+
+    pairs = ParallelText([f"s{i % 50}" for i in range(200)], [f"t{i}" for i in range(200)])
+    train, valid = split_by_source(pairs, 20, seed=3)
+    assert len(train) + len(valid) == 200 and len(valid) >= 20
+    assert not set(train.source) & set(valid.source)
+
+
+def test_kill_minus_nine_leaves_a_loadable_last_checkpoint_and_resume_finishes(corpus, tmp_path):
+    out = tmp_path / "run"
+    process = subprocess.Popen(NMT + train_args(corpus, out, "--max-steps", "400", "--valid-every", "5"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (out / "step0000010.pt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    step = load_checkpoint(out / "last.pt").train_state["progress"]["step"]
+    assert step >= 10
+    resumed = nmt(*train_args(corpus, out, "--max-steps", str(step + 5), "--valid-every", "1000"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert load_checkpoint(out / "last.pt").train_state["progress"]["step"] == step + 5
