@@ -4,7 +4,7 @@ import sys
 
 import torch
 
-from nmt.train import Trainer, TrainConfig
+from nmt.train import TrainConfig, Trainer
 
 out, src, tgt, spm = sys.argv[1:5]
 trainer = Trainer(TrainConfig(out=out, src_file=src, tgt_file=tgt, spm=spm, preset="tiny", max_steps=4,
