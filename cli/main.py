@@ -262,6 +262,51 @@ def average(
     typer.echo(f"averaged {len(checkpoints)} checkpoints into {out}")
 
 
+@app.command()
+def tune(
+    model: Path = typer.Option(..., "--model", "-m", help="Checkpoint to tune."),
+    valid: str = typer.Option("multi30k:valid", "--valid", help="Embedded validation set (CORPUS:SPLIT)."),
+    beams: str = typer.Option("1,4,5", "--beams", help="Beam sizes to try, comma-separated."),
+    lenpens: str = typer.Option("0.6,0.8,1.0,1.2", "--lenpens", help="Length penalties to try."),
+    out: Path = typer.Option(..., "--out", help="Write the checkpoint with the best decoding defaults here."),
+    half: bool = typer.Option(False, "--half", help="Store the weights in fp16 (half the size)."),
+) -> None:
+    """Pick beam size and length penalty by validation BLEU and store them in the checkpoint."""
+    _configure_logging(False)
+    from nmt.checkpoint import load_checkpoint
+    from nmt.corpus import parse_test_set
+    from nmt.tune import tune_decoding, write_release
+
+    try:
+        beam_list = [int(b) for b in beams.split(",")]
+        lenpen_list = [float(x) for x in lenpens.split(",")]
+    except ValueError:
+        raise UsageError("--beams and --lenpens take comma-separated numbers") from None
+    checkpoint = load_checkpoint(model)
+    best, table = tune_decoding(checkpoint, parse_test_set(valid), beam_list, lenpen_list)
+    for beam, lenpen, bleu in table:
+        typer.echo(f"beam {beam} lenpen {lenpen:.2f}: BLEU {bleu:.2f} on {valid}")
+    if half:
+        from nmt.search import SearchOptions
+        from nmt.tune import half_precision_bleu_change
+
+        delta = half_precision_bleu_change(checkpoint, parse_test_set(valid), SearchOptions(**best))
+        typer.echo(f"fp16 weights change BLEU on {valid} by {delta:+.2f}")
+    write_release(checkpoint, best, str(out), half)
+    typer.echo(f"best on {valid}: beam {best['beam_size']}, lenpen {best['lenpen']}; written to {out}")
+
+
+@app.command()
+def plot(
+    run: Path = typer.Argument(..., help="An `nmt train --out` folder."),
+    out: Path = typer.Option(None, "--out", help="PNG to write. Default RUN/curves.png."),
+) -> None:
+    """Draw a run's loss and validation BLEU curves to a PNG."""
+    from nmt.plot import plot_run
+
+    typer.echo(f"written to {plot_run(run, out)}")
+
+
 def _read_yaml(path: Path) -> dict:
     import yaml
 

@@ -62,6 +62,9 @@ def test_tiny_model_learns_through_the_cli_and_its_checkpoints_translate(corpus,
     translated = subprocess.run(NMT + ["translate", "--model", str(out / "best.pt"), "-q"],
                                 input="A dog runs.\n", capture_output=True, text=True)
     assert translated.returncode == 0 and translated.stdout.count("\n") == 1
+    plotted = nmt("plot", str(out))
+    assert plotted.returncode == 0, plotted.stderr
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     averaged = nmt("average", str(out / "step0000030.pt"), str(out / "step0000060.pt"), "--out",
                    str(tmp_path / "avg.pt"))
     assert averaged.returncode == 0, averaged.stderr

@@ -1,0 +1,65 @@
+"""`nmt eval`: the same numbers as sacrebleu itself, with signatures, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import sacrebleu
+
+from nmt.evaluate import moses_lc_tok, score
+
+NMT = [sys.executable, "-m", "nmt_cli.main", "eval"]
+HYPOTHESES = ["Un chien court dans l'herbe.", "Deux hommes parlent devant un magasin.", "Une femme lit."]
+REFERENCES = ["Un chien court dans l'herbe verte.", "Deux hommes discutent devant un magasin.", "Une femme lit."]
+
+
+@pytest.fixture
+def files(tmp_path):
+    hyp, ref = tmp_path / "hyp.fr", tmp_path / "ref.fr"
+    hyp.write_text("\n".join(HYPOTHESES) + "\n")
+    ref.write_text("\n".join(REFERENCES) + "\n")
+    return hyp, ref
+
+
+def test_scores_equal_sacrebleu_and_carry_signatures(files):
+    hyp, ref = files
+    result = subprocess.run(NMT + ["--hyp", str(hyp), "--ref", str(ref), "--json"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["bleu"] == round(sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES]).score, 2)
+    assert record["chrf"] == round(sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES]).score, 2)
+    assert record["lines"] == 3
+    assert record["signatures"]["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    text = subprocess.run(NMT + ["--hyp", str(hyp), "--ref", str(ref)], capture_output=True, text=True).stdout
+    assert "BLEU" in text and "nrefs:1" in text and "chrF" in text
+
+
+def test_lowercased_moses_tokenized_bleu_is_named_and_differs_from_cased():
+    hypotheses, references = ["L'Homme Mange."], ["l'homme mange ."]
+    scores = score(hypotheses, references, lc_tok=True)
+    assert moses_lc_tok(["L'herbe, verte."]) == ["l&apos; herbe , verte ."]
+    assert scores.bleu_lc_tok == pytest.approx(100.0)
+    assert scores.bleu < 100.0
+    assert scores.signatures["bleu_lc_tok"].startswith("moses-lc-tok(fr)")
+
+
+def test_line_count_mismatch_and_unreadable_file_are_exit_2(files, tmp_path):
+    hyp, ref = files
+    short = tmp_path / "short.fr"
+    short.write_text("Une ligne.\n")
+    for args in (["--hyp", str(short), "--ref", str(ref)], ["--hyp", str(tmp_path / "none"), "--ref", str(ref)],
+                 ["--test", "multi30k"], ["--ref", str(ref)]):
+        result = subprocess.run(NMT + args, capture_output=True, text=True)
+        assert result.returncode == 2, args
+        assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+
+
+def test_translates_an_embedded_test_set_with_a_model(tiny_checkpoint):
+    result = subprocess.run(NMT + ["--test", "multi30k:test_2016_flickr", "--limit", "5", "--model",
+                                   str(tiny_checkpoint), "--beam", "1", "--json"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["lines"] == 5 and record["test"] == "multi30k:test_2016_flickr"
