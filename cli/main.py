@@ -146,6 +146,8 @@ def train(
     hf_dataset: str = typer.Option(None, "--hf-dataset", help="Hub dataset (e.g. wmt/wmt14), save_to_disk folder, "
                                    "or json/jsonl/parquet file in the translation schema."),
     hf_config: str = typer.Option(None, "--hf-config", help="Hub dataset config, e.g. fr-en."),
+    streaming: bool = typer.Option(None, "--streaming", help="Read --hf-dataset as a stream (corpora larger than "
+                                   "memory); needs a validation split or --valid-src/--valid-tgt."),
     valid_src: str = typer.Option(None, "--valid-src", help="Validation English file."),
     valid_tgt: str = typer.Option(None, "--valid-tgt", help="Validation French file."),
     preset: str = typer.Option(None, "--preset", help="tiny, small, base or big. Default small."),

@@ -113,6 +113,8 @@ def load_hf(name: str, config: str | None, split: str, streaming: bool = False):
         if path.is_dir() and (path / "dataset_info.json").exists():
             return datasets.load_from_disk(str(path))
         if path.is_file():
+            if split != "train":
+                raise DataError(f"{name} is a single file with no {split} split: give --valid-src/--valid-tgt")
             kind = "parquet" if path.suffix == ".parquet" else "json"
             return datasets.load_dataset(kind, data_files=str(path), split="train", streaming=streaming)
     except (FileNotFoundError, ValueError, KeyError) as exc:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import logging
 import math
 import os
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,10 +183,12 @@ class Trainer:
         corpus = self._corpus()
         tokenizer = self._tokenizer(corpus)
         limits = FilterSpec(config.max_len, config.max_ratio)
+        stream, src_ids, tgt_ids = None, [], []
         if corpus.train is None:
-            raise UsageError("--streaming training is not supported yet: load the corpus without --streaming")
-        train_set, _ = tokenize(corpus.train, tokenizer, limits, "training")
-        src_ids, tgt_ids = train_set["src"], train_set["tgt"]
+            stream = StreamingBatches(corpus.stream, tokenizer, limits, config.max_tokens, config.seed)
+        else:
+            train_set, _ = tokenize(corpus.train, tokenizer, limits, "training")
+            src_ids, tgt_ids = train_set["src"], train_set["tgt"]
         src_lengths, tgt_lengths = [len(s) for s in src_ids], [len(t) for t in tgt_ids]
         valid = corpus.valid
         if config.valid_bleu_lines and len(valid) > config.valid_bleu_lines:
@@ -196,9 +200,12 @@ class Trainer:
         if config.init_from:
             model.load_state_dict(load_checkpoint(config.init_from).weights)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9)
-        batches_per_epoch = len(token_batches(src_lengths, tgt_lengths, config.max_tokens, config.seed, 0))
-        steps_per_epoch = max(1, batches_per_epoch // (config.update_freq * self.dist.world_size))
-        planned = config.max_steps or (config.max_epochs or 10) * steps_per_epoch
+        if stream is None:
+            batches_per_epoch = len(token_batches(src_lengths, tgt_lengths, config.max_tokens, config.seed, 0))
+            steps_per_epoch = max(1, batches_per_epoch // (config.update_freq * self.dist.world_size))
+        else:
+            steps_per_epoch = 0  # unknown until the stream has been read once
+        planned = config.max_steps or (config.max_epochs or 10) * (steps_per_epoch or 4000)
         warmup = config.warmup or max(1, min(4000, planned // 10))
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: inverse_sqrt(step + 1, warmup))
         log.info("model: %s, %.2fM parameters; %d training pairs, %d validation; %d steps/epoch; warmup %d",
@@ -221,7 +228,7 @@ class Trainer:
                                                                   "model": model_config.to_dict()}))
         self.model = model
         loop = _Loop(self, model, wrapped, optimizer, scheduler, tokenizer, state, valid,
-                     (src_ids, tgt_ids, src_lengths, tgt_lengths), warmup)
+                     (src_ids, tgt_ids, src_lengths, tgt_lengths), stream)
         return loop.run()
 
     def _resume(self, path: Path, model, optimizer, scheduler) -> dict:
@@ -243,6 +250,43 @@ class Trainer:
         return dict(train_state["progress"])
 
 
+Batch = tuple[list[list[int]], list[list[int]]]  # source and target token ids of the sentences in a batch
+
+
+def _grouped(batches: Iterator[Batch], size: int) -> Iterator[list[Batch]]:
+    while group := list(itertools.islice(batches, size)):
+        yield group
+
+
+class StreamingBatches:
+    """Batches from a corpus read as a stream (`--streaming`): `buffer` pairs at a time are tokenized,
+    filtered and cut into token-budget batches; rank r of n takes every n-th batch of each buffer."""
+
+    def __init__(self, rows, tokenizer: Tokenizer, limits: FilterSpec, max_tokens: int, seed: int,
+                 buffer: int = 100_000):
+        self.rows, self.tokenizer, self.limits = rows, tokenizer, limits
+        self.max_tokens, self.seed, self.buffer = max_tokens, seed, buffer
+
+    def batches(self, epoch: int, dist: Distributed) -> Iterator[Batch]:
+        from nmt.corpus import ParallelText
+        from nmt.data import _pairs
+
+        pairs = _pairs(self.rows.shuffle(seed=self.seed + epoch, buffer_size=10_000)
+                       if hasattr(self.rows, "shuffle") else self.rows)
+        for number in itertools.count():
+            chunk = list(itertools.islice(pairs, self.buffer))
+            if not chunk:
+                return
+            text = ParallelText([s for s, _ in chunk], [t for _, t in chunk])
+            dataset, _ = tokenize(text, self.tokenizer, self.limits, f"stream buffer {number + 1}")
+            src, tgt = dataset["src"], dataset["tgt"]
+            indices = token_batches([len(s) for s in src], [len(t) for t in tgt], self.max_tokens,
+                                    self.seed + number, epoch)
+            indices = indices[: len(indices) // dist.world_size * dist.world_size][dist.rank :: dist.world_size]
+            for batch in indices:
+                yield [src[i] for i in batch], [tgt[i] for i in batch]
+
+
 def _to_random_state(value):
     version, internal, gauss = value
     return (version, tuple(internal), gauss)
@@ -262,11 +306,12 @@ def _stream_sample(stream, n: int = 200_000) -> list[str]:
 class _Loop:
     """The step loop of one run; holds what the steps share."""
 
-    def __init__(self, trainer, model, wrapped, optimizer, scheduler, tokenizer, state, valid, data, warmup):
+    def __init__(self, trainer, model, wrapped, optimizer, scheduler, tokenizer, state, valid, data, stream):
         self.trainer, self.config, self.dist = trainer, trainer.config, trainer.dist
         self.model, self.wrapped, self.optimizer, self.scheduler = model, wrapped, optimizer, scheduler
-        self.tokenizer, self.state, self.valid, self.warmup = tokenizer, state, valid, warmup
+        self.tokenizer, self.state, self.valid = tokenizer, state, valid
         self.src_ids, self.tgt_ids, self.src_lengths, self.tgt_lengths = data
+        self.stream = stream
         self.model_config = model.config
         self.device = trainer.device
         self.started = time.monotonic() - state["elapsed"]
@@ -278,16 +323,20 @@ class _Loop:
         dtype = torch.bfloat16 if self.config.precision == "bf16" else torch.float16
         return torch.autocast(self.device.type, dtype=dtype)
 
-    def epoch_batches(self, epoch: int) -> list[list[int]]:
-        batches = token_batches(self.src_lengths, self.tgt_lengths, self.config.max_tokens, self.config.seed, epoch)
+    def epoch_groups(self, epoch: int) -> Iterator[list[Batch]]:
+        """This rank's batches of one epoch, `update_freq` to an update; every rank gets as many."""
+        if self.stream is not None:
+            yield from _grouped(self.stream.batches(epoch, self.dist), self.config.update_freq)
+            return
+        indices = token_batches(self.src_lengths, self.tgt_lengths, self.config.max_tokens, self.config.seed, epoch)
         world = self.dist.world_size
-        batches = batches[: len(batches) // world * world]  # every rank the same number of steps
-        return batches[self.dist.rank :: world]
+        indices = indices[: len(indices) // world * world][self.dist.rank :: world]
+        batches = (([self.src_ids[i] for i in b], [self.tgt_ids[i] for i in b]) for b in indices)
+        yield from _grouped(batches, self.config.update_freq)
 
-    def loss(self, batch: list[int]) -> tuple[torch.Tensor, int]:
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, int]:
         c = self.model_config
-        src, tgt_in, tgt_out = collate([self.src_ids[i] for i in batch], [self.tgt_ids[i] for i in batch],
-                                       c.pad_id, c.bos_id, c.eos_id)
+        src, tgt_in, tgt_out = collate(batch[0], batch[1], c.pad_id, c.bos_id, c.eos_id)
         src, tgt_in, tgt_out = src.to(self.device), tgt_in.to(self.device), tgt_out.to(self.device)
         with self.autocast():
             logits = self.wrapped(src, tgt_in)
@@ -307,10 +356,7 @@ class _Loop:
         window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
         try:
             while not self.finished():
-                batches = self.epoch_batches(s["epoch"])
-                groups = [batches[i : i + self.config.update_freq]
-                          for i in range(0, len(batches), self.config.update_freq)]
-                for group in groups[s["batch_in_epoch"]:]:
+                for group in itertools.islice(self.epoch_groups(s["epoch"]), s["batch_in_epoch"], None):
                     if self.finished():
                         break
                     self.wrapped.train()

@@ -126,6 +126,16 @@ def test_hub_code_path_on_a_local_dataset_of_the_same_schema(corpus, tmp_path):
                      "--out", str(out), "--max-steps", "3", "--threads", "1", "-q")
         assert result.returncode == 0, result.stderr
         assert load_checkpoint(out / "last.pt").train_state["progress"]["step"] == 3
+    # --streaming reads the same file as a stream; a single file has no validation split of its own
+    out = tmp_path / "run_stream"
+    args = ["train", "--hf-dataset", str(jsonl), "--streaming", "--spm", str(corpus / "spm.model"), "--preset",
+            "tiny", "--out", str(out), "--max-steps", "3", "--max-tokens", "300", "--threads", "1", "-q"]
+    missing_valid = nmt(*args)
+    assert missing_valid.returncode == 2 and "--valid-src" in missing_valid.stderr
+    valid = ["--valid-src", str(corpus / "train.en"), "--valid-tgt", str(corpus / "train.fr")]
+    streamed = nmt(*args, *valid)
+    assert streamed.returncode == 0, streamed.stderr
+    assert load_checkpoint(out / "last.pt").train_state["progress"]["step"] == 3
 
 
 def test_offline_hub_dataset_is_one_clear_line(tmp_path):
