@@ -309,6 +309,23 @@ def plot(
     typer.echo(f"written to {plot_run(run, out)}")
 
 
+@app.command()
+def export(
+    model: Path = typer.Option(None, "--model", "-m", help="Checkpoint; default $NMT_MODEL, then the shipped model."),
+    output_format: str = typer.Option("ctranslate2", "--format", help="ctranslate2 (the only one so far)."),
+    out: Path = typer.Option(..., "--out", help="Model directory to write."),
+    quantization: str = typer.Option(None, "--quantization", help="CTranslate2 weight type, e.g. int8, float16."),
+) -> None:
+    """Export a model to CTranslate2 (with its sentencepiece model beside it)."""
+    from nmt.checkpoint import load_checkpoint
+    from nmt.export import export_ctranslate2
+
+    if output_format != "ctranslate2":
+        raise UsageError(f"--format must be ctranslate2, not {output_format!r}")
+    written = export_ctranslate2(load_checkpoint(find_model(model)), out, quantization)
+    typer.echo(f"CTranslate2 model written to {written}")
+
+
 def _read_yaml(path: Path) -> dict:
     import yaml
 

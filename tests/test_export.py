@@ -1,0 +1,33 @@
+"""`nmt export --format ctranslate2`: CTranslate2 decodes the exported weights as nmt does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from nmt.checkpoint import load_checkpoint
+from nmt.search import SearchOptions
+from nmt.translate import Translator
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+LINES = ["A dog runs in the park.", "Two men are talking near a red car.", "A woman.", "Kids play football."]
+
+
+def test_ctranslate2_greedy_equals_nmt_greedy_on_the_exported_model(tiny_checkpoint, tmp_path):
+    out = tmp_path / "ct2"
+    result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "export", "--model", str(tiny_checkpoint),
+                             "--out", str(out)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(out / "sentencepiece.model"))
+    translator = ctranslate2.Translator(str(out), intra_threads=1)
+    # a random model never stops by itself: the same cap for both (CTranslate2 does not count EOS)
+    results = translator.translate_batch([processor.encode(line, out_type=str) for line in LINES], beam_size=1,
+                                         max_decoding_length=12)
+    theirs = [processor.decode(r.hypotheses[0]) for r in results]
+    ours = Translator.from_checkpoint(load_checkpoint(tiny_checkpoint),
+                                      SearchOptions(beam_size=1, max_len_a=0, max_len_b=13)).translate(LINES)
+    assert theirs == [t.text for t in ours]
