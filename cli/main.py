@@ -80,6 +80,8 @@ def translate(
     max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded source tokens."),
     batch_size: int = typer.Option(None, "--batch-size", help="Batch by sentence count instead of --max-tokens."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32, bf16 (CPUs with bf16 support, GPUs) or fp16 "
+                                  "(CUDA)."),
     threads: int = typer.Option(None, "--threads", help="CPU threads for torch."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute the decoder prefix every step (slow; checks)."),
     output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
@@ -103,8 +105,8 @@ def translate(
         torch.set_num_threads(threads)
     checkpoint = load_checkpoint(find_model(model))
     options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache)
-    translator = Translator.from_checkpoint(checkpoint, options, resolve_device(device), max_tokens=max_tokens,
-                                            batch_size=batch_size)
+    translator = Translator.from_checkpoint(checkpoint, options, resolve_device(device), precision,
+                                            max_tokens=max_tokens, batch_size=batch_size)
     source = _open_input(input)
     sink = open(output, "w", encoding="utf-8") if output else sys.stdout
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000

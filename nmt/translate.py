@@ -20,6 +20,7 @@ from typing import BinaryIO, TextIO
 import torch
 
 from nmt.checkpoint import Checkpoint
+from nmt.errors import UsageError
 from nmt.model import Transformer
 from nmt.search import SearchOptions, search
 from nmt.tokenizer import Tokenizer
@@ -40,12 +41,23 @@ class Translation:
         return json.dumps(record, ensure_ascii=False)
 
 
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def cast_for_inference(model: Transformer, precision: str) -> Transformer:
+    """Weights and activations in `precision`; search scores stay fp32 (decode_step returns fp32)."""
+    if precision not in PRECISIONS:
+        raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    device = next(model.parameters()).device
+    if precision == "fp16" and device.type != "cuda":
+        raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
+    return model.to(PRECISIONS[precision])
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        from nmt.errors import UsageError
-
         raise UsageError("--device cuda asked for, but no CUDA device is available")
     return torch.device(name)
 
@@ -64,8 +76,9 @@ class Translator:
 
     @classmethod
     def from_checkpoint(cls, checkpoint: Checkpoint, options: SearchOptions, device: str | torch.device = "cpu",
-                        **batching) -> Translator:
-        return cls(checkpoint.build_model(device), checkpoint.tokenizer(), options, **batching)
+                        precision: str = "fp32", **batching) -> Translator:
+        model = cast_for_inference(checkpoint.build_model(device), precision)
+        return cls(model, checkpoint.tokenizer(), options, **batching)
 
     def _pieces(self, ids: list[int]) -> list[list[int]]:
         """Split a too-long source into pieces the model can take, preferring word starts as cuts."""

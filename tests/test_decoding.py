@@ -88,3 +88,22 @@ def test_greedy_equals_beam_of_one():
         from nmt.search import beam_search
 
         assert beam_search(model, SRC, SearchOptions(beam_size=1, lenpen=lenpen)) == greedy
+
+
+def test_bf16_decoding_stays_close_to_fp32_and_fp16_needs_cuda():
+    import pytest
+
+    from nmt.errors import UsageError
+    from nmt.translate import cast_for_inference
+
+    model = tiny_model(seed=6)
+    tgt = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15], [2, 16, 17, 18]])
+    expected = model(SRC, tgt).log_softmax(-1)
+    cast_for_inference(model, "bf16")
+    state = model.init_state(SRC)
+    for t in range(tgt.size(1)):
+        log_probs, state = model.decode_step(tgt[:, t], state)
+        assert log_probs.dtype == torch.float32
+        torch.testing.assert_close(log_probs, expected[:, t], atol=0.1, rtol=0)
+    with pytest.raises(UsageError, match="CUDA"):
+        cast_for_inference(tiny_model(), "fp16")
