@@ -33,6 +33,7 @@ run: setup
 
 bench: setup
 	$(BIN)/python benchmarks/decode.py
+	$(BIN)/python benchmarks/train.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

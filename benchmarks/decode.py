@@ -10,11 +10,10 @@ Never run it while something else loads the cores.
 from __future__ import annotations
 
 import argparse
-import platform
 import time
-from pathlib import Path
 
 import torch
+from results import cpu_name, write_section
 
 from nmt.config import ModelConfig
 from nmt.model import Transformer
@@ -23,7 +22,6 @@ from nmt.search import SearchOptions, search
 OUTPUT_TOKENS = 32
 SOURCE_TOKENS = 20
 PRESETS = {"small": 8000, "base": 32000}  # preset -> vocabulary size
-RESULTS = Path(__file__).parent / "RESULTS.md"
 
 
 def sources(n: int, vocab: int, seed: int = 0) -> torch.Tensor:
@@ -41,16 +39,6 @@ def tokens_per_second(model: Transformer, src: torch.Tensor, batch: int, options
         for hypotheses in search(model, src[start : start + batch], options):
             produced += len(hypotheses[0].tokens)
     return produced / (time.perf_counter() - started)
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main() -> None:
@@ -76,8 +64,6 @@ def main() -> None:
                 print(f"{preset:6} beam {beam} batch {batch:2}: cached {measured[True]:8.1f} tok/s, "
                       f"no-cache {measured[False]:8.1f} tok/s, x{measured[True] / measured[False]:.1f}", flush=True)
     lines = [
-        "## Decoder throughput (random weights, forced output length)",
-        "",
         f"Machine: {cpu_name()}, {args.threads} threads, torch {torch.__version__}. "
         f"Command: `make bench` (`python benchmarks/decode.py --threads {args.threads}`). "
         f"{SOURCE_TOKENS} source tokens, {OUTPUT_TOKENS} target tokens per sentence, in-process (model loaded, "
@@ -87,14 +73,7 @@ def main() -> None:
         "|---|---|---|---|---|---|",
     ]
     lines += [f"| {p} | {s} | {b} | {c:.0f} | {n:.0f} | {c / n:.1f}x |" for p, s, b, c, n in rows]
-    section = "\n".join(lines) + "\n"
-    previous = RESULTS.read_text() if RESULTS.exists() else "# Benchmarks\n\n"
-    start = previous.find("## Decoder throughput")
-    if start >= 0:
-        end = previous.find("\n## ", start + 1)
-        previous = previous[:start] + previous[end + 1 :] if end >= 0 else previous[:start]
-    RESULTS.write_text(previous.rstrip("\n") + "\n\n" + section)
-    print(f"written to {RESULTS}")
+    write_section("Decoder throughput (random weights, forced output length)", lines)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,107 @@
+"""Training throughput: target tokens/s of nmt's Transformer and of torch.nn.Transformer with the same
+dimensions, trained by the same loop (same batches, Adam, label-smoothed loss), fp32 and bf16 autocast.
+
+    python benchmarks/train.py --steps 12       # rewrites benchmarks/RESULTS.md's training section
+
+Batches are real Multi30k sentences (the embedded training set) tokenized by a sentencepiece model
+trained here, about 4k padded tokens each. Never run it while something else loads the cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+from results import cpu_name, write_section
+from torch import nn
+
+from nmt.batching import collate, token_batches
+from nmt.config import ModelConfig
+from nmt.corpus import load_embedded
+from nmt.model import Transformer, sinusoidal_table
+from nmt.tokenizer import train_tokenizer
+
+VOCAB = 8000
+
+
+class TorchTransformer(nn.Module):
+    """torch.nn.Transformer with the same embeddings, positions and tied output projection."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        self.register_buffer("positions", sinusoidal_table(config.max_positions, config.d_model), persistent=False)
+        self.transformer = nn.Transformer(config.d_model, config.n_heads, config.n_encoder_layers,
+                                          config.n_decoder_layers, config.d_ff, config.dropout, batch_first=True)
+
+    def forward(self, src, tgt_in):
+        def embed(tokens):
+            return self.embed(tokens) * math.sqrt(self.config.d_model) + self.positions[: tokens.size(1)]
+
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1))
+        src_pad = src == self.config.pad_id
+        out = self.transformer(embed(src), embed(tgt_in), tgt_mask=causal, src_key_padding_mask=src_pad,
+                               memory_key_padding_mask=src_pad, tgt_is_causal=True)
+        return F.linear(out, self.embed.weight)
+
+
+def throughput(model: nn.Module, batches, precision: str, steps: int) -> float:
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    model.train()
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+    tokens, started = 0, None
+    for step, (src, tgt_in, tgt_out) in enumerate(batches[: steps + 2]):
+        if step == 2:  # two warm-up steps
+            tokens, started = 0, time.perf_counter()
+        with autocast:
+            logits = model(src, tgt_in)
+        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt_out.view(-1), ignore_index=0,
+                               label_smoothing=0.1)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        tokens += int((tgt_out != 0).sum())
+    return tokens / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--presets", default="small,base")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    pairs = load_embedded("multi30k", "train")
+    tokenizer = train_tokenizer(pairs.source[:20000] + pairs.target[:20000], VOCAB)
+    src_ids, tgt_ids = tokenizer.encode_batch(pairs.source[:4000]), tokenizer.encode_batch(pairs.target[:4000])
+    index_batches = token_batches([len(s) for s in src_ids], [len(t) for t in tgt_ids], 4096, seed=1, epoch=0)
+    batches = [collate([src_ids[i] for i in b], [tgt_ids[i] for i in b], 0, 2, 3) for b in index_batches]
+    rows = []
+    for preset in args.presets.split(","):
+        config = ModelConfig.preset(preset, vocab_size=tokenizer.vocab_size)
+        for precision in ("fp32", "bf16"):
+            measured = {}
+            for name, build in (("nmt", Transformer), ("torch.nn.Transformer", TorchTransformer)):
+                torch.manual_seed(0)
+                measured[name] = throughput(build(config), batches, precision, args.steps)
+                print(f"{preset:5} {precision} {name:22} {measured[name]:7.0f} tgt tok/s", flush=True)
+            rows.append((preset, precision, measured["nmt"], measured["torch.nn.Transformer"]))
+    lines = [
+        f"Machine: {cpu_name()}, {args.threads} threads, torch {torch.__version__}. Multi30k batches of about "
+        f"4k padded tokens, {args.steps} timed steps after 2 warm-up steps, Adam + label-smoothed cross-entropy. "
+        f"Command: `python benchmarks/train.py --steps {args.steps}`. Target tokens/s (non-padding).",
+        "",
+        "| preset | precision | nmt tok/s | torch.nn.Transformer tok/s | nmt / torch |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {p} | {pr} | {a:.0f} | {b:.0f} | {a / b:.2f}x |" for p, pr, a, b in rows]
+    write_section("Training throughput", lines)
+
+
+if __name__ == "__main__":
+    main()
