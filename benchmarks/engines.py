@@ -1,0 +1,120 @@
+"""nmt against CTranslate2 on the same weights: the shipped model, exported with `nmt export`, on the
+embedded Multi30k test sets, 2 threads, greedy and beam 4, batch 1 and batch 32.
+
+    python benchmarks/engines.py          # rewrites benchmarks/RESULTS.md's engines section
+
+In-process rows time the translation call with the model loaded; whole-process rows time a command from
+start to last line (importing torch or ctranslate2 counts) and read its peak RSS. Each row reports the
+BLEU of what it produced (cased sacreBLEU against the references). Never run it while something else
+loads the cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import sacrebleu
+import torch
+from results import cpu_name, write_section
+
+from nmt.checkpoint import load_checkpoint
+from nmt.corpus import data_dir, parse_test_set
+from nmt.export import export_ctranslate2
+from nmt.search import SearchOptions
+from nmt.translate import Translator
+
+CT2_SCRIPT = """
+import sys, ctranslate2, sentencepiece
+model, beam, batch, compute_type = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+sp = sentencepiece.SentencePieceProcessor(model_file=model + "/sentencepiece.model")
+translator = ctranslate2.Translator(model, intra_threads=2, compute_type=compute_type)
+lines = sys.stdin.read().split("\\n")[:-1]
+results = translator.translate_batch([sp.encode(line, out_type=str) for line in lines], beam_size=beam,
+                                     max_batch_size=batch, length_penalty=LENPEN, max_decoding_length=MAXLEN)
+sys.stdout.write("".join(sp.decode(r.hypotheses[0]) + "\\n" for r in results))
+"""
+
+
+def whole_process(command: list[str], text: str) -> tuple[list[str], float, float]:
+    """Output lines, seconds and peak RSS (MiB) of one command fed `text` on stdin."""
+    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout:
+        stdin.write(text.encode())
+        stdin.seek(0)
+        started = time.perf_counter()
+        process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        stdout.seek(0)
+        if status != 0:
+            raise RuntimeError(f"{command} failed with status {status}")
+        return stdout.read().decode().split("\n")[:-1], seconds, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
+    parser.add_argument("--sentences", type=int, default=1000, help="batch-32 rows (batch 1 rows use a tenth)")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    checkpoint = load_checkpoint(args.model)
+    lenpen = checkpoint.decoding.get("lenpen", 1.0)
+    tokenizer = checkpoint.tokenizer()
+    test = parse_test_set("multi30k:test_2016_flickr")
+    exported = Path(tempfile.mkdtemp()) / "ct2"
+    export_ctranslate2(checkpoint, exported)
+    # CTranslate2 normalizes scores by length**lenpen like nmt; its length cap counts no EOS.
+    script = CT2_SCRIPT.replace("LENPEN", str(lenpen)).replace("MAXLEN", "256")
+    rows = []
+    for beam in (1, 4):
+        for batch in (32, 1):
+            n = args.sentences if batch == 32 else args.sentences // 10
+            sources, references = test.source[:n], test.target[:n]
+            text = "".join(line + "\n" for line in sources)
+            options = SearchOptions(beam_size=beam, lenpen=lenpen)
+            measured = []
+            for precision in ("fp32", "bf16"):
+                translator = Translator.from_checkpoint(checkpoint, options, precision=precision, batch_size=batch)
+                started = time.perf_counter()
+                out = [t.text for t in translator.translate(sources)]
+                seconds = time.perf_counter() - started
+                tokens = sum(len(tokenizer.encode(line)) for line in out)
+                command = [sys.executable, "-m", "nmt_cli.main", "translate", "--model", args.model, "--beam",
+                           str(beam), "--batch-size", str(batch), "--precision", precision, "--threads", "2", "-q"]
+                whole, whole_seconds, rss = whole_process(command, text)
+                measured.append((f"nmt {precision}", tokens / seconds, tokens / whole_seconds, rss, out))
+            for compute_type in ("float32", "int8"):
+                command = [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type]
+                out, whole_seconds, rss = whole_process(command, text)
+                tokens = sum(len(tokenizer.encode(line)) for line in out)
+                measured.append((f"CTranslate2 {compute_type}", None, tokens / whole_seconds, rss, out))
+            reference = next(m for m in measured if m[0] == "CTranslate2 float32")[2]
+            for name, in_process, whole_rate, rss, out in measured:
+                bleu = sacrebleu.corpus_bleu(out, [references]).score
+                rows.append((name, "greedy" if beam == 1 else "beam 4", batch, n, in_process, whole_rate,
+                             whole_rate / reference, rss, bleu))
+                print(rows[-1][:-1], f"BLEU {bleu:.2f}", flush=True)
+    lines = [
+        f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {args.model} exported with "
+        "`nmt export --format ctranslate2`. Sentences: the first N of multi30k:test_2016_flickr. Command: "
+        "`python benchmarks/engines.py`. Target tokens counted with the model's sentencepiece model. "
+        "CTranslate2 rows are whole-process only (its Python call includes no import).",
+        "",
+        "| engine | search | batch | sentences | in-process tok/s | whole-process tok/s | ratio to CT2 fp32 "
+        "| peak RSS MiB | BLEU |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, search, batch, n, in_process, whole_rate, ratio, rss, bleu in rows:
+        inside = f"{in_process:.0f}" if in_process else "-"
+        lines.append(f"| {name} | {search} | {batch} | {n} | {inside} | {whole_rate:.0f} | {ratio:.2f}x | {rss:.0f} "
+                     f"| {bleu:.2f} |")
+    write_section("Engines: nmt and CTranslate2 on the shipped model", lines)
+
+
+if __name__ == "__main__":
+    main()
