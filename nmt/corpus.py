@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import gzip
 import os
+import random
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from nmt.errors import DataError
 
-# name -> (folder, {split: file stem}); the validation split is used for model selection.
+# name -> (folder, {split: file stem}); training validates on "valid", else on "dev", a split that has no
+# file (stem None) but is held out of "train".
 EMBEDDED = {
     "multi30k": ("multi30k", {"train": "train", "valid": "val", "test_2016_flickr": "test_2016_flickr",
                               "test_2017_flickr": "test_2017_flickr"}),
-    "tatoeba": ("tatoeba", {"train": "train"}),
-    "news-commentary": ("news_commentary", {"train": "train", "dev_newsdiscuss": "dev_newsdiscuss"}),
+    "tatoeba": ("tatoeba", {"train": "train", "dev": None}),
+    "news-commentary": ("news_commentary", {"train": "train", "dev": None, "dev_newsdiscuss": "dev_newsdiscuss"}),
 }
 SOURCE_LANG, TARGET_LANG = "en", "fr"
+HELD_OUT_SEED = 1  # a split named None above is held out of "train" by distinct source sentence, this seed
 
 
 @dataclass
@@ -64,13 +67,49 @@ def read_parallel(source_path: str | Path, target_path: str | Path) -> ParallelT
     return ParallelText(source, target)
 
 
-def load_embedded(name: str, split: str) -> ParallelText:
+def held_out_size(n_pairs: int, wanted: int = 1000) -> int:
+    return min(wanted, n_pairs // 10)
+
+
+def split_by_source(pairs: ParallelText, size: int, seed: int) -> tuple[ParallelText, ParallelText]:
+    """Hold out `size` pairs whose source sentences never occur in the rest (one English sentence can have
+    several French variants: a split by pair would leak them into validation)."""
+    sources = sorted(set(pairs.source))
+    random.Random(seed).shuffle(sources)
+    held_out, count = set(), 0
+    by_source: dict[str, int] = {}
+    for source in pairs.source:
+        by_source[source] = by_source.get(source, 0) + 1
+    for source in sources:
+        if count >= size:
+            break
+        held_out.add(source)
+        count += by_source[source]
+    train, valid = ParallelText([], []), ParallelText([], [])
+    for source, target in zip(pairs.source, pairs.target, strict=True):
+        part = valid if source in held_out else train
+        part.source.append(source)
+        part.target.append(target)
+    return train, valid
+
+
+def load_embedded(name: str, split: str, seed: int = HELD_OUT_SEED) -> ParallelText:
+    """A split of an embedded corpus. For a held-out split (tatoeba "dev"), "train" is what remains."""
     if name not in EMBEDDED:
         raise DataError(f"unknown corpus {name!r}; embedded corpora: {', '.join(EMBEDDED)}")
     folder, splits = EMBEDDED[name]
     if split not in splits:
         raise DataError(f"corpus {name!r} has no split {split!r}; it has {', '.join(splits)}")
-    base = data_dir() / folder / splits[split]
+    held_out = [s for s, stem in splits.items() if stem is None]
+    if held_out and (split == "train" or split in held_out):
+        pairs = _read_split(folder, splits["train"])
+        train, dev = split_by_source(pairs, held_out_size(len(pairs)), seed)
+        return dev if split in held_out else train
+    return _read_split(folder, splits[split])
+
+
+def _read_split(folder: str, stem: str) -> ParallelText:
+    base = data_dir() / folder / stem
     return read_parallel(f"{base}.{SOURCE_LANG}.gz", f"{base}.{TARGET_LANG}.gz")
 
 

@@ -11,12 +11,20 @@ Face translation schema's languages: English source, French target.
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nmt.corpus import EMBEDDED, SOURCE_LANG, TARGET_LANG, ParallelText, load_embedded, read_parallel
+from nmt.corpus import (
+    EMBEDDED,
+    SOURCE_LANG,
+    TARGET_LANG,
+    ParallelText,
+    held_out_size,
+    load_embedded,
+    read_parallel,
+    split_by_source,
+)
 from nmt.errors import DataError
 
 log = logging.getLogger("nmt")
@@ -61,28 +69,6 @@ def parse_names(value: str) -> tuple[str, ...]:
     return names
 
 
-def split_by_source(pairs: ParallelText, size: int, seed: int) -> tuple[ParallelText, ParallelText]:
-    """Hold out `size` pairs whose source sentences never occur in the rest (one English sentence can have
-    several French variants: a split by pair would leak them into validation)."""
-    sources = sorted(set(pairs.source))
-    random.Random(seed).shuffle(sources)
-    held_out, count = set(), 0
-    by_source: dict[str, int] = {}
-    for source in pairs.source:
-        by_source[source] = by_source.get(source, 0) + 1
-    for source in sources:
-        if count >= size:
-            break
-        held_out.add(source)
-        count += by_source[source]
-    train, valid = ParallelText([], []), ParallelText([], [])
-    for source, target in zip(pairs.source, pairs.target, strict=True):
-        part = valid if source in held_out else train
-        part.source.append(source)
-        part.target.append(target)
-    return train, valid
-
-
 def _concat(parts: list[ParallelText]) -> ParallelText:
     return ParallelText([s for p in parts for s in p.source], [t for p in parts for t in p.target])
 
@@ -91,11 +77,9 @@ def _embedded(spec: DataSpec) -> Corpus:
     train_parts, valid_parts = [], []
     for name in spec.names:
         corpus, _, times = name.partition("*")
-        pairs = load_embedded(corpus, "train")
-        if "valid" in EMBEDDED[corpus][1]:
-            valid = load_embedded(corpus, "valid")
-        else:
-            pairs, valid = split_by_source(pairs, min(spec.valid_size, len(pairs) // 10), spec.seed)
+        splits = EMBEDDED[corpus][1]
+        valid_split = "valid" if "valid" in splits else "dev"
+        pairs, valid = load_embedded(corpus, "train", spec.seed), load_embedded(corpus, valid_split, spec.seed)
         train_parts.extend([pairs] * (int(times) if times else 1))
         valid_parts.append(valid)
     return Corpus(_concat(train_parts), _concat(valid_parts), origin=list(spec.names))
@@ -166,7 +150,7 @@ def load_training_corpus(spec: DataSpec) -> Corpus:
             raise DataError("--src-file and --tgt-file go together")
         pairs = read_parallel(spec.src_file, spec.tgt_file)
         train, valid = (pairs, given_valid) if given_valid else split_by_source(
-            pairs, min(spec.valid_size, len(pairs) // 10), spec.seed)
+            pairs, held_out_size(len(pairs), spec.valid_size), spec.seed)
         corpus = Corpus(train, valid, origin=[spec.src_file, spec.tgt_file])
     else:
         corpus = _hub_corpus(spec, given_valid)
@@ -189,7 +173,7 @@ def _hub_corpus(spec: DataSpec, given_valid: ParallelText | None) -> Corpus:
     try:
         valid = _to_parallel(load_hf(spec.hf_dataset, spec.hf_config, "validation"))
     except (DataError, KeyError):
-        train, valid = split_by_source(train, min(spec.valid_size, len(train) // 10), spec.seed)
+        train, valid = split_by_source(train, held_out_size(len(train), spec.valid_size), spec.seed)
     return Corpus(train, valid, origin=[spec.hf_dataset])
 
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from nmt.checkpoint import load_checkpoint
-from nmt.corpus import load_embedded
-from nmt.data import FilterSpec, filter_tokenized, split_by_source
+from nmt.corpus import load_embedded, split_by_source
+from nmt.data import FilterSpec, filter_tokenized
 from nmt.train import inverse_sqrt
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
@@ -182,3 +182,10 @@ def test_kill_minus_nine_leaves_a_loadable_last_checkpoint_and_resume_finishes(c
     resumed = nmt(*train_args(corpus, out, "--max-steps", str(step + 5), "--valid-every", "1000"))
     assert resumed.returncode == 0, resumed.stderr
     assert load_checkpoint(out / "last.pt").train_state["progress"]["step"] == step + 5
+
+
+def test_held_out_dev_splits_are_disjoint_from_training():
+    train, dev = load_embedded("tatoeba", "train"), load_embedded("tatoeba", "dev")
+    assert len(dev) == 1000
+    assert not set(train.source) & set(dev.source)
+    assert len(load_embedded("news-commentary", "dev_newsdiscuss")) == 1500
