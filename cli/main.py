@@ -108,7 +108,7 @@ def translate(
     translator = Translator.from_checkpoint(checkpoint, options, resolve_device(device), precision,
                                             max_tokens=max_tokens, batch_size=batch_size)
     source = _open_input(input)
-    sink = open(output, "w", encoding="utf-8") if output else sys.stdout
+    sink = _open_output(output) if output else sys.stdout
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
     try:
         translate_stream(translator, source, sink, window=window, as_json=output_format == "jsonl", quiet=quiet)
@@ -347,6 +347,13 @@ def _open_input(path: Path | None):
         return open(path, "rb")
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _open_output(path: Path):
+    try:
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def _configure_logging(quiet: bool, progress: bool = False) -> None:
