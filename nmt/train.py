@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from nmt.batching import collate, token_batches
 from nmt.checkpoint import Checkpoint, load_checkpoint, model_weights, save_checkpoint
 from nmt.config import PRESETS, ModelConfig
+from nmt.corpus import ParallelText
 from nmt.data import Corpus, DataSpec, FilterSpec, load_training_corpus, parse_names, tokenize
 from nmt.errors import NmtError, UsageError
 from nmt.evaluate import score
@@ -153,12 +154,15 @@ class Trainer:
                         seed=config.seed)
         return load_training_corpus(spec)
 
-    def _tokenizer(self, corpus: Corpus) -> Tokenizer:
+    def _tokenizer(self, corpus: Corpus, init: Checkpoint | None) -> Tokenizer:
         """--spm, else the one of --init-from or an earlier run here, else a new one (trained on rank 0)."""
         if self.config.spm:
-            return Tokenizer(Path(self.config.spm).read_bytes())
-        if self.config.init_from:
-            return load_checkpoint(self.config.init_from).tokenizer()
+            try:
+                return Tokenizer(Path(self.config.spm).read_bytes())
+            except (OSError, RuntimeError) as exc:
+                raise UsageError(f"cannot load the sentencepiece model {self.config.spm}: {exc}") from None
+        if init is not None:
+            return init.tokenizer()
         path = self.out / "spm.model"
         if not path.exists() and self.dist.is_main:
             log.info("training a %d-piece sentencepiece model", self.config.vocab_size)
@@ -172,16 +176,17 @@ class Trainer:
         return Tokenizer(path.read_bytes())
 
     # ---- model, optimizer, schedule ---------------------------------------------------------------
-    def _model_config(self, tokenizer: Tokenizer) -> ModelConfig:
-        if self.config.init_from:
-            return load_checkpoint(self.config.init_from).config
+    def _model_config(self, tokenizer: Tokenizer, init: Checkpoint | None) -> ModelConfig:
+        if init is not None:
+            return init.config
         return ModelConfig.preset(self.config.preset, vocab_size=tokenizer.vocab_size, dropout=self.config.dropout,
                                   pre_norm=self.config.pre_norm, max_positions=self.config.max_positions)
 
     def run(self) -> dict:
         config = self.config
         corpus = self._corpus()
-        tokenizer = self._tokenizer(corpus)
+        init = load_checkpoint(config.init_from) if config.init_from else None
+        tokenizer = self._tokenizer(corpus, init)
         limits = FilterSpec(config.max_len, config.max_ratio)
         stream, src_ids, tgt_ids = None, [], []
         if corpus.train is None:
@@ -192,13 +197,14 @@ class Trainer:
         src_lengths, tgt_lengths = [len(s) for s in src_ids], [len(t) for t in tgt_ids]
         valid = corpus.valid
         if config.valid_bleu_lines and len(valid) > config.valid_bleu_lines:
-            valid = type(valid)(valid.source[: config.valid_bleu_lines], valid.target[: config.valid_bleu_lines])
+            valid = ParallelText(valid.source[: config.valid_bleu_lines], valid.target[: config.valid_bleu_lines])
 
-        torch.manual_seed(config.seed)
-        model_config = self._model_config(tokenizer)
+        torch.manual_seed(config.seed)  # the same initial weights on every rank
+        model_config = self._model_config(tokenizer, init)
         model = Transformer(model_config).to(self.device)
-        if config.init_from:
-            model.load_state_dict(load_checkpoint(config.init_from).weights)
+        if init is not None:
+            model.load_state_dict(init.weights)
+        torch.manual_seed(config.seed + self.dist.rank)  # but different dropout
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9)
         if stream is None:
             batches_per_epoch = len(token_batches(src_lengths, tgt_lengths, config.max_tokens, config.seed, 0))
@@ -245,6 +251,8 @@ class Trainer:
         optimizer.load_state_dict(train_state["optimizer"])
         scheduler.load_state_dict(train_state["scheduler"])
         torch.set_rng_state(train_state["torch_rng"])
+        if self.dist.rank:  # only rank 0's generator is saved: the others start a new stream
+            torch.manual_seed(self.config.seed + self.dist.rank + train_state["progress"]["step"])
         random.setstate(_to_random_state(train_state["python_rng"]))
         log.info("resuming from %s at step %d", path, train_state["progress"]["step"])
         return dict(train_state["progress"])
