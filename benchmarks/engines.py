@@ -30,30 +30,34 @@ from nmt.search import SearchOptions
 from nmt.translate import Translator
 
 CT2_SCRIPT = """
-import sys, ctranslate2, sentencepiece
+import sys, time, ctranslate2, sentencepiece
 model, beam, batch, compute_type = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 sp = sentencepiece.SentencePieceProcessor(model_file=model + "/sentencepiece.model")
 translator = ctranslate2.Translator(model, intra_threads=2, compute_type=compute_type)
 lines = sys.stdin.read().split("\\n")[:-1]
+started = time.perf_counter()
 results = translator.translate_batch([sp.encode(line, out_type=str) for line in lines], beam_size=beam,
                                      max_batch_size=batch, length_penalty=LENPEN, max_decoding_length=MAXLEN)
-sys.stdout.write("".join(sp.decode(r.hypotheses[0]) + "\\n" for r in results))
+out = [sp.decode(r.hypotheses[0]) for r in results]
+sys.stderr.write(f"{time.perf_counter() - started}\\n")  # in-process: encoding, translation and decoding
+sys.stdout.write("".join(line + "\\n" for line in out))
 """
 
 
-def whole_process(command: list[str], text: str) -> tuple[list[str], float, float]:
-    """Output lines, seconds and peak RSS (MiB) of one command fed `text` on stdin."""
-    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout:
+def whole_process(command: list[str], text: str) -> tuple[list[str], float, float, str]:
+    """Output lines, seconds, peak RSS (MiB) and stderr of one command fed `text` on stdin."""
+    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         stdin.write(text.encode())
         stdin.seek(0)
         started = time.perf_counter()
-        process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=stderr)
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - started
         stdout.seek(0)
+        stderr.seek(0)
         if status != 0:
-            raise RuntimeError(f"{command} failed with status {status}")
-        return stdout.read().decode().split("\n")[:-1], seconds, usage.ru_maxrss / 1024
+            raise RuntimeError(f"{command} failed with status {status}: {stderr.read().decode()[-500:]}")
+        return stdout.read().decode().split("\n")[:-1], seconds, usage.ru_maxrss / 1024, stderr.read().decode()
 
 
 def main() -> None:
@@ -86,33 +90,33 @@ def main() -> None:
                 tokens = sum(len(tokenizer.encode(line)) for line in out)
                 command = [sys.executable, "-m", "nmt_cli.main", "translate", "--model", args.model, "--beam",
                            str(beam), "--batch-size", str(batch), "--precision", precision, "--threads", "2", "-q"]
-                whole, whole_seconds, rss = whole_process(command, text)
+                _, whole_seconds, rss, _ = whole_process(command, text)
                 measured.append((f"nmt {precision}", tokens / seconds, tokens / whole_seconds, rss, out))
             for compute_type in ("float32", "int8"):
                 command = [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type]
-                out, whole_seconds, rss = whole_process(command, text)
+                out, whole_seconds, rss, inside = whole_process(command, text)
                 tokens = sum(len(tokenizer.encode(line)) for line in out)
-                measured.append((f"CTranslate2 {compute_type}", None, tokens / whole_seconds, rss, out))
-            reference = next(m for m in measured if m[0] == "CTranslate2 float32")[2]
+                in_process = tokens / float(inside.strip().splitlines()[-1])
+                measured.append((f"CTranslate2 {compute_type}", in_process, tokens / whole_seconds, rss, out))
+            reference = next(m for m in measured if m[0] == "CTranslate2 float32")
             for name, in_process, whole_rate, rss, out in measured:
                 bleu = sacrebleu.corpus_bleu(out, [references]).score
                 rows.append((name, "greedy" if beam == 1 else "beam 4", batch, n, in_process, whole_rate,
-                             whole_rate / reference, rss, bleu))
+                             in_process / reference[1], whole_rate / reference[2], rss, bleu))
                 print(rows[-1][:-1], f"BLEU {bleu:.2f}", flush=True)
     lines = [
         f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {args.model} exported with "
         "`nmt export --format ctranslate2`. Sentences: the first N of multi30k:test_2016_flickr. Command: "
-        "`python benchmarks/engines.py`. Target tokens counted with the model's sentencepiece model. "
-        "CTranslate2 rows are whole-process only (its Python call includes no import).",
+        "`python benchmarks/engines.py`. Target tokens counted with the model's sentencepiece model. In-process "
+        "times cover tokenization, translation and detokenization for both engines.",
         "",
-        "| engine | search | batch | sentences | in-process tok/s | whole-process tok/s | ratio to CT2 fp32 "
-        "| peak RSS MiB | BLEU |",
+        "| engine | search | batch | sentences | in-process tok/s | whole-process tok/s | in / whole ratio to "
+        "CT2 fp32 | peak RSS MiB (whole) | BLEU |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, search, batch, n, in_process, whole_rate, ratio, rss, bleu in rows:
-        inside = f"{in_process:.0f}" if in_process else "-"
-        lines.append(f"| {name} | {search} | {batch} | {n} | {inside} | {whole_rate:.0f} | {ratio:.2f}x | {rss:.0f} "
-                     f"| {bleu:.2f} |")
+    for name, search, batch, n, inside, whole, inside_ratio, whole_ratio, rss, bleu in rows:
+        lines.append(f"| {name} | {search} | {batch} | {n} | {inside:.0f} | {whole:.0f} | {inside_ratio:.2f}x / "
+                     f"{whole_ratio:.2f}x | {rss:.0f} | {bleu:.2f} |")
     write_section("Engines: nmt and CTranslate2 on the shipped model", lines)
 
 
