@@ -60,6 +60,19 @@ def whole_process(command: list[str], text: str) -> tuple[list[str], float, floa
         return stdout.read().decode().split("\n")[:-1], seconds, usage.ru_maxrss / 1024, stderr.read().decode()
 
 
+def hf_generate(model, tokenizer, sources: list[str], beam: int, batch: int, lenpen: float, eos: int) -> list[str]:
+    """HF transformers generate() on the converted model, `batch` sentences at a time."""
+    out = []
+    for start in range(0, len(sources), batch):
+        ids = [tokenizer.encode(line) + [eos] for line in sources[start : start + batch]]
+        width = max(len(x) for x in ids)
+        inputs = torch.tensor([x + [0] * (width - len(x)) for x in ids])
+        generated = model.generate(inputs, attention_mask=(inputs != 0).long(), num_beams=beam, do_sample=False,
+                                   length_penalty=lenpen, max_new_tokens=int(1.5 * width) + 10)
+        out += [tokenizer.decode([t for t in row.tolist() if t > eos]) for row in generated]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
@@ -74,6 +87,13 @@ def main() -> None:
     export_ctranslate2(checkpoint, exported)
     # CTranslate2 normalizes scores by length**lenpen like nmt; its length cap counts no EOS.
     script = CT2_SCRIPT.replace("LENPEN", str(lenpen)).replace("MAXLEN", "256")
+    try:
+        from hf_marian import to_marian
+
+        marian = to_marian(checkpoint)
+    except ImportError:
+        marian = None
+        print("transformers is not installed: no HF generate() rows")
     rows = []
     for beam in (1, 4):
         for batch in (32, 1):
@@ -98,25 +118,36 @@ def main() -> None:
                 tokens = sum(len(tokenizer.encode(line)) for line in out)
                 in_process = tokens / float(inside.strip().splitlines()[-1])
                 measured.append((f"CTranslate2 {compute_type}", in_process, tokens / whole_seconds, rss, out))
+            if marian is not None:
+                started = time.perf_counter()
+                out = hf_generate(marian, tokenizer, sources, beam, batch, lenpen, checkpoint.config.eos_id)
+                tokens = sum(len(tokenizer.encode(line)) for line in out)
+                measured.append(("HF generate() fp32", tokens / (time.perf_counter() - started), None, None, out))
             reference = next(m for m in measured if m[0] == "CTranslate2 float32")
             for name, in_process, whole_rate, rss, out in measured:
                 bleu = sacrebleu.corpus_bleu(out, [references]).score
+                whole_ratio = whole_rate / reference[2] if whole_rate else None
                 rows.append((name, "greedy" if beam == 1 else "beam 4", batch, n, in_process, whole_rate,
-                             in_process / reference[1], whole_rate / reference[2], rss, bleu))
+                             in_process / reference[1], whole_ratio, rss, bleu))
                 print(rows[-1][:-1], f"BLEU {bleu:.2f}", flush=True)
     lines = [
         f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {args.model} exported with "
         "`nmt export --format ctranslate2`. Sentences: the first N of multi30k:test_2016_flickr. Command: "
         "`python benchmarks/engines.py`. Target tokens counted with the model's sentencepiece model. In-process "
-        "times cover tokenization, translation and detokenization for both engines.",
+        "times cover tokenization, translation and detokenization. HF generate() runs our weights converted to "
+        "MarianMT (benchmarks/hf_marian.py; its greedy output matched nmt's on the sentences checked), "
+        "in-process only.",
         "",
         "| engine | search | batch | sentences | in-process tok/s | whole-process tok/s | in / whole ratio to "
         "CT2 fp32 | peak RSS MiB (whole) | BLEU |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    def show(value, pattern):
+        return "-" if value is None else pattern.format(value)
+
     for name, search, batch, n, inside, whole, inside_ratio, whole_ratio, rss, bleu in rows:
-        lines.append(f"| {name} | {search} | {batch} | {n} | {inside:.0f} | {whole:.0f} | {inside_ratio:.2f}x / "
-                     f"{whole_ratio:.2f}x | {rss:.0f} | {bleu:.2f} |")
+        lines.append(f"| {name} | {search} | {batch} | {n} | {inside:.0f} | {show(whole, '{:.0f}')} | "
+                     f"{inside_ratio:.2f}x / {show(whole_ratio, '{:.2f}x')} | {show(rss, '{:.0f}')} | {bleu:.2f} |")
     write_section("Engines: nmt and CTranslate2 on the shipped model", lines)
 
 
