@@ -31,9 +31,15 @@ run: setup
 		echo "No model ships yet: train one with 'nmt train' and pass it with --model (see README)."; \
 	fi
 
-bench: setup
+# Benchmarks also compare with CTranslate2 and HF transformers: installed here only, not for the tests.
+$(VENV)/.bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/decode.py
 	$(BIN)/python benchmarks/train.py
+	$(BIN)/python benchmarks/engines.py
 
 # The shipped model, from scratch, with the exact recipe (about 2 hours on 2 CPU cores; resumable:
 # rerunning continues from $(MODEL_RUN)/last.pt). The result replaces data/models/en-fr.pt.
