@@ -41,17 +41,36 @@ class Translation:
         return json.dumps(record, ensure_ascii=False)
 
 
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": None}
 
 
 def cast_for_inference(model: Transformer, precision: str) -> Transformer:
-    """Weights and activations in `precision`; search scores stay fp32 (decode_step returns fp32)."""
+    """Weights and activations in `precision`; search scores stay fp32 (decode_step returns fp32).
+    int8: dynamic quantization (int8 weights, activations quantized per token) of every linear layer,
+    the output projection included, through torchao."""
     if precision not in PRECISIONS:
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     device = next(model.parameters()).device
     if precision == "fp16" and device.type != "cuda":
         raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
+    if precision == "int8":
+        return quantize_int8(model)
     return model.to(PRECISIONS[precision])
+
+
+def quantize_int8(model: Transformer) -> Transformer:
+    # torchao reports GPU kernels it cannot load on a CPU, and torch a deprecation inside torchao
+    for noisy in ("torchao", "torch.utils._pytree"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    try:
+        from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+    except ImportError:
+        raise UsageError("--precision int8 needs torchao: pip install 'nmt-transformer[int8]'") from None
+    if model.output_proj is None:  # the tied projection is a plain matmul: give it a Linear to quantize
+        model.output_proj = torch.nn.Linear(model.config.d_model, model.config.vocab_size, bias=False)
+        model.output_proj.weight = torch.nn.Parameter(model.embed.weight.detach().clone())
+    quantize_(model, Int8DynamicActivationInt8WeightConfig())
+    return model
 
 
 def resolve_device(name: str) -> torch.device:

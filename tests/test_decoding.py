@@ -107,3 +107,20 @@ def test_bf16_decoding_stays_close_to_fp32_and_fp16_needs_cuda():
         torch.testing.assert_close(log_probs, expected[:, t], atol=0.1, rtol=0)
     with pytest.raises(UsageError, match="CUDA"):
         cast_for_inference(tiny_model(), "fp16")
+
+
+def test_int8_quantizes_every_linear_layer_and_stays_close_to_fp32():
+    from nmt.translate import cast_for_inference
+
+    model = tiny_model(seed=7)
+    tgt = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15], [2, 16, 17, 18]])
+    expected = model(SRC, tgt).log_softmax(-1)
+    cast_for_inference(model, "int8")
+    weights = {name: type(module.weight) for name, module in model.named_modules()
+               if isinstance(module, torch.nn.Linear)}
+    assert len(weights) == 2 * 5 + 2 * 8 + 1  # encoder and decoder layers, and the output projection
+    assert all(kind not in (torch.nn.Parameter, torch.Tensor) for kind in weights.values())  # quantized
+    state = model.init_state(SRC)
+    for t in range(tgt.size(1)):
+        log_probs, state = model.decode_step(tgt[:, t], state)
+        torch.testing.assert_close(log_probs, expected[:, t], atol=0.2, rtol=0)
