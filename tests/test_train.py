@@ -189,3 +189,27 @@ def test_held_out_dev_splits_are_disjoint_from_training():
     assert len(dev) == 1000
     assert not set(train.source) & set(dev.source)
     assert len(load_embedded("news-commentary", "dev_newsdiscuss")) == 1500
+
+
+def test_yaml_config_with_flag_overrides_and_fine_tuning_from_a_checkpoint(corpus, tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(f"src-file: {corpus / 'train.en'}\ntgt_file: {corpus / 'train.fr'}\nspm: {corpus / 'spm.model'}\n"
+                      "preset: tiny\nmax_steps: 50\nmax_tokens: 600\nvalid_every: 1000\nthreads: 1\nlr: 0.002\n")
+    out = tmp_path / "base"
+    result = nmt("train", "--config", str(config), "--out", str(out), "--max-steps", "4", "-q")
+    assert result.returncode == 0, result.stderr
+    resolved = load_checkpoint(out / "last.pt").training["config"]
+    assert resolved["max_steps"] == 4 and resolved["lr"] == 0.002 and resolved["preset"] == "tiny"
+    assert "max_steps: 4" in (out / "config.yaml").read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("no_such_option: 1\n")
+    assert nmt("train", "--config", str(bad), "--out", str(tmp_path / "x"), "--max-steps", "1").returncode == 2
+
+    tuned = tmp_path / "tuned"
+    result = nmt("train", "--config", str(config), "--out", str(tuned), "--max-steps", "1", "--lr", "1e-9",
+                 "--init-from", str(out / "last.pt"), "-q")
+    assert result.returncode == 0, result.stderr
+    start, after = load_checkpoint(out / "last.pt"), load_checkpoint(tuned / "last.pt")
+    assert after.train_state["progress"]["step"] == 1  # a fresh schedule, not the base run's step 4
+    # one update at a tiny learning rate: the weights are the base model's, not a new initialization
+    torch.testing.assert_close(after.weights["embed.weight"], start.weights["embed.weight"], atol=1e-6, rtol=0)
