@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.corpus import (
@@ -50,22 +50,23 @@ class DataSpec:
 class Corpus:
     train: ParallelText | None
     valid: ParallelText
-    stream: object = None  # an iterable of (source, target) pairs for --streaming
-    origin: list[str] = field(default_factory=list)
+    stream: object = None  # for --streaming: an iterable of rows in the translation schema
 
 
 @dataclass(frozen=True)
 class FilterSpec:
     max_tokens: int = 250  # per side, in subword tokens
-    max_ratio: float = 3.0  # longer side / shorter side, in tokens
+    max_ratio: float = 3.0  # pairs whose longer side exceeds max_ratio x the shorter + 5 tokens go
 
 
 def parse_names(value: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in value.split(",") if part.strip())
     for name in names:
-        corpus = name.split("*")[0]
+        corpus, star, times = name.partition("*")
         if corpus not in EMBEDDED:
             raise DataError(f"unknown corpus {corpus!r}; embedded corpora: {', '.join(EMBEDDED)}")
+        if star and not (times.isdigit() and int(times) > 0):
+            raise DataError(f"{name!r}: NAME*K repeats a corpus K times, K a positive whole number")
     return names
 
 
@@ -82,7 +83,7 @@ def _embedded(spec: DataSpec) -> Corpus:
         pairs, valid = load_embedded(corpus, "train", spec.seed), load_embedded(corpus, valid_split, spec.seed)
         train_parts.extend([pairs] * (int(times) if times else 1))
         valid_parts.append(valid)
-    return Corpus(_concat(train_parts), _concat(valid_parts), origin=list(spec.names))
+    return Corpus(_concat(train_parts), _concat(valid_parts))
 
 
 def load_hf(name: str, config: str | None, split: str, streaming: bool = False):
@@ -151,7 +152,7 @@ def load_training_corpus(spec: DataSpec) -> Corpus:
         pairs = read_parallel(spec.src_file, spec.tgt_file)
         train, valid = (pairs, given_valid) if given_valid else split_by_source(
             pairs, held_out_size(len(pairs), spec.valid_size), spec.seed)
-        corpus = Corpus(train, valid, origin=[spec.src_file, spec.tgt_file])
+        corpus = Corpus(train, valid)
     else:
         corpus = _hub_corpus(spec, given_valid)
     if given_valid is not None:
@@ -166,15 +167,15 @@ def _hub_corpus(spec: DataSpec, given_valid: ParallelText | None) -> Corpus:
             valid = _to_parallel(load_hf(spec.hf_dataset, spec.hf_config, "validation"))
         else:
             valid = given_valid
-        return Corpus(None, valid, stream=train_rows, origin=[spec.hf_dataset])
+        return Corpus(None, valid, stream=train_rows)
     train = _to_parallel(train_rows)
     if given_valid is not None:
-        return Corpus(train, given_valid, origin=[spec.hf_dataset])
+        return Corpus(train, given_valid)
     try:
         valid = _to_parallel(load_hf(spec.hf_dataset, spec.hf_config, "validation"))
     except (DataError, KeyError):
         train, valid = split_by_source(train, held_out_size(len(train), spec.valid_size), spec.seed)
-    return Corpus(train, valid, origin=[spec.hf_dataset])
+    return Corpus(train, valid)
 
 
 def tokenize(pairs: ParallelText, tokenizer, limits: FilterSpec, what: str = "training"):
