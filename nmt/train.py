@@ -358,6 +358,34 @@ class _Loop:
         timed_out = c.max_minutes and (time.monotonic() - self.started) >= 60 * c.max_minutes
         return self.dist.any(bool(over or timed_out))
 
+    def update(self, group: list[Batch], scaler) -> tuple[float, int]:
+        """One optimizer step over a group of batches (gradient accumulation): its mean loss and tokens."""
+        self.wrapped.train()
+        total_loss, total_tokens = 0.0, 0
+        for k, batch in enumerate(group):
+            sync = k == len(group) - 1 or self.dist.world_size == 1
+            with contextlib.nullcontext() if sync else self.wrapped.no_sync():  # all-reduce once per step
+                loss, n_tokens = self.loss(batch)
+                if not torch.isfinite(loss):
+                    raise NmtError(f"the loss became {loss.item()} at step {self.state['step'] + 1}: stopped "
+                                   "without saving; lower --lr or use --precision fp32")
+                scaled = loss / len(group)
+                (scaler.scale(scaled) if scaler else scaled).backward()
+            total_loss += loss.item() / len(group)
+            total_tokens += n_tokens
+        if scaler:
+            scaler.unscale_(self.optimizer)
+        if self.config.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
+        if scaler:
+            scaler.step(self.optimizer)
+            scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        return total_loss, total_tokens
+
     def run(self) -> dict:
         scaler = torch.amp.GradScaler("cuda") if self.config.precision == "fp16" else None
         s = self.state
@@ -367,40 +395,21 @@ class _Loop:
                 for group in itertools.islice(self.epoch_groups(s["epoch"]), s["batch_in_epoch"], None):
                     if self.finished():
                         break
-                    self.wrapped.train()
-                    for k, batch in enumerate(group):
-                        sync = k == len(group) - 1 or self.dist.world_size == 1
-                        context = contextlib.nullcontext() if sync else self.wrapped.no_sync()
-                        with context:
-                            loss, n_tokens = self.loss(batch)
-                            if not torch.isfinite(loss):
-                                raise NmtError(f"the loss became {loss.item()} at step {s['step'] + 1}: stopped "
-                                               "without saving; lower --lr or use --precision fp32")
-                            scaled = loss / len(group)
-                            (scaler.scale(scaled) if scaler else scaled).backward()
-                        window_tokens += n_tokens
-                        window_loss += loss.item() / len(group)
-                    if scaler:
-                        scaler.unscale_(self.optimizer)
-                    if self.config.clip_norm > 0:
-                        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
-                    if scaler:
-                        scaler.step(self.optimizer)
-                        scaler.update()
-                    else:
-                        self.optimizer.step()
-                    self.optimizer.zero_grad(set_to_none=True)
-                    self.scheduler.step()
+                    loss, n_tokens = self.update(group, scaler)
                     s["step"] += 1
                     s["batch_in_epoch"] += 1
+                    window_loss += loss
+                    window_tokens += n_tokens
                     window_steps += 1
                     if s["step"] % self.config.log_every == 0:
                         elapsed = time.monotonic() - window_start
                         self.report_progress(window_loss / window_steps, window_tokens / elapsed)
                         window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
                     if s["step"] % self.config.valid_every == 0:
+                        paused = time.monotonic()
                         if self.validate_and_save():
                             return self.summary("early stop")
+                        window_start += time.monotonic() - paused  # tokens/s counts training time only
                 else:
                     s["epoch"] += 1
                     s["batch_in_epoch"] = 0
