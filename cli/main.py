@@ -287,14 +287,15 @@ def tune(
     except ValueError:
         raise UsageError("--beams and --lenpens take comma-separated numbers") from None
     checkpoint = load_checkpoint(model)
-    best, table = tune_decoding(checkpoint, parse_test_set(valid), beam_list, lenpen_list)
+    pairs = parse_test_set(valid)
+    best, table = tune_decoding(checkpoint, pairs, beam_list, lenpen_list)
     for beam, lenpen, bleu in table:
         typer.echo(f"beam {beam} lenpen {lenpen:.2f}: BLEU {bleu:.2f} on {valid}")
     if half:
         from nmt.search import SearchOptions
         from nmt.tune import half_precision_bleu_change
 
-        delta = half_precision_bleu_change(checkpoint, parse_test_set(valid), SearchOptions(**best))
+        delta = half_precision_bleu_change(checkpoint, pairs, SearchOptions(**best))
         typer.echo(f"fp16 weights change BLEU on {valid} by {delta:+.2f}")
     write_release(checkpoint, best, str(out), half)
     typer.echo(f"best on {valid}: beam {best['beam_size']}, lenpen {best['lenpen']}; written to {out}")
