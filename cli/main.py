@@ -274,6 +274,7 @@ def tune(
     lenpens: str = typer.Option("0.6,0.8,1.0,1.2", "--lenpens", help="Length penalties to try."),
     out: Path = typer.Option(..., "--out", help="Write the checkpoint with the best decoding defaults here."),
     half: bool = typer.Option(False, "--half", help="Store the weights in fp16 (half the size)."),
+    limit: int = typer.Option(None, "--limit", help="Tune on the first N pairs only."),
 ) -> None:
     """Pick beam size and length penalty by validation BLEU and store them in the checkpoint."""
     _configure_logging(False)
@@ -288,6 +289,8 @@ def tune(
         raise UsageError("--beams and --lenpens take comma-separated numbers") from None
     checkpoint = load_checkpoint(model)
     pairs = parse_test_set(valid)
+    if limit:
+        pairs = type(pairs)(pairs.source[:limit], pairs.target[:limit])
     best, table = tune_decoding(checkpoint, pairs, beam_list, lenpen_list)
     for beam, lenpen, bleu in table:
         typer.echo(f"beam {beam} lenpen {lenpen:.2f}: BLEU {bleu:.2f} on {valid}")
