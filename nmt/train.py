@@ -532,5 +532,7 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> None:
             averaged[name] = sum(c.weights[name].double() for c in checkpoints).div(len(checkpoints)).to(tensor.dtype)
         else:
             averaged[name] = tensor
-    training = dict(first.training, averaged=[str(p) for p in paths])
+    newest = max(checkpoints, key=lambda c: c.training.get("summary", {}).get("step", 0))
+    summary = dict(newest.training.get("summary", {}), averaged=len(checkpoints))
+    training = dict(newest.training, summary=summary, averaged_from=[str(p) for p in paths])
     save_checkpoint(out, Checkpoint(first.config, averaged, first.spm_model, first.decoding, training))
