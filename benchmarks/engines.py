@@ -12,7 +12,6 @@ loads the cores.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -44,20 +43,27 @@ sys.stdout.write("".join(line + "\\n" for line in out))
 """
 
 
+# A child forked from this (large) process inherits its RSS high-water mark, so commands run under a small
+# launcher that reports its own child's peak RSS on its last stderr line.
+LAUNCHER = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]); "
+            "sys.stderr.write(f'\\n{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n'); sys.exit(code)")
+
+
 def whole_process(command: list[str], text: str) -> tuple[list[str], float, float, str]:
     """Output lines, seconds, peak RSS (MiB) and stderr of one command fed `text` on stdin."""
     with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         stdin.write(text.encode())
         stdin.seek(0)
         started = time.perf_counter()
-        process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=stderr)
-        _, status, usage = os.wait4(process.pid, 0)
+        status = subprocess.call([sys.executable, "-c", LAUNCHER, *command], stdin=stdin, stdout=stdout,
+                                 stderr=stderr)
         seconds = time.perf_counter() - started
         stdout.seek(0)
         stderr.seek(0)
         if status != 0:
             raise RuntimeError(f"{command} failed with status {status}: {stderr.read().decode()[-500:]}")
-        return stdout.read().decode().split("\n")[:-1], seconds, usage.ru_maxrss / 1024, stderr.read().decode()
+        errors = stderr.read().decode().rstrip("\n").split("\n")
+        return stdout.read().decode().split("\n")[:-1], seconds, int(errors[-1]) / 1024, "\n".join(errors[:-1])
 
 
 def hf_generate(model, tokenizer, sources: list[str], beam: int, batch: int, lenpen: float, eos: int) -> list[str]:
@@ -116,7 +122,7 @@ def main() -> None:
                 command = [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type]
                 out, whole_seconds, rss, inside = whole_process(command, text)
                 tokens = sum(len(tokenizer.encode(line)) for line in out)
-                in_process = tokens / float(inside.strip().splitlines()[-1])
+                in_process = tokens / float(inside.strip().split("\n")[-1])
                 measured.append((f"CTranslate2 {compute_type}", in_process, tokens / whole_seconds, rss, out))
             if marian is not None:
                 started = time.perf_counter()

@@ -94,7 +94,8 @@ def main() -> None:
     lines = [
         f"Machine: {cpu_name()}, {args.threads} threads, torch {torch.__version__}. Multi30k batches of about "
         f"4k padded tokens, {args.steps} timed steps after 2 warm-up steps, Adam + label-smoothed cross-entropy. "
-        f"Command: `python benchmarks/train.py --steps {args.steps}`. Target tokens/s (non-padding).",
+        f"Command: `python benchmarks/train.py --steps {args.steps} --presets {args.presets}`. Target tokens/s "
+        "(non-padding).",
         "",
         "| preset | precision | nmt tok/s | torch.nn.Transformer tok/s | nmt / torch |",
         "|---|---|---|---|---|",
