@@ -144,7 +144,8 @@ def main() -> None:
     lines = [
         f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {args.model} exported with "
         "`nmt export --format ctranslate2`. Sentences: the first N of multi30k:test_2016_flickr. Command: "
-        "`python benchmarks/engines.py`. Target tokens counted with the model's sentencepiece model. In-process "
+        f"`python benchmarks/engines.py --sentences {args.sentences}`. Target tokens counted with the model's "
+        "sentencepiece model. In-process "
         "times cover tokenization, translation and detokenization. HF generate() runs our weights converted to "
         "MarianMT (benchmarks/hf_marian.py), in-process only.",
         "",
