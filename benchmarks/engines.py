@@ -88,6 +88,9 @@ def main() -> None:
     checkpoint = load_checkpoint(args.model)
     lenpen = checkpoint.decoding.get("lenpen", 1.0)
     tokenizer = checkpoint.tokenizer()
+
+    def target_tokens(lines: list[str]) -> int:
+        return sum(len(ids) for ids in tokenizer.encode_batch(lines))
     test = parse_test_set("multi30k:test_2016_flickr")
     exported = Path(tempfile.mkdtemp()) / "ct2"
     export_ctranslate2(checkpoint, exported)
@@ -113,7 +116,7 @@ def main() -> None:
                 started = time.perf_counter()
                 out = [t.text for t in translator.translate(sources)]
                 seconds = time.perf_counter() - started
-                tokens = sum(len(tokenizer.encode(line)) for line in out)
+                tokens = target_tokens(out)
                 command = [sys.executable, "-m", "nmt_cli.main", "translate", "--model", args.model, "--beam",
                            str(beam), "--batch-size", str(batch), "--precision", precision, "--threads", "2", "-q"]
                 _, whole_seconds, rss, _ = whole_process(command, text)
@@ -121,13 +124,13 @@ def main() -> None:
             for compute_type in ("float32", "int8"):
                 command = [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type]
                 out, whole_seconds, rss, inside = whole_process(command, text)
-                tokens = sum(len(tokenizer.encode(line)) for line in out)
+                tokens = target_tokens(out)
                 in_process = tokens / float(inside.strip().split("\n")[-1])
                 measured.append((f"CTranslate2 {compute_type}", in_process, tokens / whole_seconds, rss, out))
             if marian is not None:
                 started = time.perf_counter()
                 out = hf_generate(marian, tokenizer, sources, beam, batch, lenpen, checkpoint.config.eos_id)
-                tokens = sum(len(tokenizer.encode(line)) for line in out)
+                tokens = target_tokens(out)
                 measured.append(("HF generate() fp32", tokens / (time.perf_counter() - started), None, None, out))
             nmt_out = measured[0][4]
             for name, *_, out in measured[1:]:
