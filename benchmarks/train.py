@@ -5,6 +5,10 @@ dimensions, trained by the same loop (same batches, Adam, label-smoothed loss), 
 
 Batches are real Multi30k sentences (the embedded training set) tokenized by a sentencepiece model
 trained here, about 4k padded tokens each. Never run it while something else loads the cores.
+
+Fairness: the allocator is set up as `nmt train` sets it up (nmt.allocator); both models warm up on the
+two largest batches, so that neither pays for first touching its peak memory in the timed steps; then
+they train step by step in turn over the same batches, so that the machine's drift hits both alike.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import torch.nn.functional as F
 from results import cpu_name, write_section
 from torch import nn
 
+from nmt.allocator import keep_freed_memory
 from nmt.batching import collate, token_batches
 from nmt.config import ModelConfig
 from nmt.corpus import load_embedded
@@ -50,23 +55,41 @@ class TorchTransformer(nn.Module):
         return F.linear(out, self.embed.weight)
 
 
-def throughput(model: nn.Module, batches, precision: str, steps: int) -> float:
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    model.train()
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
-    tokens, started = 0, None
-    for step, (src, tgt_in, tgt_out) in enumerate(batches[: steps + 2]):
-        if step == 2:  # two warm-up steps
-            tokens, started = 0, time.perf_counter()
-        with autocast:
-            logits = model(src, tgt_in)
+class Run:
+    """One model with its optimizer, trained step by step; `seconds` counts the timed steps only."""
+
+    def __init__(self, model: nn.Module, precision: str):
+        self.model = model.train()
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        self.bf16 = precision == "bf16"
+        self.seconds = 0.0
+
+    def step(self, batch, timed: bool) -> None:
+        src, tgt_in, tgt_out = batch
+        started = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext():
+            logits = self.model(src, tgt_in)
         loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt_out.view(-1), ignore_index=0,
                                label_smoothing=0.1)
         loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        tokens += int((tgt_out != 0).sum())
-    return tokens / (time.perf_counter() - started)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if timed:
+            self.seconds += time.perf_counter() - started
+
+
+def compare(runs: list[Run], batches, steps: int) -> list[float]:
+    """Target tokens/s of each run over the same batches, the runs interleaved step by step (taking
+    turns at going first) after two warm-up steps on the largest batches."""
+    largest = sorted(batches, key=lambda b: b[0].numel() + b[1].numel(), reverse=True)[:2]
+    for batch in largest:
+        for run in runs:
+            run.step(batch, timed=False)
+    for i, batch in enumerate(batches[:steps]):
+        for run in runs if i % 2 == 0 else runs[::-1]:
+            run.step(batch, timed=True)
+    tokens = sum(int((tgt_out != 0).sum()) for _, _, tgt_out in batches[:steps])
+    return [tokens / run.seconds for run in runs]
 
 
 def main() -> None:
@@ -76,6 +99,7 @@ def main() -> None:
     parser.add_argument("--presets", default="small,base")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    keep_freed_memory()
     pairs = load_embedded("multi30k", "train")
     tokenizer = train_tokenizer(pairs.source[:20000] + pairs.target[:20000], VOCAB)
     src_ids, tgt_ids = tokenizer.encode_batch(pairs.source[:4000]), tokenizer.encode_batch(pairs.target[:4000])
@@ -85,15 +109,15 @@ def main() -> None:
     for preset in args.presets.split(","):
         config = ModelConfig.preset(preset, vocab_size=tokenizer.vocab_size)
         for precision in ("fp32", "bf16"):
-            measured = {}
-            for name, build in (("nmt", Transformer), ("torch.nn.Transformer", TorchTransformer)):
-                torch.manual_seed(0)
-                measured[name] = throughput(build(config), batches, precision, args.steps)
-                print(f"{preset:5} {precision} {name:22} {measured[name]:7.0f} tgt tok/s", flush=True)
-            rows.append((preset, precision, measured["nmt"], measured["torch.nn.Transformer"]))
+            torch.manual_seed(0)
+            ours, theirs = compare([Run(Transformer(config), precision), Run(TorchTransformer(config), precision)],
+                                   batches, args.steps)
+            print(f"{preset:5} {precision} nmt {ours:7.0f}  torch.nn.Transformer {theirs:7.0f} tgt tok/s", flush=True)
+            rows.append((preset, precision, ours, theirs))
     lines = [
         f"Machine: {cpu_name()}, {args.threads} threads, torch {torch.__version__}. Multi30k batches of about "
-        f"4k padded tokens, {args.steps} timed steps after 2 warm-up steps, Adam + label-smoothed cross-entropy. "
+        f"4k padded tokens, {args.steps} timed steps per model after 2 warm-up steps on the largest batches, the "
+        "two models interleaved step by step, Adam + label-smoothed cross-entropy, nmt.allocator applied. "
         f"Command: `python benchmarks/train.py --steps {args.steps} --presets {args.presets}`. Target tokens/s "
         "(non-padding).",
         "",

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from nmt.allocator import keep_freed_memory
 from nmt.batching import collate, token_batches
 from nmt.checkpoint import Checkpoint, load_checkpoint, model_weights, save_checkpoint
 from nmt.config import PRESETS, ModelConfig
@@ -140,6 +141,8 @@ class Trainer:
         self.dist = Distributed.from_environment(self.device)
         if config.threads:
             torch.set_num_threads(config.threads)
+        if self.device.type == "cpu":
+            keep_freed_memory()
         if config.precision == "fp16" and self.device.type != "cuda":
             raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
         if self.dist.is_main:
