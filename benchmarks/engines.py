@@ -111,7 +111,7 @@ def main() -> None:
             text = "".join(line + "\n" for line in sources)
             options = SearchOptions(beam_size=beam, lenpen=lenpen)
             measured = []
-            for precision in ("fp32", "bf16", "int8"):
+            for precision in ("fp32", "bf16", "int8", "int8_bf16"):
                 translator = Translator.from_checkpoint(checkpoint, options, precision=precision, batch_size=batch)
                 started = time.perf_counter()
                 out = [t.text for t in translator.translate(sources)]

@@ -22,6 +22,7 @@ import torch
 from nmt.checkpoint import Checkpoint
 from nmt.errors import UsageError
 from nmt.model import Transformer
+from nmt.quantize import quantize_weights_int8
 from nmt.search import SearchOptions, search
 from nmt.tokenizer import Tokenizer
 
@@ -41,7 +42,7 @@ class Translation:
         return json.dumps(record, ensure_ascii=False)
 
 
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": None}
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": None, "int8_bf16": None}
 
 
 def cast_for_inference(model: Transformer, precision: str) -> Transformer:
@@ -53,8 +54,12 @@ def cast_for_inference(model: Transformer, precision: str) -> Transformer:
     device = next(model.parameters()).device
     if precision == "fp16" and device.type != "cuda":
         raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
+    if precision.startswith("int8") and device.type != "cpu":
+        raise UsageError(f"--precision {precision} is for CPUs; use fp16 or bf16 on CUDA")
     if precision == "int8":
         return quantize_int8(model)
+    if precision == "int8_bf16":
+        return quantize_weights_int8(model)
     return model.to(PRECISIONS[precision])
 
 

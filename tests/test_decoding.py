@@ -124,3 +124,36 @@ def test_int8_quantizes_every_linear_layer_and_stays_close_to_fp32():
     for t in range(tgt.size(1)):
         log_probs, state = model.decode_step(tgt[:, t], state)
         torch.testing.assert_close(log_probs, expected[:, t], atol=0.2, rtol=0)
+
+
+def test_int8_weight_only_layer_matches_its_float_weights_on_both_kernels():
+    from nmt.quantize import INT8_KERNEL_MAX_ROWS, Int8Linear
+
+    torch.manual_seed(8)
+    linear = torch.nn.Linear(64, 48)
+    layer = Int8Linear(linear.weight, linear.bias)
+    scale = layer.scale.float()[:, None]
+    error = (layer.quantized.float() * scale - linear.weight).abs()
+    assert bool((error <= scale / 2 + 1e-6).all())  # rounded to the nearest step of each channel
+    x = torch.randn(INT8_KERNEL_MAX_ROWS + 8, 64)
+    few = layer(x[:4].bfloat16())  # int8 kernel
+    many = layer(x.bfloat16())  # bf16 matmul on the dequantized weights
+    torch.testing.assert_close(few.float(), many[:4].float(), atol=0.05, rtol=0.02)
+    torch.testing.assert_close(many.float(), linear(x).detach(), atol=0.1, rtol=0.05)
+
+
+def test_int8_bf16_quantizes_every_linear_layer_and_stays_close_to_fp32():
+    from nmt.quantize import Int8Linear
+    from nmt.translate import cast_for_inference
+
+    model = tiny_model(seed=9)
+    tgt = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15], [2, 16, 17, 18]])
+    expected = model(SRC, tgt).log_softmax(-1)
+    cast_for_inference(model, "int8_bf16")
+    assert not any(isinstance(module, torch.nn.Linear) for module in model.modules())
+    assert sum(isinstance(module, Int8Linear) for module in model.modules()) == 2 * 5 + 2 * 8 + 1
+    state = model.init_state(SRC)
+    for t in range(tgt.size(1)):
+        log_probs, state = model.decode_step(tgt[:, t], state)
+        assert log_probs.dtype == torch.float32
+        torch.testing.assert_close(log_probs, expected[:, t], atol=0.2, rtol=0)
