@@ -38,7 +38,7 @@ $(VENV)/.bench: $(STAMP)
 
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/decode.py
-	$(BIN)/python benchmarks/train.py --steps 8 --presets small
+	$(BIN)/python benchmarks/train.py --steps 6 --presets small,base
 	$(BIN)/python benchmarks/engines.py
 
 # The shipped model, from scratch, with the exact recipe (about 2 hours on 2 CPU cores; resumable:
