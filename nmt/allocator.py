@@ -2,7 +2,7 @@
 
 glibc serves allocations above a threshold (at most 32 MiB) with fresh mmap pages and unmaps them when
 freed, so every training step page-faults its vocabulary-sized logits and gradients anew: on a 2-core
-CPU that is about a third of a small model's step. Raising the mmap and trim thresholds lets the heap
+CPU that was about 30% of a small model's step. Raising the mmap and trim thresholds lets the heap
 keep those pages for the next step (the same effect as the MALLOC_MMAP_THRESHOLD_ and
 MALLOC_TRIM_THRESHOLD_ environment variables, applied from inside the process). Peak RSS stays the peak
 the step needs; the memory is returned when the process ends.

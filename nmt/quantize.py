@@ -42,13 +42,19 @@ class Int8Linear(nn.Module):
         return out.view(*x.shape[:-1], self.out_features)
 
 
-def quantize_weights_int8(model: nn.Module) -> nn.Module:
-    """Model in bf16 with every nn.Linear replaced by an Int8Linear (in place; returns the model). A tied
-    output projection gets its own quantized copy of the embedding matrix."""
-    model.to(torch.bfloat16)
-    if getattr(model, "output_proj", "absent") is None:
+def untie_output_projection(model: nn.Module) -> None:
+    """Give a tied output projection (a plain matmul with the embeddings) a Linear of its own, so that
+    quantization reaches it; the embedding matrix itself stays as it is."""
+    if model.output_proj is None:
         model.output_proj = nn.Linear(model.config.d_model, model.config.vocab_size, bias=False)
         model.output_proj.weight = nn.Parameter(model.embed.weight.detach().clone())
+
+
+def quantize_weights_int8(model: nn.Module) -> nn.Module:
+    """Model in bf16 with every nn.Linear replaced by an Int8Linear (in place; returns the model), the
+    output projection included."""
+    model.to(torch.bfloat16)
+    untie_output_projection(model)
     for module in list(model.modules()):
         for name, child in module.named_children():
             if isinstance(child, nn.Linear):

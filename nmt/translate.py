@@ -22,7 +22,7 @@ import torch
 from nmt.checkpoint import Checkpoint
 from nmt.errors import UsageError
 from nmt.model import Transformer
-from nmt.quantize import quantize_weights_int8
+from nmt.quantize import quantize_weights_int8, untie_output_projection
 from nmt.search import SearchOptions, search
 from nmt.tokenizer import Tokenizer
 
@@ -48,7 +48,8 @@ PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float
 def cast_for_inference(model: Transformer, precision: str) -> Transformer:
     """Weights and activations in `precision`; search scores stay fp32 (decode_step returns fp32).
     int8: dynamic quantization (int8 weights, activations quantized per token) of every linear layer,
-    the output projection included, through torchao."""
+    the output projection included, through torchao. int8_bf16: int8 weights, bf16 activations
+    (nmt.quantize)."""
     if precision not in PRECISIONS:
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     device = next(model.parameters()).device
@@ -71,9 +72,7 @@ def quantize_int8(model: Transformer) -> Transformer:
         from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
     except ImportError:
         raise UsageError("--precision int8 needs torchao: pip install 'nmt-transformer[int8]'") from None
-    if model.output_proj is None:  # the tied projection is a plain matmul: give it a Linear to quantize
-        model.output_proj = torch.nn.Linear(model.config.d_model, model.config.vocab_size, bias=False)
-        model.output_proj.weight = torch.nn.Parameter(model.embed.weight.detach().clone())
+    untie_output_projection(model)
     quantize_(model, Int8DynamicActivationInt8WeightConfig())
     return model
 
