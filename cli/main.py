@@ -280,7 +280,7 @@ def tune(
     """Pick beam size and length penalty by validation BLEU and store them in the checkpoint."""
     _configure_logging(False)
     from nmt.checkpoint import load_checkpoint
-    from nmt.corpus import parse_test_set
+    from nmt.corpus import ParallelText, parse_test_set
     from nmt.tune import tune_decoding, write_release
 
     try:
@@ -291,7 +291,7 @@ def tune(
     checkpoint = load_checkpoint(model)
     pairs = parse_test_set(valid)
     if limit:
-        pairs = type(pairs)(pairs.source[:limit], pairs.target[:limit])
+        pairs = ParallelText(pairs.source[:limit], pairs.target[:limit])
     best, table = tune_decoding(checkpoint, pairs, beam_list, lenpen_list)
     for beam, lenpen, bleu in table:
         typer.echo(f"beam {beam} lenpen {lenpen:.2f}: BLEU {bleu:.2f} on {valid}")
