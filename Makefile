@@ -40,6 +40,8 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/decode.py
 	$(BIN)/python benchmarks/train.py --steps 6 --presets small,base
 	$(BIN)/python benchmarks/engines.py
+	@if $(BIN)/python -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then \
+		$(BIN)/python benchmarks/gpu.py; else echo 'no CUDA device: benchmarks/gpu.py not run'; fi
 
 # The shipped model, from scratch, with the exact recipe (about 2 hours on 2 CPU cores; resumable:
 # rerunning continues from $(MODEL_RUN)/last.pt). The result replaces data/models/en-fr.pt.

@@ -85,6 +85,8 @@ def translate(
                                   "int8_bf16 (CPU, int8 weights with bf16 activations: the fastest at batch 1)."),
     threads: int = typer.Option(None, "--threads", help="CPU threads for torch."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute the decoder prefix every step (slow; checks)."),
+    cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs",
+                                     help="On CUDA, replay each decoder step as a captured CUDA graph."),
     output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or warnings on stderr."),
@@ -107,7 +109,7 @@ def translate(
     checkpoint = load_checkpoint(find_model(model))
     options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache)
     translator = Translator.from_checkpoint(checkpoint, options, resolve_device(device), precision,
-                                            max_tokens=max_tokens, batch_size=batch_size)
+                                            max_tokens=max_tokens, batch_size=batch_size, cuda_graphs=cuda_graphs)
     source = _open_input(input)
     sink = _open_output(output) if output else sys.stdout
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000

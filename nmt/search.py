@@ -1,5 +1,5 @@
 """Greedy and beam search, batched over sentences, knowing the model only through `init_state` (which
-encodes) and `decode_step`.
+encodes; or `StepGraphs.init_state` for fixed shapes) and `decode_step`.
 
     hypotheses = search(model, src, SearchOptions(beam_size=4))   # per sentence, best first
 
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from nmt.graphs import StepGraphs
 
 
 @dataclass(frozen=True)
@@ -73,18 +75,27 @@ def constrain(log_probs: Tensor, step: int, max_lens: Tensor, min_len: int, eos_
     return log_probs
 
 
-def search(model, src: Tensor, options: SearchOptions) -> list[list[Hypothesis]]:
-    """Translate a batch of source token ids (N, S), padded: per sentence, up to nbest hypotheses."""
+def search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None) -> list[list[Hypothesis]]:
+    """Translate a batch of source token ids (N, S), padded: per sentence, up to nbest hypotheses.
+    With `graphs`, the decoder runs on fixed shapes (captured as CUDA graphs on a GPU)."""
     if options.beam_size == 1:
-        return greedy_search(model, src, options)
-    return beam_search(model, src, options)
+        return greedy_search(model, src, options, graphs)
+    return beam_search(model, src, options, graphs)
+
+
+def initial_state(model, src: Tensor, beam_size: int, options: SearchOptions, max_lens: Tensor,
+                  graphs: StepGraphs | None):
+    if graphs is not None and options.use_cache:
+        return graphs.init_state(model, src, beam_size, int(max_lens.max()))
+    return model.init_state(src, beam_size=beam_size, use_cache=options.use_cache)
 
 
 @torch.no_grad()
-def greedy_search(model, src: Tensor, options: SearchOptions) -> list[list[Hypothesis]]:
+def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None
+                  ) -> list[list[Hypothesis]]:
     config = model.config
-    state = model.init_state(src, beam_size=1, use_cache=options.use_cache)
     max_lens = max_lengths(src, config.pad_id, options, config.max_positions)
+    state = initial_state(model, src, 1, options, max_lens, graphs)
     active = torch.arange(src.size(0), device=src.device)  # sentence index of each row
     tokens = torch.full_like(active, config.bos_id)
     history = src.new_empty(src.size(0), 0)
@@ -113,12 +124,13 @@ def _top_finished(hypotheses: list[Hypothesis], n: int) -> list[Hypothesis]:
 
 
 @torch.no_grad()
-def beam_search(model, src: Tensor, options: SearchOptions) -> list[list[Hypothesis]]:
+def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None
+                ) -> list[list[Hypothesis]]:
     config = model.config
     beam = options.beam_size
     n = src.size(0)
-    state = model.init_state(src, beam_size=beam, use_cache=options.use_cache)
     max_lens = max_lengths(src, config.pad_id, options, config.max_positions)
+    state = initial_state(model, src, beam, options, max_lens, graphs)
     active = torch.arange(n, device=src.device)  # sentence index of each open sentence
     scores = torch.full((n, beam), -math.inf, device=src.device)
     scores[:, 0] = 0.0  # all beams start from the same BOS: keep one

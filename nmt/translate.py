@@ -21,6 +21,7 @@ import torch
 
 from nmt.checkpoint import Checkpoint
 from nmt.errors import UsageError
+from nmt.graphs import StepGraphs
 from nmt.model import Transformer
 from nmt.quantize import quantize_weights_int8, untie_output_projection
 from nmt.search import SearchOptions, search
@@ -87,9 +88,11 @@ def resolve_device(name: str) -> torch.device:
 
 class Translator:
     def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
-                 batch_size: int | None = None):
+                 batch_size: int | None = None, cuda_graphs: bool = True):
         self.model = model
         self.device = next(model.parameters()).device
+        # On CUDA the decoder step is replayed as a captured graph (nmt.graphs) unless cuda_graphs is False
+        self.graphs = StepGraphs() if cuda_graphs and self.device.type == "cuda" else None
         self.tokenizer = tokenizer
         self.options = options
         self.max_tokens = max_tokens
@@ -99,9 +102,9 @@ class Translator:
 
     @classmethod
     def from_checkpoint(cls, checkpoint: Checkpoint, options: SearchOptions, device: str | torch.device = "cpu",
-                        precision: str = "fp32", **batching) -> Translator:
+                        precision: str = "fp32", **settings) -> Translator:
         model = cast_for_inference(checkpoint.build_model(device), precision)
-        return cls(model, checkpoint.tokenizer(), options, **batching)
+        return cls(model, checkpoint.tokenizer(), options, **settings)
 
     def _pieces(self, ids: list[int]) -> list[list[int]]:
         """Split a too-long source into pieces the model can take, preferring word starts as cuts."""
@@ -143,7 +146,7 @@ class Translator:
         src = torch.full((len(sources), length), pad, dtype=torch.long)
         for row, ids in enumerate(sources):
             src[row, : len(ids) + 1] = torch.tensor([*ids, eos], dtype=torch.long)
-        return search(self.model, src.to(self.device), self.options)
+        return search(self.model, src.to(self.device), self.options, self.graphs)
 
     def translate(self, lines: list[str]) -> list[Translation]:
         """One Translation per line, in order."""
