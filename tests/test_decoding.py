@@ -14,11 +14,12 @@ SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0,
 def test_decode_step_reproduces_forward_log_probs_at_every_step():
     for pre_norm in (False, True):
         model = tiny_model(pre_norm=pre_norm)
-        tgt = torch.randint(4, 60, (3, 40), generator=torch.Generator().manual_seed(1))
+        src = SRC.repeat(6, 1)  # 18 rows: batched decoding on CPU takes the plain-matmul attention
+        tgt = torch.randint(4, 60, (18, 40), generator=torch.Generator().manual_seed(1))
         tgt[:, 0] = 2
-        expected = model(SRC, tgt).log_softmax(-1)
+        expected = model(src, tgt).log_softmax(-1)
         for use_cache in (True, False):
-            state = model.init_state(SRC, use_cache=use_cache)
+            state = model.init_state(src, use_cache=use_cache)
             for t in range(tgt.size(1)):  # 40 steps: the cache grows past its first 16 positions
                 log_probs, state = model.decode_step(tgt[:, t], state)
                 torch.testing.assert_close(log_probs, expected[:, t], atol=1e-5, rtol=0)

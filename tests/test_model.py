@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from unittest.mock import patch
 
 import torch
 import torch.nn.functional as F
 
-from nmt.model import MultiHeadAttention, sinusoidal_table
+from nmt.model import PLAIN_ATTENTION_MIN_BATCH, MultiHeadAttention, sinusoidal_table
 from tests.conftest import tiny_model
 
 
@@ -35,6 +36,22 @@ def test_sdpa_attention_equals_the_explicit_formula():
     assert (weights >= 0).all()
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 5))
     assert (weights[1, ..., 4:] == 0).all()
+
+
+def test_batched_decoding_attention_takes_the_plain_path_and_equals_the_formula():
+    torch.manual_seed(1)
+    attention = MultiHeadAttention(d_model=16, n_heads=4, dropout=0.0).eval()
+    rows = PLAIN_ATTENTION_MIN_BATCH  # one query position per row: the CPU decoding shape
+    x, memory = torch.randn(rows, 1, 16), torch.randn(rows, 6, 16)
+    mask = torch.ones(rows, 1, 1, 6, dtype=torch.bool)
+    mask[::2, ..., 3:] = False
+    keys, values = attention.project_kv(memory)
+    q = attention.q_proj(x).view(rows, 1, 4, 4).transpose(1, 2)
+    out, _ = reference_attention(q, keys, values, mask)
+    expected = attention.out_proj(out.transpose(1, 2).reshape(rows, 1, 16))
+    with patch("torch.nn.functional.scaled_dot_product_attention", side_effect=AssertionError("fused kernel")):
+        got = attention(x, keys, values, mask)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
 def test_positional_encoding_matches_the_formula():
