@@ -82,7 +82,7 @@ def hf_generate(model, tokenizer, sources: list[str], beam: int, batch: int, len
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
-    parser.add_argument("--sentences", type=int, default=300, help="batch-32 rows (batch 1 rows use a tenth)")
+    parser.add_argument("--sentences", type=int, default=1000, help="batch-32 rows (batch 1 rows use a tenth)")
     args = parser.parse_args()
     torch.set_num_threads(2)
     checkpoint = load_checkpoint(args.model)

@@ -40,7 +40,9 @@ def _ffn(spec, weights: dict, layer: str) -> None:
     _norm(spec.layer_norm, weights, f"{layer}.ffn_sublayer.norm")
 
 
-def build_ctranslate2_spec(checkpoint: Checkpoint):
+def build_ctranslate2_spec(checkpoint: Checkpoint, pieces: list[str] | None = None):
+    """The CTranslate2 TransformerSpec of a checkpoint; `pieces` (the vocabulary, by id) default to its
+    sentencepiece model's."""
     try:
         from ctranslate2.specs import transformer_spec
     except ImportError:
@@ -77,8 +79,9 @@ def build_ctranslate2_spec(checkpoint: Checkpoint):
     if config.pre_norm:
         _norm(spec.encoder.layer_norm, weights, "encoder_norm")
         _norm(spec.decoder.layer_norm, weights, "decoder_norm")
-    processor = checkpoint.tokenizer().processor
-    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    if pieces is None:
+        processor = checkpoint.tokenizer().processor
+        pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
     spec.register_source_vocabulary(pieces)
     spec.register_target_vocabulary(pieces)
     spec.config.add_source_eos = True  # our sources end with EOS

@@ -299,7 +299,7 @@ class Transformer(nn.Module):
                 x = layer(x, state.cross_keys[i], state.cross_values[i], None, state.cross_mask, cache)
             x = self.decoder_norm(x)
         state.step += 1
-        return F.log_softmax(self.project(x[:, 0]).float(), dim=-1), state
+        return F.log_softmax(self.project(x[:, 0]), dim=-1, dtype=torch.float32), state
 
     @torch.no_grad()
     def static_step(self, tokens: Tensor, position: Tensor, self_cache: Tensor, cross_cache: Tensor,
@@ -313,4 +313,4 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.decoder_layers):
             cache = (self_cache[i, 0], self_cache[i, 1], position)
             x = layer(x, cross_cache[i, 0], cross_cache[i, 1], self_mask, cross_mask[:, None, None, :], cache)
-        return F.log_softmax(self.project(self.decoder_norm(x)[:, 0]).float(), dim=-1)
+        return F.log_softmax(self.project(self.decoder_norm(x)[:, 0]), dim=-1, dtype=torch.float32)
