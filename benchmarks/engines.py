@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import sacrebleu
@@ -111,16 +112,20 @@ def main() -> None:
             text = "".join(line + "\n" for line in sources)
             options = SearchOptions(beam_size=beam, lenpen=lenpen)
             measured = []
-            for precision in ("fp32", "bf16", "int8", "int8_bf16"):
-                translator = Translator.from_checkpoint(checkpoint, options, precision=precision, batch_size=batch)
+            for precision, cached in (("fp32", True), ("bf16", True), ("int8", True), ("int8_bf16", True),
+                                      ("fp32", False)):
+                translator = Translator.from_checkpoint(checkpoint, replace(options, use_cache=cached),
+                                                        precision=precision, batch_size=batch)
                 started = time.perf_counter()
                 out = [t.text for t in translator.translate(sources)]
                 seconds = time.perf_counter() - started
                 tokens = target_tokens(out)
                 command = [sys.executable, "-m", "nmt_cli.main", "translate", "--model", args.model, "--beam",
-                           str(beam), "--batch-size", str(batch), "--precision", precision, "--threads", "2", "-q"]
+                           str(beam), "--batch-size", str(batch), "--precision", precision, "--threads", "2", "-q",
+                           *([] if cached else ["--no-cache"])]
                 _, whole_seconds, rss, _ = whole_process(command, text)
-                measured.append((f"nmt {precision}", tokens / seconds, tokens / whole_seconds, rss, out))
+                name = f"nmt {precision}" if cached else f"nmt {precision} --no-cache"
+                measured.append((name, tokens / seconds, tokens / whole_seconds, rss, out))
             for compute_type in ("float32", "int8"):
                 command = [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type]
                 out, whole_seconds, rss, inside = whole_process(command, text)

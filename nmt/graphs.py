@@ -33,6 +33,13 @@ def round_up(value: int, multiple: int, limit: int) -> int:
     return max(value, min(-(-value // multiple) * multiple, limit))
 
 
+def step_nbytes(config, element_size: int, sentences: int, beam_size: int, src_len: int, max_length: int) -> int:
+    """Memory a captured step keeps: its caches, and the logits and fp32 log-probs in the graph's pool."""
+    rows = sentences * beam_size
+    caches = 2 * config.n_decoder_layers * config.d_model * (rows * max_length + sentences * src_len)
+    return caches * element_size + rows * config.vocab_size * (element_size + 4)
+
+
 class CapturedStep:
     """Static buffers for one shape and the decoder step over them (a CUDA graph when captured)."""
 
@@ -50,6 +57,7 @@ class CapturedStep:
         self.cross_mask = torch.zeros(sentences, src_len, dtype=torch.bool, device=weight.device)  # True: real token
         self.graph = None
         self.log_probs: Tensor | None = None
+        self.nbytes = step_nbytes(config, weight.element_size(), sentences, beam_size, src_len, max_length)
         if capture:
             self._capture()
 
@@ -135,12 +143,18 @@ class StaticDecoderState:
 
 
 class StepGraphs:
-    """Captured decoder steps by shape, the `capacity` most recently used kept."""
+    """Captured decoder steps by shape: the most recently used ones, up to `capacity` steps and about
+    `max_bytes` of device memory (a new step always fits: older ones make room)."""
 
-    def __init__(self, capture: bool | None = None, capacity: int = 8):
+    def __init__(self, capture: bool | None = None, capacity: int = 8, max_bytes: int = 2 << 30):
         self.capture = torch.cuda.is_available() if capture is None else capture
         self.capacity = capacity
+        self.max_bytes = max_bytes
         self.steps: OrderedDict[tuple, CapturedStep] = OrderedDict()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(step.nbytes for step in self.steps.values())
 
     @torch.no_grad()
     def init_state(self, model, src: Tensor, beam_size: int, max_length: int) -> StaticDecoderState:
@@ -154,10 +168,11 @@ class StepGraphs:
         key = (src.size(0), beam_size, src_len, max_length, memory.dtype, str(memory.device))
         captured = self.steps.pop(key, None)
         if captured is None:
+            needed = step_nbytes(config, memory.element_size(), src.size(0), beam_size, src_len, max_length)
+            while self.steps and (len(self.steps) >= self.capacity or self.nbytes + needed > self.max_bytes):
+                self.steps.popitem(last=False)  # before allocating, so that the memory is reused
             capture = self.capture and memory.device.type == "cuda"
             captured = CapturedStep(model, src.size(0), beam_size, src_len, max_length, capture)
-            if len(self.steps) >= self.capacity:
-                self.steps.popitem(last=False)
         self.steps[key] = captured
         captured.load(memory, src != config.pad_id)
         return StaticDecoderState(beam_size, captured)

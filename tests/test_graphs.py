@@ -64,3 +64,13 @@ def test_captured_cuda_graphs_give_the_eager_hypotheses():
         for _ in range(2):
             assert hypotheses(search(model, src, options, captured)) == expected
     assert all(step.graph is not None for step in captured.steps.values())
+
+
+def test_captured_steps_stay_within_their_memory_budget():
+    model = tiny_model()
+    first = StepGraphs(capture=False).init_state(model, SRC, beam_size=1, max_length=8).captured
+    assert first.nbytes >= first.self_cache.nbytes + first.cross_cache.nbytes
+    graphs = StepGraphs(capture=False, max_bytes=int(1.5 * first.nbytes))
+    for beam in (1, 2, 1):
+        graphs.init_state(model, SRC, beam_size=beam, max_length=8)
+    assert [key[1] for key in graphs.steps] == [1]  # the beam-2 step made room, then gave it back
