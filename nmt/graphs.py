@@ -113,10 +113,6 @@ class StaticDecoderState:
         self._all_rows = torch.arange(captured.tokens.numel(), device=captured.tokens.device)
 
     @property
-    def use_cache(self) -> bool:
-        return True
-
-    @property
     def n_sentences(self) -> int:
         rows = self._all_rows if self.rows is None else self.rows
         return rows.numel() // self.beam_size
