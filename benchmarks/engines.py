@@ -67,19 +67,6 @@ def whole_process(command: list[str], text: str) -> tuple[list[str], float, floa
         return stdout.read().decode().split("\n")[:-1], seconds, int(errors[-1]) / 1024, "\n".join(errors[:-1])
 
 
-def hf_generate(model, tokenizer, sources: list[str], beam: int, batch: int, lenpen: float, eos: int) -> list[str]:
-    """HF transformers generate() on the converted model, `batch` sentences at a time."""
-    out = []
-    for start in range(0, len(sources), batch):
-        ids = [tokenizer.encode(line) + [eos] for line in sources[start : start + batch]]
-        width = max(len(x) for x in ids)
-        inputs = torch.tensor([x + [0] * (width - len(x)) for x in ids])
-        generated = model.generate(inputs, attention_mask=(inputs != 0).long(), num_beams=beam, do_sample=False,
-                                   length_penalty=lenpen, max_new_tokens=int(1.5 * width) + 10)
-        out += [tokenizer.decode([t for t in row.tolist() if t > eos]) for row in generated]
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
@@ -98,7 +85,7 @@ def main() -> None:
     # CTranslate2 normalizes scores by length**lenpen like nmt; its length cap counts no EOS.
     script = CT2_SCRIPT.replace("LENPEN", str(lenpen)).replace("MAXLEN", "256")
     try:
-        from hf_marian import to_marian
+        from hf_marian import hf_generate, to_marian
 
         marian = to_marian(checkpoint)
     except ImportError:

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from nmt.checkpoint import Checkpoint
 from nmt.config import ModelConfig
-from nmt.export import build_ctranslate2_spec
+from nmt.export import export_ctranslate2
 from nmt.model import Transformer
 from nmt.search import SearchOptions, search
 from nmt.translate import cast_for_inference
@@ -91,11 +91,8 @@ def main() -> None:
     rows = []
     for preset, vocab_size in dict.fromkeys((p, v) for p, v, _, _ in settings):
         checkpoint = random_checkpoint(preset, vocab_size)
-        model_dir = Path(tempfile.mkdtemp())
-        spec = build_ctranslate2_spec(checkpoint, pieces=[f"t{i}" for i in range(vocab_size)])
-        spec.validate()
-        spec.optimize()
-        spec.save(str(model_dir))
+        model_dir = export_ctranslate2(checkpoint, Path(tempfile.mkdtemp()) / "ct2",
+                                       pieces=[f"t{i}" for i in range(vocab_size)])
         try:
             from hf_marian import to_marian
 

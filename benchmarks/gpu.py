@@ -15,6 +15,7 @@ import argparse
 import subprocess
 import sys
 import time
+from functools import partial
 
 import sacrebleu
 import torch
@@ -34,23 +35,6 @@ def timed(translate, sources: list[str]) -> tuple[list, float]:
     return out, time.perf_counter() - started
 
 
-def hf_translate(model, tokenizer, beam: int, batch: int, lenpen: float, eos: int):
-    """HF transformers generate() on the converted model, `batch` sentences at a time."""
-
-    def translate(sources: list[str]) -> list[str]:
-        out = []
-        for start in range(0, len(sources), batch):
-            ids = [tokenizer.encode(line) + [eos] for line in sources[start : start + batch]]
-            width = max(len(x) for x in ids)
-            inputs = torch.tensor([x + [0] * (width - len(x)) for x in ids], device="cuda")
-            generated = model.generate(inputs, attention_mask=(inputs != 0).long(), num_beams=beam,
-                                       do_sample=False, length_penalty=lenpen, max_new_tokens=int(1.5 * width) + 10)
-            out += [tokenizer.decode([t for t in row.tolist() if t > eos]) for row in generated]
-        return out
-
-    return translate
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="checkpoint; default: the shipped model")
@@ -67,7 +51,7 @@ def main() -> None:
     test = parse_test_set("multi30k:test_2016_flickr")
     warmup = parse_test_set("multi30k:valid").source[:64]
     try:
-        from hf_marian import to_marian
+        from hf_marian import hf_generate, to_marian
 
         marian = to_marian(checkpoint).cuda()
     except ImportError:
@@ -91,7 +75,8 @@ def main() -> None:
                     measured.append((name, out, seconds))
             if marian is not None and batch is not None:
                 for dtype, label in ((torch.float32, "fp32"), (torch.float16, "fp16")):
-                    translate = hf_translate(marian.to(dtype), tokenizer, beam, batch, lenpen, checkpoint.config.eos_id)
+                    translate = partial(hf_generate, marian.to(dtype), tokenizer, beam=beam, batch=batch,
+                                        lenpen=lenpen, eos=checkpoint.config.eos_id)
                     translate(warmup[:8])
                     out, seconds = timed(translate, sources)
                     measured.append((f"HF generate() {label}", out, seconds))
@@ -102,11 +87,11 @@ def main() -> None:
                 rows.append((name, search_name, batch or "4096 tokens", n, tokens / seconds, bleu))
                 print(rows[-1], flush=True)
     whole = []
+    text = "".join(line + "\n" for line in test.source[: args.sentences])
     for precision in ("fp32", "fp16"):
         for flag in ("--no-cuda-graphs", "--cuda-graphs"):
             options = ["--device", "cuda", "--beam", "4", "--batch-size", "32", "--precision", precision, flag, "-q"]
             command = [*args.cli.split(), "translate", "--model", args.model, *options]
-            text = "".join(line + "\n" for line in test.source[: args.sentences])
             started = time.perf_counter()
             out = subprocess.run(command, input=text, capture_output=True, text=True, check=True).stdout
             seconds = time.perf_counter() - started

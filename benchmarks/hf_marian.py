@@ -3,6 +3,7 @@ output, sinusoidal positions), so that `generate()` can be timed on the same mod
 
     model = to_marian(load_checkpoint("data/models/en-fr.pt"))
     model.generate(input_ids, attention_mask=mask, num_beams=4, max_new_tokens=...)
+    hf_generate(model, tokenizer, lines, beam=4, batch=32, lenpen=1.0, eos=3)   # translated lines
 """
 
 from __future__ import annotations
@@ -64,3 +65,17 @@ def to_marian(checkpoint: Checkpoint):
         model.lm_head.weight.copy_(w["embed.weight"])
         model.final_logits_bias.zero_()
     return model
+
+
+def hf_generate(model, tokenizer, sources: list[str], beam: int, batch: int, lenpen: float, eos: int) -> list[str]:
+    """HF transformers generate() on the converted model (on its device), `batch` sentences at a time."""
+    device = next(model.parameters()).device
+    out = []
+    for start in range(0, len(sources), batch):
+        ids = [tokenizer.encode(line) + [eos] for line in sources[start : start + batch]]
+        width = max(len(x) for x in ids)
+        inputs = torch.tensor([x + [0] * (width - len(x)) for x in ids], device=device)
+        generated = model.generate(inputs, attention_mask=(inputs != 0).long(), num_beams=beam, do_sample=False,
+                                   length_penalty=lenpen, max_new_tokens=int(1.5 * width) + 10)
+        out += [tokenizer.decode([t for t in row.tolist() if t > eos]) for row in generated]
+    return out

@@ -92,10 +92,12 @@ def build_ctranslate2_spec(checkpoint: Checkpoint, pieces: list[str] | None = No
     return spec
 
 
-def export_ctranslate2(checkpoint: Checkpoint, out: str | Path, quantization: str | None = None) -> Path:
-    """Write a CTranslate2 model directory with `sentencepiece.model` beside the weights."""
+def export_ctranslate2(checkpoint: Checkpoint, out: str | Path, quantization: str | None = None,
+                       pieces: list[str] | None = None) -> Path:
+    """Write a CTranslate2 model directory with `sentencepiece.model` beside the weights (`pieces`: as in
+    build_ctranslate2_spec)."""
     out = Path(out)
-    spec = build_ctranslate2_spec(checkpoint)
+    spec = build_ctranslate2_spec(checkpoint, pieces)
     spec.validate()
     spec.optimize(quantization=quantization)
     if out.exists():
