@@ -41,6 +41,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/train.py --steps 6 --presets small,base
 	$(BIN)/python benchmarks/engines.py
 	$(BIN)/python benchmarks/forced_length.py
+	$(BIN)/python benchmarks/precision.py
 	@if $(BIN)/python -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then \
 		$(BIN)/python benchmarks/gpu.py; else echo 'no CUDA device: benchmarks/gpu.py not run'; fi
 

@@ -1,0 +1,82 @@
+"""BLEU of every CPU `--precision` mode against fp32 on each embedded test set: the shipped model, 2 threads.
+
+    python benchmarks/precision.py        # rewrites benchmarks/RESULTS.md's precision section
+
+The quality bar of reduced precision is 0.5 BLEU of fp32 on the embedded test sets; benchmarks/engines.py
+shows it on one of them next to the speed, this shows it on all of them. Decoding uses the checkpoint's
+tuned defaults (beam size, length penalty) and greedy search, with `nmt translate`'s default batching.
+int8_bf16 multiplies many rows with its bf16 copy of the int8 weights and few rows (16 at most) with the
+int8 kernel, so it also runs at a batch size small enough for the kernel: both paths are covered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import replace
+
+import torch
+from results import cpu_name, write_section
+
+from nmt.checkpoint import load_checkpoint
+from nmt.corpus import data_dir, parse_test_set
+from nmt.evaluate import score
+from nmt.quantize import INT8_KERNEL_MAX_ROWS
+from nmt.search import SearchOptions
+from nmt.translate import Translator
+
+TEST_SETS = ("multi30k:test_2016_flickr", "multi30k:test_2017_flickr", "news-commentary:dev_newsdiscuss")
+MODES = ("fp32", "bf16", "int8", "int8_bf16")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
+    parser.add_argument("--sentences", type=int, default=None, help="only the first N of each test set")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    checkpoint = load_checkpoint(args.model)
+    tuned = SearchOptions(**checkpoint.decoding)
+    searches = [(f"beam {tuned.beam_size}", tuned), ("greedy", replace(tuned, beam_size=1))]
+    rows, signature = [], ""
+    for name in TEST_SETS:
+        test = parse_test_set(name)
+        sources, references = test.source[: args.sentences], test.target[: args.sentences]
+        for label, options in searches:
+            kernel_batch = INT8_KERNEL_MAX_ROWS // options.beam_size
+            runs = [(mode, None) for mode in MODES] + [("int8_bf16", kernel_batch)]
+            baseline = None
+            for mode, batch_size in runs:
+                translator = Translator.from_checkpoint(checkpoint, options, precision=mode, batch_size=batch_size)
+                started = time.perf_counter()
+                out = [t.text for t in translator.translate(sources)]
+                seconds = time.perf_counter() - started
+                scores = score(out, references)
+                signature = scores.signatures["bleu"]
+                baseline = baseline or (scores.bleu, out)
+                same = sum(a == b for a, b in zip(baseline[1], out, strict=True))
+                batch = f"batch {batch_size} (int8 kernel)" if batch_size else "4096 tokens"
+                rows.append((name, len(sources), label, mode, batch, scores.bleu, scores.bleu - baseline[0], same,
+                             seconds))
+                print(rows[-1], flush=True)
+    lines = [
+        f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {args.model}. Command: "
+        f"`python benchmarks/precision.py{f' --sentences {args.sentences}' if args.sentences else ''}`. "
+        f"BLEU: sacreBLEU {signature}, cased, on detokenized output. Batches: `nmt translate`'s default (4096 "
+        "padded source tokens), or the batch size given. Seconds: in-process translation time, for orientation "
+        "only (benchmarks/engines.py measures speed).",
+        "",
+        "| test set | sentences | search | precision | batches | BLEU | change vs fp32 | outputs identical to fp32 "
+        "| seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, n, label, mode, batch, bleu, change, same, seconds in rows:
+        lines.append(f"| {name} | {n} | {label} | {mode} | {batch} | {bleu:.2f} | {change:+.2f} | {same} of {n} | "
+                     f"{seconds:.1f} |")
+    worst = min(rows, key=lambda row: row[6])
+    lines += ["", f"Largest drop: {worst[6]:+.2f} BLEU ({worst[3]}, {worst[2]}, {worst[4]}, {worst[0]})."]
+    write_section("Precision: BLEU of each mode on every embedded test set", lines)
+
+
+if __name__ == "__main__":
+    main()
