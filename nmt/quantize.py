@@ -36,9 +36,9 @@ class Int8Linear(nn.Module):
         if rows.size(0) > INT8_KERNEL_MAX_ROWS:
             out = F.linear(rows, self.dequantized, self.bias)
         else:
-            out = torch.ops.aten._weight_int8pack_mm(rows.contiguous(), self.quantized, self.scale)
+            out = torch._weight_int8pack_mm(rows.contiguous(), self.quantized, self.scale)
             if self.bias is not None:
-                out = out + self.bias
+                out.add_(self.bias)
         return out.view(*x.shape[:-1], self.out_features)
 
 

@@ -56,6 +56,27 @@ def finalize(tokens: list[int], log_prob: float, lenpen: float) -> Hypothesis:
     return Hypothesis(tokens, log_prob / length_penalty(len(tokens) + 1, lenpen), log_prob)
 
 
+TOP_K_CHUNK = 64
+
+
+def top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """The k largest entries of each row of `scores` (B, W) and their indices, largest first, as
+    scores.topk(k) (among equal values the index may differ). On a CPU, torch.topk over a row of beam x
+    vocabulary candidates is a slow partial sort while a max over chunks is fast, so this takes the k
+    chunks of 64 with the largest maxima (the k largest entries lie in them) and runs topk over those
+    alone. 32 sentences x beam 4 x 8000: 201 us against 780 (2-core EPYC), about 6% of a decoding step;
+    whole translations measured 1.03-1.10x faster, close to this machine's run-to-run noise. Greedy
+    search keeps max(): there the chunks gained nothing measurable."""
+    rows, width = scores.shape
+    if scores.device.type != "cpu" or width % TOP_K_CHUNK or width < 4 * k * TOP_K_CHUNK:
+        return scores.topk(k, dim=1)
+    chunks = scores.view(rows, -1, TOP_K_CHUNK)  # (B, C, 64)
+    best_chunks = chunks.amax(dim=2).topk(k, dim=1).indices  # (B, k)
+    candidates = chunks.gather(1, best_chunks[:, :, None].expand(-1, -1, TOP_K_CHUNK)).view(rows, -1)  # (B, k*64)
+    values, within = candidates.topk(k, dim=1)
+    return values, best_chunks.gather(1, within // TOP_K_CHUNK) * TOP_K_CHUNK + within % TOP_K_CHUNK
+
+
 def max_lengths(src: Tensor, pad_id: int, options: SearchOptions, max_positions: int) -> Tensor:
     """(N, S) source -> (N,) most target tokens (EOS included) per sentence."""
     src_lengths = (src != pad_id).sum(dim=1)
@@ -64,11 +85,13 @@ def max_lengths(src: Tensor, pad_id: int, options: SearchOptions, max_positions:
 
 
 def constrain(log_probs: Tensor, step: int, max_lens: Tensor, min_len: int, eos_id: int) -> Tensor:
-    """Forbid EOS before `min_len` tokens and force it at each row's last allowed step (in place)."""
+    """Forbid EOS before `min_len` tokens and force it at each row's last allowed step (in place).
+    log_probs (N*K, V) hold the K rows of each of N sentences; max_lens (N,) is per sentence."""
     if step < min_len:
         log_probs[:, eos_id] = -math.inf
-    last = max_lens == step + 1  # (R,)
-    if bool(last.any()):
+    last_sentences = max_lens == step + 1  # (N,)
+    if bool(last_sentences.any()):
+        last = last_sentences.repeat_interleave(log_probs.size(0) // max_lens.size(0))  # (N*K,)
         eos = log_probs[:, eos_id].clone()
         log_probs[last] = -math.inf
         log_probs[:, eos_id] = torch.where(last, eos.masked_fill(eos == -math.inf, 0.0), eos)
@@ -140,10 +163,10 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
     for step in range(int(max_lens.max())):
         n = active.numel()
         log_probs, state = model.decode_step(tokens, state)  # (n*K, V)
-        constrain(log_probs, step, max_lens[active].repeat_interleave(beam), options.min_len, config.eos_id)
+        constrain(log_probs, step, max_lens[active], options.min_len, config.eos_id)
         vocab = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(n, beam, vocab)).view(n, beam * vocab)
-        top_scores, top_index = candidates.topk(2 * beam, dim=1)  # (n, 2K)
+        top_scores, top_index = top_k(candidates, 2 * beam)  # (n, 2K)
         top_beam, top_token = top_index // vocab, top_index % vocab
         is_eos = top_token == config.eos_id
         # An EOS among the K best candidates finishes that hypothesis; the K best others go on.
@@ -166,11 +189,10 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
         for i, sentence in enumerate(active.tolist()):
             kept = _top_finished(finished[sentence], options.nbest)
             done.append(len(kept) >= options.nbest and best_open[i] <= kept[-1].score)
-        done_mask = torch.tensor(done, device=src.device)
-        if bool(done_mask.all()):
+        if all(done):
             break
-        if bool(done_mask.any()):
-            keep = (~done_mask).nonzero()[:, 0]
+        if any(done):
+            keep = torch.tensor([i for i, stop in enumerate(done) if not stop], device=src.device)
             state.select(keep)
             active, scores = active[keep], scores[keep]
             keep_rows = (keep[:, None] * beam + torch.arange(beam, device=src.device)).view(-1)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pytest
 import torch
 
-from nmt.search import SearchOptions, beam_search, greedy_search, search
+from nmt.search import SearchOptions, beam_search, greedy_search, search, top_k
 
 PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5
 VOCAB = 6
+LARGE_VOCAB = 4096  # wide enough for search's chunked top-k (nmt.search.top_k) to take over from torch.topk
 TINY = 1e-6  # probability of everything not listed
 
 # next-token probabilities given the prefix generated so far
@@ -52,6 +54,9 @@ class FakeState:
 class ScriptedModel:
     config = FakeConfig()
 
+    def __init__(self, vocab: int = VOCAB):
+        self.vocab = vocab
+
     def init_state(self, src, beam_size=1, use_cache=True):
         return FakeState(src.size(0), beam_size)
 
@@ -60,7 +65,7 @@ class ScriptedModel:
         for row, token in enumerate(tokens.tolist()):
             prefix = state.prefixes[row] + ((token,) if token != BOS else ())
             state.prefixes[row] = prefix
-            probs = torch.full((VOCAB,), TINY, dtype=torch.float64)
+            probs = torch.full((self.vocab,), TINY, dtype=torch.float64)
             for t, p in SCRIPT.get(prefix, {EOS: 0.9}).items():
                 probs[t] = p
             rows.append(probs.log())
@@ -74,43 +79,62 @@ def logp(*probs):
     return sum(math.log(p) for p in probs)
 
 
-def test_beam_hypotheses_order_and_scores_without_length_penalty():
-    result = beam_search(ScriptedModel(), SRC, SearchOptions(beam_size=2, nbest=2, lenpen=0.0))[0]
+@pytest.mark.parametrize("vocab", [VOCAB, LARGE_VOCAB])
+def test_beam_hypotheses_order_and_scores_without_length_penalty(vocab):
+    result = beam_search(ScriptedModel(vocab), SRC, SearchOptions(beam_size=2, nbest=2, lenpen=0.0))[0]
     assert [h.tokens for h in result] == [[B], [A, B]]
     assert math.isclose(result[0].score, logp(0.4, 0.9), abs_tol=1e-5)
     assert math.isclose(result[1].score, logp(0.6, 0.5, 0.9), abs_tol=1e-5)
     assert math.isclose(result[1].log_prob, result[1].score, abs_tol=1e-9)
 
 
-def test_length_penalty_reorders_the_same_hypotheses():
-    result = beam_search(ScriptedModel(), SRC, SearchOptions(beam_size=2, nbest=2, lenpen=1.0))[0]
+@pytest.mark.parametrize("vocab", [VOCAB, LARGE_VOCAB])
+def test_length_penalty_reorders_the_same_hypotheses(vocab):
+    result = beam_search(ScriptedModel(vocab), SRC, SearchOptions(beam_size=2, nbest=2, lenpen=1.0))[0]
     assert [h.tokens for h in result] == [[A, B], [B]]
     assert math.isclose(result[0].score, logp(0.6, 0.5, 0.9) / 3, abs_tol=1e-5)  # 3 tokens with EOS
     assert math.isclose(result[1].score, logp(0.4, 0.9) / 2, abs_tol=1e-5)
     assert math.isclose(result[0].log_prob, logp(0.6, 0.5, 0.9), abs_tol=1e-5)
 
 
-def test_batched_sentences_are_independent_and_select_keeps_the_right_rows():
+@pytest.mark.parametrize("vocab", [VOCAB, LARGE_VOCAB])
+def test_batched_sentences_are_independent_and_select_keeps_the_right_rows(vocab):
     src = torch.tensor([[7, 8, EOS], [9, EOS, PAD], [5, 6, EOS]])
-    results = beam_search(ScriptedModel(), src, SearchOptions(beam_size=2, nbest=2, lenpen=0.0))
+    results = beam_search(ScriptedModel(vocab), src, SearchOptions(beam_size=2, nbest=2, lenpen=0.0))
     assert all([h.tokens for h in r] == [[B], [A, B]] for r in results)
 
 
-def test_greedy_follows_the_most_probable_token_and_equals_beam_one():
+@pytest.mark.parametrize("vocab", [VOCAB, LARGE_VOCAB])
+def test_greedy_follows_the_most_probable_token_and_equals_beam_one(vocab):
     options = SearchOptions(beam_size=1, lenpen=0.0)
-    greedy = greedy_search(ScriptedModel(), SRC, options)[0]
+    greedy = greedy_search(ScriptedModel(vocab), SRC, options)[0]
     assert [h.tokens for h in greedy] == [[A, B]]
     assert math.isclose(greedy[0].score, logp(0.6, 0.5, 0.9), abs_tol=1e-5)
-    assert beam_search(ScriptedModel(), SRC, options) == [greedy]
-    assert search(ScriptedModel(), SRC, options) == [greedy]
+    assert beam_search(ScriptedModel(vocab), SRC, options) == [greedy]
+    assert search(ScriptedModel(vocab), SRC, options) == [greedy]
 
 
-def test_min_len_forbids_early_eos_and_max_len_forces_it():
+@pytest.mark.parametrize("vocab", [VOCAB, LARGE_VOCAB])
+def test_min_len_forbids_early_eos_and_max_len_forces_it(vocab):
     options = SearchOptions(beam_size=2, nbest=1, lenpen=0.0, min_len=2)
-    assert beam_search(ScriptedModel(), SRC, options)[0][0].tokens == [A, B]
+    assert beam_search(ScriptedModel(vocab), SRC, options)[0][0].tokens == [A, B]
     capped = SearchOptions(beam_size=2, nbest=1, lenpen=0.0, max_len_a=0.0, max_len_b=1)
-    result = beam_search(ScriptedModel(), SRC, capped)[0][0]
+    result = beam_search(ScriptedModel(vocab), SRC, capped)[0][0]
     assert result.tokens == []  # one token allowed: it must be EOS
     assert math.isclose(result.log_prob, math.log(TINY), rel_tol=1e-4)
     forced = SearchOptions(beam_size=1, lenpen=0.0, min_len=5, max_len_a=0.0, max_len_b=6)
-    assert len(greedy_search(ScriptedModel(), SRC, forced)[0][0].tokens) == 5
+    assert len(greedy_search(ScriptedModel(vocab), SRC, forced)[0][0].tokens) == 5
+
+
+def test_top_k_matches_torch_topk_on_wide_rows():
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randn(6, 32000, generator=generator)
+    scores[1, 100:] = -math.inf  # few finite entries, as when EOS is forced
+    scores[2, 5000:5010] = 10.0  # ties at the top
+    for k in (1, 8):
+        values, indices = top_k(scores, k)
+        expected, _ = scores.topk(k, dim=1)
+        assert torch.equal(values, expected)
+        assert torch.equal(scores.gather(1, indices), values)
+        assert bool((indices < scores.size(1)).all())
+    assert torch.equal(top_k(scores[:, :1000], 8)[1], scores[:, :1000].topk(8, dim=1)[1])  # too narrow: torch.topk
