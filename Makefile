@@ -40,6 +40,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/decode.py
 	$(BIN)/python benchmarks/train.py --steps 6 --presets small,base
 	$(BIN)/python benchmarks/engines.py
+	$(BIN)/python benchmarks/targets.py
 	$(BIN)/python benchmarks/forced_length.py
 	$(BIN)/python benchmarks/precision.py
 	@if $(BIN)/python -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then \

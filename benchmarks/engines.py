@@ -67,6 +67,18 @@ def whole_process(command: list[str], text: str) -> tuple[list[str], float, floa
         return stdout.read().decode().split("\n")[:-1], seconds, int(errors[-1]) / 1024, "\n".join(errors[:-1])
 
 
+def nmt_command(model: str, beam: int, batch: int, precision: str, cached: bool = True) -> list[str]:
+    return [sys.executable, "-m", "nmt_cli.main", "translate", "--model", model, "--beam", str(beam), "--batch-size",
+            str(batch), "--precision", precision, "--threads", "2", "-q", *([] if cached else ["--no-cache"])]
+
+
+def ct2_command(exported: Path, lenpen: float, beam: int, batch: int, compute_type: str) -> list[str]:
+    """CT2_SCRIPT on the exported model; it prints its in-process seconds last on stderr. CTranslate2
+    normalizes scores by length**lenpen like nmt; its length cap counts no EOS."""
+    script = CT2_SCRIPT.replace("LENPEN", str(lenpen)).replace("MAXLEN", "256")
+    return [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
@@ -82,8 +94,6 @@ def main() -> None:
     test = parse_test_set("multi30k:test_2016_flickr")
     exported = Path(tempfile.mkdtemp()) / "ct2"
     export_ctranslate2(checkpoint, exported)
-    # CTranslate2 normalizes scores by length**lenpen like nmt; its length cap counts no EOS.
-    script = CT2_SCRIPT.replace("LENPEN", str(lenpen)).replace("MAXLEN", "256")
     try:
         from hf_marian import hf_generate, to_marian
 
@@ -107,14 +117,11 @@ def main() -> None:
                 out = [t.text for t in translator.translate(sources)]
                 seconds = time.perf_counter() - started
                 tokens = target_tokens(out)
-                command = [sys.executable, "-m", "nmt_cli.main", "translate", "--model", args.model, "--beam",
-                           str(beam), "--batch-size", str(batch), "--precision", precision, "--threads", "2", "-q",
-                           *([] if cached else ["--no-cache"])]
-                _, whole_seconds, rss, _ = whole_process(command, text)
+                _, whole_seconds, rss, _ = whole_process(nmt_command(args.model, beam, batch, precision, cached), text)
                 name = f"nmt {precision}" if cached else f"nmt {precision} --no-cache"
                 measured.append((name, tokens / seconds, tokens / whole_seconds, rss, out))
             for compute_type in ("float32", "int8"):
-                command = [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type]
+                command = ct2_command(exported, lenpen, beam, batch, compute_type)
                 out, whole_seconds, rss, inside = whole_process(command, text)
                 tokens = target_tokens(out)
                 in_process = tokens / float(inside.strip().split("\n")[-1])
