@@ -27,13 +27,15 @@ from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
 from nmt.export import export_ctranslate2
 from nmt.search import SearchOptions
-from nmt.translate import Translator
+from nmt.translate import Translator, default_workers
 
 CT2_SCRIPT = """
 import sys, time, ctranslate2, sentencepiece
 model, beam, batch, compute_type = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+workers = int(sys.argv[5])
 sp = sentencepiece.SentencePieceProcessor(model_file=model + "/sentencepiece.model")
-translator = ctranslate2.Translator(model, intra_threads=2, compute_type=compute_type)
+translator = ctranslate2.Translator(model, inter_threads=workers, intra_threads=2 // workers,
+                                   compute_type=compute_type)
 lines = sys.stdin.read().split("\\n")[:-1]
 started = time.perf_counter()
 results = translator.translate_batch([sp.encode(line, out_type=str) for line in lines], beam_size=beam,
@@ -72,11 +74,14 @@ def nmt_command(model: str, beam: int, batch: int, precision: str, cached: bool 
             str(batch), "--precision", precision, "--threads", "2", "-q", *([] if cached else ["--no-cache"])]
 
 
-def ct2_command(exported: Path, lenpen: float, beam: int, batch: int, compute_type: str) -> list[str]:
-    """CT2_SCRIPT on the exported model; it prints its in-process seconds last on stderr. CTranslate2
-    normalizes scores by length**lenpen like nmt; its length cap counts no EOS."""
+def ct2_command(exported: Path, lenpen: float, beam: int, batch: int, compute_type: str,
+                workers: int = 1) -> list[str]:
+    """CT2_SCRIPT on the exported model, 2 threads: one worker with both (intra_threads=2), or two with
+    one each (inter_threads=2: batches translated at once, as nmt's --workers 2). It prints its
+    in-process seconds last on stderr. CTranslate2 normalizes scores by length**lenpen like nmt; its
+    length cap counts no EOS."""
     script = CT2_SCRIPT.replace("LENPEN", str(lenpen)).replace("MAXLEN", "256")
-    return [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type]
+    return [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type, str(workers)]
 
 
 def main() -> None:
@@ -111,8 +116,10 @@ def main() -> None:
             measured = []
             for precision, cached in (("fp32", True), ("bf16", True), ("int8", True), ("int8_bf16", True),
                                       ("fp32", False)):
+                # as many workers as `nmt translate` takes by default for this batch size
+                workers = default_workers(torch.device("cpu"), batch * beam)
                 translator = Translator.from_checkpoint(checkpoint, replace(options, use_cache=cached),
-                                                        precision=precision, batch_size=batch)
+                                                        precision=precision, batch_size=batch, workers=workers)
                 started = time.perf_counter()
                 out = [t.text for t in translator.translate(sources)]
                 seconds = time.perf_counter() - started
@@ -120,12 +127,13 @@ def main() -> None:
                 _, whole_seconds, rss, _ = whole_process(nmt_command(args.model, beam, batch, precision, cached), text)
                 name = f"nmt {precision}" if cached else f"nmt {precision} --no-cache"
                 measured.append((name, tokens / seconds, tokens / whole_seconds, rss, out))
-            for compute_type in ("float32", "int8"):
-                command = ct2_command(exported, lenpen, beam, batch, compute_type)
+            for compute_type, workers in (("float32", 1), ("int8", 1), ("float32", 2), ("int8", 2)):
+                command = ct2_command(exported, lenpen, beam, batch, compute_type, workers)
                 out, whole_seconds, rss, inside = whole_process(command, text)
                 tokens = target_tokens(out)
                 in_process = tokens / float(inside.strip().split("\n")[-1])
-                measured.append((f"CTranslate2 {compute_type}", in_process, tokens / whole_seconds, rss, out))
+                name = f"CTranslate2 {compute_type}" + (" 2 workers" if workers == 2 else "")
+                measured.append((name, in_process, tokens / whole_seconds, rss, out))
             if marian is not None:
                 started = time.perf_counter()
                 out = hf_generate(marian, tokenizer, sources, beam, batch, lenpen, checkpoint.config.eos_id)

@@ -84,6 +84,8 @@ def translate(
                                   "(CUDA), int8 (CPU, dynamic quantization of the linear layers with torchao) or "
                                   "int8_bf16 (CPU, int8 weights with bf16 activations: the fastest at batch 1)."),
     threads: int = typer.Option(None, "--threads", help="CPU threads for torch."),
+    workers: int = typer.Option(None, "--workers", help="CPU: batches decoded at once, sharing the threads. "
+                                "Default 2 with 2+ threads and 16+ rows (sentences x beam) per batch, else 1."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute the decoder prefix every step (slow; checks)."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs",
                                      help="On CUDA, replay each decoder step as a captured CUDA graph."),
@@ -102,14 +104,17 @@ def translate(
     import torch
 
     from nmt.checkpoint import load_checkpoint
-    from nmt.translate import Translator, resolve_device, translate_stream
+    from nmt.translate import Translator, default_workers, resolve_device, translate_stream
 
     if threads:
         torch.set_num_threads(threads)
     checkpoint = load_checkpoint(find_model(model))
     options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache)
-    translator = Translator.from_checkpoint(checkpoint, options, resolve_device(device), precision,
-                                            max_tokens=max_tokens, batch_size=batch_size, cuda_graphs=cuda_graphs)
+    device = resolve_device(device)
+    if workers is None:
+        workers = default_workers(device, batch_size * options.beam_size if batch_size else None)
+    translator = Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
+                                            batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers)
     source = _open_input(input)
     sink = _open_output(output) if output else sys.stdout
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000

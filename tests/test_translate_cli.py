@@ -7,12 +7,15 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmt.checkpoint import load_checkpoint
+from nmt.corpus import load_embedded
 from nmt.search import SearchOptions
 from nmt.translate import Translator, translate_stream
 
@@ -54,6 +57,28 @@ def test_cli_jsonl_nbest_and_usage_errors(tiny_checkpoint):
     assert record["score"] >= record["nbest"][1]["score"]
     bad = run(["--model", str(tiny_checkpoint), "--nbest", "2"], b"A dog.\n")
     assert bad.returncode == 2 and bad.stderr.decode().startswith("error: ")
+    no_workers = run(["--model", str(tiny_checkpoint), "--workers", "0"], b"A dog.\n")
+    assert no_workers.returncode == 2 and no_workers.stderr.decode() == "error: --workers must be at least 1\n"
+
+
+def test_workers_search_batches_at_once_with_the_same_output(tiny_checkpoint, translator):
+    lines = load_embedded("multi30k", "valid").source[:24]
+    parallel = Translator.from_checkpoint(load_checkpoint(tiny_checkpoint), translator.options, batch_size=3,
+                                          workers=2)
+    searched_on = []  # (thread, torch threads) of each batch
+    search_batch = parallel._search_batch
+
+    def spy(sources):
+        searched_on.append((threading.get_ident(), torch.get_num_threads()))
+        return search_batch(sources)
+
+    parallel._search_batch = spy
+    threads = torch.get_num_threads()
+    assert [t.text for t in parallel.translate(lines)] == [t.text for t in translator.translate(lines)]
+    assert len(searched_on) == 8 and len({thread for thread, _ in searched_on}) == 2
+    assert threading.get_ident() not in {thread for thread, _ in searched_on}
+    assert {count for _, count in searched_on} == {max(1, threads // 2)}  # the threads are shared out
+    assert torch.get_num_threads() == threads  # and given back
 
 
 def test_missing_model_is_one_line_exit_2(tmp_path):
