@@ -156,8 +156,10 @@ def main() -> None:
         "`nmt export --format ctranslate2`. Sentences: the first N of multi30k:test_2016_flickr. Command: "
         f"`python benchmarks/engines.py --sentences {args.sentences}`. Target tokens counted with the model's "
         "sentencepiece model. In-process "
-        "times cover tokenization, translation and detokenization. HF generate() runs our weights converted to "
-        "MarianMT (benchmarks/hf_marian.py), in-process only.",
+        "times cover tokenization, translation and detokenization. nmt runs with `nmt translate`'s default "
+        "--workers (2 at batch 32, 1 at batch 1); CTranslate2 with intra_threads=2 (the reference of the "
+        "ratios) and with inter_threads=2, intra_threads=1 (2 workers). HF generate() runs our weights converted "
+        "to MarianMT (benchmarks/hf_marian.py), in-process only.",
         "",
         "| engine | search | batch | sentences | in-process tok/s | whole-process tok/s | in / whole ratio to "
         "CT2 fp32 | peak RSS MiB (whole) | BLEU |",
