@@ -243,11 +243,13 @@ def evaluate(
         if len(sources) != len(references):
             raise UsageError(f"{len(sources)} source lines but {len(references)} references")
         from nmt.checkpoint import load_checkpoint
-        from nmt.translate import Translator, resolve_device
+        from nmt.translate import Translator, default_workers, resolve_device
 
         checkpoint = load_checkpoint(find_model(model))
         options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False)
-        translator = Translator.from_checkpoint(checkpoint, options, resolve_device(device), max_tokens=max_tokens)
+        device = resolve_device(device)
+        translator = Translator.from_checkpoint(checkpoint, options, device, max_tokens=max_tokens,
+                                                workers=default_workers(device, None))
         hypotheses = [t.text for t in translator.translate(sources)]
     scores = score(hypotheses, references, lc_tok=lc_tok)
     if as_json:

@@ -88,8 +88,8 @@ def resolve_device(name: str) -> torch.device:
 
 
 # With at least this many rows (sentences x beam) per batch, two batches decoded at once on one thread each
-# beat one batch on two threads (nmt.translate.default_workers); with fewer, Python holds the GIL most of
-# a step and the second worker only waits.
+# beat one batch on two threads; with fewer, Python holds the GIL most of a step and the second worker
+# mostly waits.
 WORKERS_MIN_ROWS = 16
 
 
