@@ -113,9 +113,13 @@ class StaticDecoderState:
         self._all_rows = torch.arange(captured.tokens.numel(), device=captured.tokens.device)
 
     @property
+    def open_rows(self) -> Tensor:
+        """The physical rows of the open hypotheses, in the search's order."""
+        return self._all_rows if self.rows is None else self.rows
+
+    @property
     def n_sentences(self) -> int:
-        rows = self._all_rows if self.rows is None else self.rows
-        return rows.numel() // self.beam_size
+        return self.open_rows.numel() // self.beam_size
 
     def advance(self, tokens: Tensor) -> Tensor:
         """One decoder step for the open rows: (R,) tokens -> (R, V) log-probabilities."""
@@ -125,7 +129,7 @@ class StaticDecoderState:
 
     def reorder(self, rows: Tensor) -> StaticDecoderState:
         """Open row r takes the history of open row `rows[r]` (of the same sentence)."""
-        current = self._all_rows if self.rows is None else self.rows
+        current = self.open_rows
         cache = self.captured.self_cache  # (L, 2, R, H, T, Dh)
         if self.step > 0:
             cache[:, :, current, :, : self.step] = cache[:, :, current[rows], :, : self.step]
@@ -133,8 +137,7 @@ class StaticDecoderState:
 
     def select(self, sentences: Tensor) -> StaticDecoderState:
         """Keep only the given open sentences (indices into the open ones); the others' rows go idle."""
-        current = self._all_rows if self.rows is None else self.rows
-        self.rows = current.view(-1, self.beam_size)[sentences].reshape(-1)
+        self.rows = self.open_rows.view(-1, self.beam_size)[sentences].reshape(-1)
         return self
 
 
