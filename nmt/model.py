@@ -64,6 +64,16 @@ def plain_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None
     return scores.softmax(dim=-1, dtype=torch.float32).to(values.dtype) @ values  # (B, H, T, Dh)
 
 
+def inference_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
+    """Attention without dropout through the fastest kernel for the shapes: q (B, H, T, Dh), keys/values
+    (B, H, S, Dh), mask broadcasting to (B, H, T, S) -> (B, H, T, Dh)."""
+    batch, _, length, _ = q.shape
+    if q.device.type == "cpu" and length <= 4 and batch >= PLAIN_ATTENTION_MIN_BATCH:
+        return plain_attention(q, keys, values, mask)
+    with attention_backends(q.device, training=False):
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+
+
 class MultiHeadAttention(nn.Module):
     """Scaled dot-product attention over `n_heads` heads; the same class for self- and cross-attention."""
 
@@ -86,12 +96,11 @@ class MultiHeadAttention(nn.Module):
         """Queries from x (B, T, D) attend to keys/values (B, H, S, Dh); mask broadcasts to (B, H, T, S)."""
         batch, length, d_model = x.shape
         q = self.q_proj(x).view(batch, length, self.n_heads, d_model // self.n_heads).transpose(1, 2)
-        if not self.training and q.device.type == "cpu" and length <= 4 and batch >= PLAIN_ATTENTION_MIN_BATCH:
-            out = plain_attention(q, keys, values, mask)
+        if not self.training:
+            out = inference_attention(q, keys, values, mask)
         else:
-            with attention_backends(q.device, self.training):
-                out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
-                                                     dropout_p=self.dropout if self.training else 0.0)
+            with attention_backends(q.device, training=True):
+                out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=self.dropout)
         return self.out_proj(out.transpose(1, 2).reshape(batch, length, d_model))  # (B, T, D)
 
 

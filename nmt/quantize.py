@@ -10,6 +10,8 @@ number of rows; both kernels multiply by the same quantized values. Everything e
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -32,14 +34,21 @@ class Int8Linear(nn.Module):
         self.in_features, self.out_features = weight.shape[1], weight.shape[0]
 
     def forward(self, x: Tensor) -> Tensor:
-        rows = x.reshape(-1, self.in_features)
-        if rows.size(0) > INT8_KERNEL_MAX_ROWS:
-            out = F.linear(rows, self.dequantized, self.bias)
-        else:
-            out = torch._weight_int8pack_mm(rows.contiguous(), self.quantized, self.scale)
-            if self.bias is not None:
-                out.add_(self.bias)
+        out = int8_linear(x.reshape(-1, self.in_features), self.quantized, self.scale, self.dequantized, self.bias)
         return out.view(*x.shape[:-1], self.out_features)
+
+    def function(self):
+        """This layer as a function of rows (R, in) -> (R, out), without nn.Module's call machinery."""
+        return functools.partial(int8_linear, quantized=self.quantized, scale=self.scale,
+                                 dequantized=self.dequantized, bias=self.bias)
+
+
+def int8_linear(rows: Tensor, quantized: Tensor, scale: Tensor, dequantized: Tensor, bias: Tensor | None) -> Tensor:
+    """(R, in) -> (R, out): the int8 kernel for few rows, the bf16 GEMM on the same values for many."""
+    if rows.size(0) > INT8_KERNEL_MAX_ROWS:
+        return F.linear(rows, dequantized, bias)
+    out = torch._weight_int8pack_mm(rows.contiguous(), quantized, scale)
+    return out if bias is None else out.add_(bias)
 
 
 def untie_output_projection(model: nn.Module) -> None:

@@ -1,0 +1,122 @@
+"""The cached decoder step of `Transformer.decode_step`, flattened for speed: the same weights and the
+same operations, called directly instead of through the nn.Module tree.
+
+At batch 1 a decoder step of the shipped model is about 80 small tensor operations, and nn.Module's
+call machinery (hooks, attribute lookups, dropout calls that do nothing in evaluation) cost as much as
+the operations themselves. FlatDecoder looks every layer's weights up once and runs the step as one
+plain function over them; the search sees it as a model (`config`, `init_state`, `decode_step`).
+
+    decoder = FlatDecoder(model.eval())
+    hypotheses = search(decoder, src, SearchOptions(beam_size=4))
+
+The tests check its log-probabilities against `Transformer.decode_step`. States it does not cover (no
+cache, the fixed-shape state of nmt.graphs) and a model in training mode go to the model's own step.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nmt.cache import DecoderState
+from nmt.model import Transformer, inference_attention
+from nmt.quantize import Int8Linear
+
+Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)
+
+
+def linear_function(module: nn.Module) -> Linear:
+    """An nn.Linear or Int8Linear as a plain function of its input rows."""
+    if isinstance(module, Int8Linear):
+        return module.function()
+    return functools.partial(F.linear, weight=module.weight, bias=module.bias)
+
+
+def norm_function(module: nn.Module) -> Callable[[Tensor], Tensor]:
+    if isinstance(module, nn.Identity):
+        return lambda x: x
+    return functools.partial(torch.layer_norm, normalized_shape=module.normalized_shape, weight=module.weight,
+                             bias=module.bias, eps=module.eps)
+
+
+@dataclass(frozen=True, slots=True)
+class FlatLayer:
+    """One decoder layer's weights as functions: self-attention, cross-attention, feed-forward, each
+    followed (post-norm) or preceded (pre-norm) by its LayerNorm."""
+
+    self_q: Linear
+    self_kv: Linear
+    self_out: Linear
+    self_norm: Callable[[Tensor], Tensor]
+    cross_q: Linear
+    cross_out: Linear
+    cross_norm: Callable[[Tensor], Tensor]
+    ffn_up: Linear
+    ffn_down: Linear
+    ffn_norm: Callable[[Tensor], Tensor]
+
+
+class FlatDecoder:
+    def __init__(self, model: Transformer):
+        self.model = model
+        self.config = model.config
+        self.embedding = model.embed.weight
+        self.embedding_scale = math.sqrt(model.config.d_model)
+        self.positions = model.positions
+        self.layers = [
+            FlatLayer(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
+                      linear_function(layer.self_attn.out_proj), norm_function(layer.self_sublayer.norm),
+                      linear_function(layer.cross_attn.q_proj), linear_function(layer.cross_attn.out_proj),
+                      norm_function(layer.cross_sublayer.norm), linear_function(layer.ffn.up),
+                      linear_function(layer.ffn.down), norm_function(layer.ffn_sublayer.norm))
+            for layer in model.decoder_layers]
+        self.final_norm = norm_function(model.decoder_norm)
+        self.project = (functools.partial(F.linear, weight=model.embed.weight) if model.output_proj is None
+                        else linear_function(model.output_proj))
+
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True) -> DecoderState:
+        return self.model.init_state(src, beam_size=beam_size, use_cache=use_cache)
+
+    @torch.no_grad()
+    def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
+        """Transformer.decode_step: one token per row (R,) -> log-probabilities (R, V) of the next."""
+        if self.model.training or type(state) is not DecoderState or not state.use_cache:
+            return self.model.decode_step(tokens, state)
+        config = self.config
+        heads, head_dim, pre_norm = config.n_heads, config.d_model // config.n_heads, config.pre_norm
+        step, rows, sentences = state.step, tokens.size(0), state.n_sentences
+        state.ensure_capacity(step + 1)
+        x = F.embedding(tokens, self.embedding) * self.embedding_scale  # (R, D)
+        if config.positional_encoding:
+            x = x + self.positions[step]
+        for i, layer in enumerate(self.layers):
+            h = layer.self_norm(x) if pre_norm else x
+            q = layer.self_q(h).view(rows, heads, 1, head_dim)
+            keys, values = layer.self_kv(h).view(rows, 2, heads, head_dim).unbind(1)  # (R, H, Dh) each
+            state.self_keys[i][:, :, step] = keys
+            state.self_values[i][:, :, step] = values
+            out = inference_attention(q, state.self_keys[i][:, :, : step + 1], state.self_values[i][:, :, : step + 1],
+                                      None)  # (R, H, 1, Dh)
+            x = residual(x, layer.self_out(out.view(rows, -1)), layer.self_norm, pre_norm)
+
+            h = layer.cross_norm(x) if pre_norm else x
+            # The K rows of a sentence query the same keys: they are the query positions of one batch entry.
+            q = layer.cross_q(h).view(sentences, rows // sentences, heads, head_dim).transpose(1, 2)  # (N, H, K, Dh)
+            out = inference_attention(q, state.cross_keys[i], state.cross_values[i], state.cross_mask)
+            x = residual(x, layer.cross_out(out.transpose(1, 2).reshape(rows, -1)), layer.cross_norm, pre_norm)
+
+            h = layer.ffn_norm(x) if pre_norm else x
+            x = residual(x, layer.ffn_down(F.relu(layer.ffn_up(h))), layer.ffn_norm, pre_norm)
+        state.step += 1
+        return F.log_softmax(self.project(self.final_norm(x)), dim=-1, dtype=torch.float32), state
+
+
+def residual(x: Tensor, update: Tensor, norm: Callable[[Tensor], Tensor], pre_norm: bool) -> Tensor:
+    """x + update (pre-norm; the update was computed from norm(x)), or norm(x + update) (post-norm)."""
+    return x + update if pre_norm else norm(x + update)

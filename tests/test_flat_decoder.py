@@ -1,0 +1,53 @@
+"""The flattened decoder step: the same log-probabilities as Transformer.decode_step, step after step,
+in every precision it runs in, and the same search results."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nmt.config import ModelConfig
+from nmt.flat_decoder import FlatDecoder
+from nmt.model import Transformer
+from nmt.search import SearchOptions, search
+from nmt.translate import cast_for_inference
+from tests.conftest import tiny_model
+
+SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0, 0]])
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8_bf16"])
+@pytest.mark.parametrize("sentences, beam", [(1, 1), (3, 2), (18, 1)])  # 18 rows: the plain-matmul attention
+def test_flat_step_equals_decode_step(pre_norm, precision, sentences, beam):
+    model = cast_for_inference(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), precision)
+    flat = FlatDecoder(model)
+    src = SRC.repeat(6, 1)[:sentences]
+    reference, state = model.init_state(src, beam), flat.init_state(src, beam)
+    tokens = torch.randint(4, 60, (20, src.size(0) * beam), generator=torch.Generator().manual_seed(2))
+    rows = torch.arange(src.size(0) * beam).flip(0) // beam * beam  # every row takes its sentence's first
+    for t in range(tokens.size(0)):  # 20 steps: the cache grows past its first 16 positions
+        expected, reference = model.decode_step(tokens[t], reference)
+        log_probs, state = flat.decode_step(tokens[t], state)
+        torch.testing.assert_close(log_probs, expected, atol=0, rtol=0)
+        reference.reorder(rows.flip(0))
+        state.reorder(rows.flip(0))
+
+
+def test_flat_decoder_searches_as_the_model():
+    model = tiny_model(seed=3)
+    for beam in (1, 4):
+        options = SearchOptions(beam_size=beam, nbest=beam)
+        assert search(FlatDecoder(model), SRC, options) == search(model, SRC, options)
+        uncached = SearchOptions(beam_size=beam, nbest=beam, use_cache=False)
+        assert search(FlatDecoder(model), SRC, uncached) == search(model, SRC, uncached)
+
+
+def test_flat_decoder_leaves_a_training_model_to_its_own_step():
+    torch.manual_seed(3)
+    model = Transformer(ModelConfig.preset("tiny", vocab_size=60, dropout=0.5)).train()
+    results = []
+    for decoder in (model, FlatDecoder(model)):
+        torch.manual_seed(0)  # the same dropout masks for both
+        results.append(decoder.decode_step(SRC[:, 0], decoder.init_state(SRC))[0])
+    assert torch.equal(results[0], results[1])
