@@ -77,21 +77,21 @@ def top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     return values, best_chunks.gather(1, within // TOP_K_CHUNK) * TOP_K_CHUNK + within % TOP_K_CHUNK
 
 
-def max_lengths(src: Tensor, pad_id: int, options: SearchOptions, max_positions: int) -> Tensor:
-    """(N, S) source -> (N,) most target tokens (EOS included) per sentence."""
+def max_lengths(src: Tensor, pad_id: int, options: SearchOptions, max_positions: int) -> list[int]:
+    """(N, S) source -> per sentence, the most target tokens (EOS included)."""
     src_lengths = (src != pad_id).sum(dim=1)
     limits = (options.max_len_a * src_lengths.double()).floor().long() + options.max_len_b
-    return limits.clamp(1, max_positions)
+    return limits.clamp(1, max_positions).tolist()
 
 
-def constrain(log_probs: Tensor, step: int, max_lens: Tensor, min_len: int, eos_id: int) -> Tensor:
+def constrain(log_probs: Tensor, step: int, max_lens: list[int], min_len: int, eos_id: int) -> Tensor:
     """Forbid EOS before `min_len` tokens and force it at each row's last allowed step (in place).
-    log_probs (N*K, V) hold the K rows of each of N sentences; max_lens (N,) is per sentence."""
+    log_probs (N*K, V) hold the K rows of each of N sentences; max_lens has one entry per sentence."""
     if step < min_len:
         log_probs[:, eos_id] = -math.inf
-    last_sentences = max_lens == step + 1  # (N,)
-    if bool(last_sentences.any()):
-        last = last_sentences.repeat_interleave(log_probs.size(0) // max_lens.size(0))  # (N*K,)
+    if step + 1 in max_lens:
+        beam = log_probs.size(0) // len(max_lens)
+        last = torch.tensor([limit == step + 1 for limit in max_lens for _ in range(beam)], device=log_probs.device)
         eos = log_probs[:, eos_id].clone()
         log_probs[last] = -math.inf
         log_probs[:, eos_id] = torch.where(last, eos.masked_fill(eos == -math.inf, 0.0), eos)
@@ -106,11 +106,16 @@ def search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None
     return beam_search(model, src, options, graphs)
 
 
-def initial_state(model, src: Tensor, beam_size: int, options: SearchOptions, max_lens: Tensor,
+def initial_state(model, src: Tensor, beam_size: int, options: SearchOptions, max_lens: list[int],
                   graphs: StepGraphs | None):
     if graphs is not None and options.use_cache:
-        return graphs.init_state(model, src, beam_size, int(max_lens.max()))
+        return graphs.init_state(model, src, beam_size, max(max_lens))
     return model.init_state(src, beam_size=beam_size, use_cache=options.use_cache)
+
+
+# Both searches bring each step's few winners (tokens, rows, scores) back as Python numbers and keep the
+# bookkeeping (histories, finished hypotheses, stopping) in Python: at batch 1 the tensor form of that
+# bookkeeping was a third of a beam step, dozens of tiny operations per step.
 
 
 @torch.no_grad()
@@ -119,26 +124,30 @@ def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs
     config = model.config
     max_lens = max_lengths(src, config.pad_id, options, config.max_positions)
     state = initial_state(model, src, 1, options, max_lens, graphs)
-    active = torch.arange(src.size(0), device=src.device)  # sentence index of each row
-    tokens = torch.full_like(active, config.bos_id)
-    history = src.new_empty(src.size(0), 0)
-    log_prob = torch.zeros(src.size(0), device=src.device)
-    results: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
-    for step in range(int(max_lens.max())):
+    active = list(range(src.size(0)))  # sentence index of each row
+    tokens = torch.full((len(active),), config.bos_id, dtype=torch.long, device=src.device)
+    history: list[list[int]] = [[] for _ in active]  # tokens so far, per row
+    log_prob = torch.zeros(len(active), device=src.device)
+    results: list[list[Hypothesis]] = [[] for _ in active]
+    for step in range(max(max_lens)):
         log_probs, state = model.decode_step(tokens, state)
-        constrain(log_probs, step, max_lens[active], options.min_len, config.eos_id)
+        constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
         best, tokens = log_probs.max(dim=-1)
         log_prob += best
-        done = tokens == config.eos_id
-        if bool(done.any()):
-            for row in done.nonzero()[:, 0].tolist():
-                results[int(active[row])].append(finalize(history[row].tolist(), float(log_prob[row]), options.lenpen))
-            keep = (~done).nonzero()[:, 0]
-            if keep.numel() == 0:
+        chosen = tokens.tolist()
+        if config.eos_id in chosen:
+            keep = [row for row, token in enumerate(chosen) if token != config.eos_id]
+            for row, token in enumerate(chosen):
+                if token == config.eos_id:
+                    results[active[row]].append(finalize(history[row], float(log_prob[row]), options.lenpen))
+            if not keep:
                 break
-            state.select(keep)
-            active, tokens, history, log_prob = active[keep], tokens[keep], history[keep], log_prob[keep]
-        history = torch.cat([history, tokens[:, None]], dim=1)
+            keep_rows = torch.tensor(keep, device=src.device)
+            state.select(keep_rows)
+            tokens, log_prob = tokens[keep_rows], log_prob[keep_rows]
+            active, history, chosen = [active[i] for i in keep], [history[i] for i in keep], [chosen[i] for i in keep]
+        for row, token in enumerate(chosen):
+            history[row].append(token)
     return results
 
 
@@ -151,50 +160,53 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
                 ) -> list[list[Hypothesis]]:
     config = model.config
     beam = options.beam_size
-    n = src.size(0)
     max_lens = max_lengths(src, config.pad_id, options, config.max_positions)
     state = initial_state(model, src, beam, options, max_lens, graphs)
-    active = torch.arange(n, device=src.device)  # sentence index of each open sentence
-    scores = torch.full((n, beam), -math.inf, device=src.device)
+    active = list(range(src.size(0)))  # sentence index of each open sentence
+    scores = torch.full((len(active), beam), -math.inf, device=src.device)
     scores[:, 0] = 0.0  # all beams start from the same BOS: keep one
-    tokens = torch.full((n * beam,), config.bos_id, dtype=torch.long, device=src.device)
-    history = src.new_empty(n * beam, 0)
-    finished: list[list[Hypothesis]] = [[] for _ in range(n)]
-    for step in range(int(max_lens.max())):
-        n = active.numel()
+    tokens = torch.full((len(active) * beam,), config.bos_id, dtype=torch.long, device=src.device)
+    history: list[list[int]] = [[] for _ in range(len(active) * beam)]  # tokens so far, per row
+    finished: list[list[Hypothesis]] = [[] for _ in active]
+    for step in range(max(max_lens)):
+        n = len(active)
         log_probs, state = model.decode_step(tokens, state)  # (n*K, V)
-        constrain(log_probs, step, max_lens[active], options.min_len, config.eos_id)
+        constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
         vocab = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(n, beam, vocab)).view(n, beam * vocab)
-        top_scores, top_index = top_k(candidates, 2 * beam)  # (n, 2K)
-        top_beam, top_token = top_index // vocab, top_index % vocab
-        is_eos = top_token == config.eos_id
-        # An EOS among the K best candidates finishes that hypothesis; the K best others go on.
-        ending = is_eos & (top_scores > -math.inf)
-        ending[:, beam:] = False
-        if bool(ending.any()):
-            for i, j in ending.nonzero().tolist():
-                row = i * beam + int(top_beam[i, j])
-                hypothesis = finalize(history[row].tolist(), float(top_scores[i, j]), options.lenpen)
-                finished[int(active[i])].append(hypothesis)
-        open_scores, order = top_scores.masked_fill(is_eos, -math.inf).topk(beam, dim=1)  # (n, K)
-        rows = (torch.arange(n, device=src.device)[:, None] * beam + top_beam.gather(1, order)).view(-1)
-        tokens = top_token.gather(1, order).view(-1)
-        state.reorder(rows)
-        history = torch.cat([history.index_select(0, rows), tokens[:, None]], dim=1)
-        scores = open_scores
-        # Sentences whose open hypotheses can no longer beat their n-best finished ones stop here.
-        best_open = (open_scores[:, 0] / length_penalty(step + 1, options.lenpen)).tolist()
-        done = []
-        for i, sentence in enumerate(active.tolist()):
+        top_scores, top_index = (t.tolist() for t in top_k(candidates, 2 * beam))  # (n, 2K), best first
+        rows, next_tokens, next_scores, keep = [], [], [], []
+        for i, sentence in enumerate(active):
+            # An EOS among the K best candidates finishes that hypothesis; the K best others go on (a row
+            # has one EOS, so 2K candidates hold at least K others).
+            taken = 0
+            for j, (score, index) in enumerate(zip(top_scores[i], top_index[i], strict=True)):
+                row, token = i * beam + index // vocab, index % vocab
+                if token != config.eos_id:
+                    rows.append(row)
+                    next_tokens.append(token)
+                    next_scores.append(score)
+                    taken += 1
+                    if taken == beam:
+                        break
+                elif j < beam and score > -math.inf:
+                    finished[sentence].append(finalize(history[row], score, options.lenpen))
+            # The sentence stops once its open hypotheses can no longer beat its n-best finished ones.
             kept = _top_finished(finished[sentence], options.nbest)
-            done.append(len(kept) >= options.nbest and best_open[i] <= kept[-1].score)
-        if all(done):
+            best_open = next_scores[i * beam] / length_penalty(step + 1, options.lenpen)
+            if not (len(kept) >= options.nbest and best_open <= kept[-1].score):
+                keep.append(i)
+        if not keep:
             break
-        if any(done):
-            keep = torch.tensor([i for i, stop in enumerate(done) if not stop], device=src.device)
-            state.select(keep)
-            active, scores = active[keep], scores[keep]
-            keep_rows = (keep[:, None] * beam + torch.arange(beam, device=src.device)).view(-1)
-            tokens, history = tokens[keep_rows], history[keep_rows]
+        history = [history[row] + [token] for row, token in zip(rows, next_tokens, strict=True)]
+        rows_tensor = torch.tensor(rows, device=src.device)
+        tokens = torch.tensor(next_tokens, device=src.device)
+        scores = torch.tensor(next_scores, dtype=torch.float32, device=src.device).view(n, beam)
+        state.reorder(rows_tensor)
+        if len(keep) < n:
+            keep_tensor = torch.tensor(keep, device=src.device)
+            state.select(keep_tensor)
+            keep_rows = [i * beam + k for i in keep for k in range(beam)]
+            active, scores, history = [active[i] for i in keep], scores[keep_tensor], [history[r] for r in keep_rows]
+            tokens = tokens[torch.tensor(keep_rows, device=src.device)]
     return [_top_finished(hypotheses, options.nbest) for hypotheses in finished]
