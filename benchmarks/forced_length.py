@@ -24,6 +24,7 @@ from torch import Tensor
 from nmt.checkpoint import Checkpoint
 from nmt.config import ModelConfig
 from nmt.export import export_ctranslate2
+from nmt.flat_decoder import FlatDecoder
 from nmt.model import Transformer
 from nmt.search import SearchOptions, search
 from nmt.translate import cast_for_inference
@@ -52,7 +53,7 @@ def random_checkpoint(preset: str, vocab_size: int) -> Checkpoint:
 
 
 def nmt_rate(checkpoint: Checkpoint, precision: str, sources: Tensor, beam: int, batch: int) -> float:
-    model = cast_for_inference(checkpoint.build_model(), precision)
+    model = FlatDecoder(cast_for_inference(checkpoint.build_model(), precision))  # as nmt translate decodes
     # EOS forbidden before FORCED tokens and forced as token FORCED + 1
     options = SearchOptions(beam_size=beam, min_len=FORCED, max_len_a=0, max_len_b=FORCED + 1)
     batches = sources.split(batch)

@@ -81,7 +81,7 @@ def main() -> None:
             lines.append(f"| {name} | {value:.0f} | {rounds} | {ratio(rate, name, 'CTranslate2 float32')} | "
                          f"{ratio(rate, name, 'CTranslate2 int8')} |")
         lines += ["", f"Best nmt mode: {best}, {ratio(rate, best, 'CTranslate2 float32')} CT2 float32, "
-                  f"{ratio(rate, best, 'CTranslate2 int8')} CT2 int8 (against CTranslate2's 2-worker runs: "
+                  f"CT2 int8: {ratio(rate, best, 'CTranslate2 int8')} (against CTranslate2's 2-worker runs: "
                   f"{ratio(rate, best, 'CTranslate2 float32 2 workers')} and "
                   f"{ratio(rate, best, 'CTranslate2 int8 2 workers')}).", ""]
         print("\n".join(lines[-len(rate) - 6 :]), flush=True)

@@ -35,7 +35,14 @@ def linear_function(module: nn.Module) -> Linear:
     """An nn.Linear or Int8Linear as a plain function of its input rows."""
     if isinstance(module, Int8Linear):
         return module.function()
-    return functools.partial(F.linear, weight=module.weight, bias=module.bias)
+    return weight_function(module.weight, module.bias)
+
+
+def weight_function(weight: Tensor, bias: Tensor | None = None) -> Linear:
+    def linear(rows: Tensor) -> Tensor:  # positional: torchao's int8 weights (--precision int8) take no keywords
+        return F.linear(rows, weight, bias)
+
+    return linear
 
 
 def norm_function(module: nn.Module) -> Callable[[Tensor], Tensor]:
@@ -77,7 +84,7 @@ class FlatDecoder:
                       linear_function(layer.ffn.down), norm_function(layer.ffn_sublayer.norm))
             for layer in model.decoder_layers]
         self.final_norm = norm_function(model.decoder_norm)
-        self.project = (functools.partial(F.linear, weight=model.embed.weight) if model.output_proj is None
+        self.project = (weight_function(model.embed.weight) if model.output_proj is None  # tied embeddings
                         else linear_function(model.output_proj))
 
     def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True) -> DecoderState:

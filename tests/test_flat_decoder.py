@@ -17,9 +17,11 @@ SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0,
 
 
 @pytest.mark.parametrize("pre_norm", [False, True])
-@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8_bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8_bf16", "int8"])
 @pytest.mark.parametrize("sentences, beam", [(1, 1), (3, 2), (18, 1)])  # 18 rows: the plain-matmul attention
 def test_flat_step_equals_decode_step(pre_norm, precision, sentences, beam):
+    if precision == "int8":
+        pytest.importorskip("torchao")  # an optional extra
     model = cast_for_inference(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), precision)
     flat = FlatDecoder(model)
     src = SRC.repeat(6, 1)[:sentences]
