@@ -11,6 +11,7 @@ number of rows; both kernels multiply by the same quantized values. Everything e
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -37,7 +38,7 @@ class Int8Linear(nn.Module):
         out = int8_linear(x.reshape(-1, self.in_features), self.quantized, self.scale, self.dequantized, self.bias)
         return out.view(*x.shape[:-1], self.out_features)
 
-    def function(self):
+    def function(self) -> Callable[[Tensor], Tensor]:
         """This layer as a function of rows (R, in) -> (R, out), without nn.Module's call machinery."""
         return functools.partial(int8_linear, quantized=self.quantized, scale=self.scale,
                                  dequantized=self.dequantized, bias=self.bias)
