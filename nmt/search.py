@@ -198,15 +198,14 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
                 keep.append(i)
         if not keep:
             break
-        history = [history[row] + [token] for row, token in zip(rows, next_tokens, strict=True)]
-        rows_tensor = torch.tensor(rows, device=src.device)
-        tokens = torch.tensor(next_tokens, device=src.device)
-        scores = torch.tensor(next_scores, dtype=torch.float32, device=src.device).view(n, beam)
-        state.reorder(rows_tensor)
+        state.reorder(torch.tensor(rows, device=src.device))
         if len(keep) < n:
-            keep_tensor = torch.tensor(keep, device=src.device)
-            state.select(keep_tensor)
-            keep_rows = [i * beam + k for i in keep for k in range(beam)]
-            active, scores, history = [active[i] for i in keep], scores[keep_tensor], [history[r] for r in keep_rows]
-            tokens = tokens[torch.tensor(keep_rows, device=src.device)]
+            state.select(torch.tensor(keep, device=src.device))
+            kept_rows = [i * beam + k for i in keep for k in range(beam)]
+            rows, next_tokens, next_scores = ([column[r] for r in kept_rows]
+                                              for column in (rows, next_tokens, next_scores))
+            active = [active[i] for i in keep]
+        history = [history[row] + [token] for row, token in zip(rows, next_tokens, strict=True)]
+        tokens = torch.tensor(next_tokens, device=src.device)
+        scores = torch.tensor(next_scores, dtype=torch.float32, device=src.device).view(len(active), beam)
     return [_top_finished(hypotheses, options.nbest) for hypotheses in finished]
