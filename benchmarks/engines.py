@@ -84,6 +84,15 @@ def ct2_command(exported: Path, lenpen: float, beam: int, batch: int, compute_ty
     return [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type, str(workers)]
 
 
+def ct2_name(compute_type: str, workers: int) -> str:
+    return f"CTranslate2 {compute_type}" + (f" {workers} workers" if workers > 1 else "")
+
+
+def target_tokens(tokenizer, lines: list[str]) -> int:
+    """Target tokens of translated lines, counted with the model's sentencepiece model (for every engine)."""
+    return sum(len(ids) for ids in tokenizer.encode_batch(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
@@ -93,9 +102,6 @@ def main() -> None:
     checkpoint = load_checkpoint(args.model)
     lenpen = checkpoint.decoding.get("lenpen", 1.0)
     tokenizer = checkpoint.tokenizer()
-
-    def target_tokens(lines: list[str]) -> int:
-        return sum(len(ids) for ids in tokenizer.encode_batch(lines))
     test = parse_test_set("multi30k:test_2016_flickr")
     exported = Path(tempfile.mkdtemp()) / "ct2"
     export_ctranslate2(checkpoint, exported)
@@ -123,21 +129,20 @@ def main() -> None:
                 started = time.perf_counter()
                 out = [t.text for t in translator.translate(sources)]
                 seconds = time.perf_counter() - started
-                tokens = target_tokens(out)
+                tokens = target_tokens(tokenizer, out)
                 _, whole_seconds, rss, _ = whole_process(nmt_command(args.model, beam, batch, precision, cached), text)
                 name = f"nmt {precision}" if cached else f"nmt {precision} --no-cache"
                 measured.append((name, tokens / seconds, tokens / whole_seconds, rss, out))
             for compute_type, workers in (("float32", 1), ("int8", 1), ("float32", 2), ("int8", 2)):
                 command = ct2_command(exported, lenpen, beam, batch, compute_type, workers)
                 out, whole_seconds, rss, inside = whole_process(command, text)
-                tokens = target_tokens(out)
+                tokens = target_tokens(tokenizer, out)
                 in_process = tokens / float(inside.strip().split("\n")[-1])
-                name = f"CTranslate2 {compute_type}" + (" 2 workers" if workers == 2 else "")
-                measured.append((name, in_process, tokens / whole_seconds, rss, out))
+                measured.append((ct2_name(compute_type, workers), in_process, tokens / whole_seconds, rss, out))
             if marian is not None:
                 started = time.perf_counter()
                 out = hf_generate(marian, tokenizer, sources, beam, batch, lenpen, checkpoint.config.eos_id)
-                tokens = target_tokens(out)
+                tokens = target_tokens(tokenizer, out)
                 measured.append(("HF generate() fp32", tokens / (time.perf_counter() - started), None, None, out))
             nmt_out = measured[0][4]
             for name, *_, out in measured[1:]:

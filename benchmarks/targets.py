@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from engines import ct2_command, nmt_command, whole_process
+from engines import ct2_command, ct2_name, nmt_command, target_tokens, whole_process
 from results import cpu_name, write_section
 
 from nmt.checkpoint import load_checkpoint
@@ -37,10 +37,6 @@ TARGETS = [
     ("greedy", 1, 1, ("int8_bf16",), BATCH_1_CT2, "best nmt >= 1.0x CT2 float32"),
     ("beam 4", 4, 1, ("int8_bf16",), BATCH_1_CT2, "best nmt >= 1.0x CT2 float32"),
 ]
-
-
-def ct2_name(kind: str, workers: int) -> str:
-    return f"CTranslate2 {kind}" + (f" {workers} workers" if workers > 1 else "")
 
 
 def ratio(rate: dict[str, float], name: str, reference: str) -> str:
@@ -69,7 +65,7 @@ def main() -> None:
             for name, command in contenders.items():
                 out, elapsed, _, _ = whole_process(command, text)
                 seconds[name].append(elapsed)
-                tokens[name] = sum(len(ids) for ids in tokenizer.encode_batch(out))
+                tokens[name] = target_tokens(tokenizer, out)
         rate = {name: tokens[name] / statistics.median(times) for name, times in seconds.items()}
         best = max((name for name in rate if name.startswith("nmt")), key=rate.get)
         lines += [f"{search}, batch {batch}, {len(test.source)} sentences. Target: {target}.", "",
