@@ -16,6 +16,20 @@ from tests.conftest import tiny_model
 SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0, 0]])
 
 
+def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam: int, device: str = "cpu"):
+    flat = FlatDecoder(model)
+    src = SRC.repeat(6, 1)[:sentences].to(device)
+    reference, state = model.init_state(src, beam), flat.init_state(src, beam)
+    tokens = torch.randint(4, 60, (20, src.size(0) * beam), generator=torch.Generator().manual_seed(2)).to(device)
+    rows = torch.arange(src.size(0) * beam, device=device) // beam * beam  # each row takes its sentence's first
+    for t in range(tokens.size(0)):  # 20 steps: the cache grows past its first 16 positions
+        expected, reference = model.decode_step(tokens[t], reference)
+        log_probs, state = flat.decode_step(tokens[t], state)
+        torch.testing.assert_close(log_probs, expected, atol=0, rtol=0)
+        reference.reorder(rows)
+        state.reorder(rows)
+
+
 @pytest.mark.parametrize("pre_norm", [False, True])
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "int8_bf16", "int8"])
 @pytest.mark.parametrize("sentences, beam", [(1, 1), (3, 2), (18, 1)])  # 18 rows: the plain-matmul attention
@@ -23,17 +37,15 @@ def test_flat_step_equals_decode_step(pre_norm, precision, sentences, beam):
     if precision == "int8":
         pytest.importorskip("torchao")  # an optional extra
     model = cast_for_inference(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), precision)
-    flat = FlatDecoder(model)
-    src = SRC.repeat(6, 1)[:sentences]
-    reference, state = model.init_state(src, beam), flat.init_state(src, beam)
-    tokens = torch.randint(4, 60, (20, src.size(0) * beam), generator=torch.Generator().manual_seed(2))
-    rows = torch.arange(src.size(0) * beam) // beam * beam  # every row takes its sentence's first row's history
-    for t in range(tokens.size(0)):  # 20 steps: the cache grows past its first 16 positions
-        expected, reference = model.decode_step(tokens[t], reference)
-        log_probs, state = flat.decode_step(tokens[t], state)
-        torch.testing.assert_close(log_probs, expected, atol=0, rtol=0)
-        reference.reorder(rows)
-        state.reorder(rows)
+    assert_flat_step_equals_decode_step(model, sentences, beam)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)")
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_flat_step_equals_decode_step_on_cuda(precision):
+    model = cast_for_inference(tiny_model(seed=7).cuda(), precision)
+    for sentences, beam in [(1, 1), (3, 2), (18, 1)]:
+        assert_flat_step_equals_decode_step(model, sentences, beam, "cuda")
 
 
 def test_flat_decoder_searches_as_the_model():
