@@ -3,6 +3,7 @@ invariants on a real (tiny, random) model."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from nmt.search import SearchOptions, search
@@ -92,8 +93,6 @@ def test_greedy_equals_beam_of_one():
 
 
 def test_bf16_decoding_stays_close_to_fp32_and_fp16_needs_cuda():
-    import pytest
-
     from nmt.errors import UsageError
     from nmt.translate import cast_for_inference
 
@@ -113,6 +112,7 @@ def test_bf16_decoding_stays_close_to_fp32_and_fp16_needs_cuda():
 def test_int8_quantizes_every_linear_layer_and_stays_close_to_fp32():
     from nmt.translate import cast_for_inference
 
+    pytest.importorskip("torchao")  # an optional extra (in dev, so CI runs this test)
     model = tiny_model(seed=7)
     tgt = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15], [2, 16, 17, 18]])
     expected = model(SRC, tgt).log_softmax(-1)
