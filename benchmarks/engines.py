@@ -122,8 +122,8 @@ def main() -> None:
             measured = []
             for precision, cached in (("fp32", True), ("bf16", True), ("int8", True), ("int8_bf16", True),
                                       ("fp32", False)):
-                # as many workers as `nmt translate` takes by default for this batch size
-                workers = default_workers(torch.device("cpu"), batch * beam)
+                # as many workers as `nmt translate` takes by default
+                workers = default_workers(torch.device("cpu"))
                 translator = Translator.from_checkpoint(checkpoint, replace(options, use_cache=cached),
                                                         precision=precision, batch_size=batch, workers=workers)
                 started = time.perf_counter()
@@ -162,8 +162,9 @@ def main() -> None:
         f"`python benchmarks/engines.py --sentences {args.sentences}`. Target tokens counted with the model's "
         "sentencepiece model. In-process "
         "times cover tokenization, translation and detokenization. nmt runs with `nmt translate`'s default "
-        "--workers (2 at batch 32, 1 at batch 1); CTranslate2 with intra_threads=2 (the reference of the "
-        "ratios) and with inter_threads=2, intra_threads=1 (2 workers). HF generate() runs our weights converted "
+        "--workers (2 forked processes of one thread each); CTranslate2 with intra_threads=2 (the reference of the "
+        "ratios) and with inter_threads=2, intra_threads=1 (2 workers). Peak RSS: of the largest process "
+        "(nmt's workers share their parent's weights, copy-on-write). HF generate() runs our weights converted "
         "to MarianMT (benchmarks/hf_marian.py), in-process only.",
         "",
         "| engine | search | batch | sentences | in-process tok/s | whole-process tok/s | in / whole ratio to "

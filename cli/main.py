@@ -84,8 +84,8 @@ def translate(
                                   "(CUDA), int8 (CPU, dynamic quantization of the linear layers with torchao) or "
                                   "int8_bf16 (CPU, int8 weights with bf16 activations: the fastest at batch 1)."),
     threads: int = typer.Option(None, "--threads", help="CPU threads for torch."),
-    workers: int = typer.Option(None, "--workers", help="CPU: batches decoded at once, sharing the threads. "
-                                "Default 2 with 2+ threads and 16+ rows (sentences x beam) per batch, else 1."),
+    workers: int = typer.Option(None, "--workers", help="CPU: batches decoded at once, in forked processes "
+                                "sharing the threads. Default 2 with 2+ threads, else 1."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute the decoder prefix every step (slow; checks)."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs",
                                      help="On CUDA, replay each decoder step as a captured CUDA graph."),
@@ -112,7 +112,7 @@ def translate(
     options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache)
     device = resolve_device(device)
     if workers is None:
-        workers = default_workers(device, batch_size * options.beam_size if batch_size else None)
+        workers = default_workers(device)
     translator = Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
                                             batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers)
     source = _open_input(input)
@@ -249,7 +249,7 @@ def evaluate(
         options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False)
         device = resolve_device(device)
         translator = Translator.from_checkpoint(checkpoint, options, device, max_tokens=max_tokens,
-                                                workers=default_workers(device, None))
+                                                workers=default_workers(device))
         hypotheses = [t.text for t in translator.translate(sources)]
     scores = score(hypotheses, references, lc_tok=lc_tok)
     if as_json:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import multiprocessing
+import signal
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import BinaryIO, TextIO
 
@@ -88,33 +89,51 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-# With at least this many rows (sentences x beam) per batch, two batches decoded at once on one thread each
-# beat one batch on two threads; with fewer, Python holds the GIL most of a step and the second worker
-# mostly waits.
-WORKERS_MIN_ROWS = 16
-
-
-def default_workers(device: torch.device, batch_rows: int | None) -> int:
-    """How many batches to decode at once: 2 on a CPU with 2+ threads when a batch holds WORKERS_MIN_ROWS
-    rows or more (`batch_rows` None: batches by token count, which hold many). On the shipped model at batch
-    32 (2-core EPYC, side by side): beam 4 1.25-1.45x (bf16, int8_bf16), 1.14-1.17x (fp32); batch 1 beam 4
-    0.66-0.83x, hence 1 there."""
-    if device.type != "cpu" or torch.get_num_threads() < 2:
+def default_workers(device: torch.device) -> int:
+    """How many batches to decode at once: 2 on a CPU with 2+ threads where processes can be forked, else 1.
+    On the shipped model (2-core EPYC, int8_bf16, in-process, against one process on both threads): greedy
+    batch 1 1.44-1.73x, beam 4 batch 1 1.29-1.43x; beam 4 batch 32 as fast as two threads of one process
+    (0.93-1.05x), which were 1.25-1.45x one batch at a time."""
+    if device.type != "cpu" or torch.get_num_threads() < 2 or not can_fork():
         return 1
-    return 2 if batch_rows is None or batch_rows >= WORKERS_MIN_ROWS else 1
+    return 2
+
+
+def can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+# Several batches at once are decoded in worker processes forked from the translator: each has its own
+# interpreter, so the Python of the search and of each step (most of a step at batch 1) runs in parallel
+# too, which threads of one process could not do under the GIL. Forked workers share the weights with the
+# parent (copy-on-write) and need nothing pickled but the batches and their hypotheses.
+_worker_translator: Translator | None = None
+
+
+def _start_worker(translator: Translator, threads: int) -> None:
+    global _worker_translator
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
+    torch.set_num_threads(threads)
+    _worker_translator = translator
+
+
+def _search_in_worker(sources: list[list[int]]) -> list:
+    return _worker_translator._search_batch(sources)
 
 
 class Translator:
     def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
                  batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1):
-        """workers > 1 (CPU only): that many batches are decoded at once, each on its share of torch's
-        threads, when a window of lines makes several batches."""
+        """workers > 1 (CPU only): that many batches are decoded at once, in forked processes that share
+        torch's threads out, when a window of lines makes several batches."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
             raise UsageError("--workers must be at least 1")
         if workers > 1 and self.device.type != "cpu":
             raise UsageError("--workers above 1 is for CPU decoding")
+        if workers > 1 and not can_fork():
+            raise UsageError("--workers above 1 needs processes started by fork, which this system lacks")
         self.workers = workers
         # On CUDA the decoder step is replayed as a captured graph (nmt.graphs) unless cuda_graphs is False
         self.graphs = StepGraphs() if cuda_graphs and self.device.type == "cuda" else None
@@ -177,19 +196,16 @@ class Translator:
 
     def _search_batches(self, batches: list[list[list[int]]]) -> Iterator[list]:
         """_search_batch of each batch, in order; with several workers and batches, `workers` batches at
-        once, torch's threads divided among them for the time."""
+        once in forked processes, each on its share of torch's threads."""
         if self.workers == 1 or len(batches) == 1:
             yield from map(self._search_batch, batches)
             return
-        threads = torch.get_num_threads()
-        # Read by each worker thread at its first torch call: the pool is made after this.
-        torch.set_num_threads(max(1, threads // self.workers))
-        pool = ThreadPoolExecutor(self.workers)
+        threads = max(1, torch.get_num_threads() // self.workers)
+        pool = multiprocessing.get_context("fork").Pool(self.workers, _start_worker, (self, threads))
         try:
-            yield from pool.map(self._search_batch, batches)
-        finally:  # on an interrupt, batches not yet started are dropped
-            pool.shutdown(cancel_futures=True)
-            torch.set_num_threads(threads)
+            yield from pool.imap(_search_in_worker, batches)
+        finally:  # also on an interrupt or an error: batches not yet searched are dropped
+            pool.terminate()
 
     def translate(self, lines: list[str]) -> list[Translation]:
         """One Translation per line, in order."""

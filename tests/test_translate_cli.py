@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
-import threading
 
 import pytest
 import torch
@@ -61,24 +61,35 @@ def test_cli_jsonl_nbest_and_usage_errors(tiny_checkpoint):
     assert no_workers.returncode == 2 and no_workers.stderr.decode() == "error: --workers must be at least 1\n"
 
 
-def test_workers_search_batches_at_once_with_the_same_output(tiny_checkpoint, translator):
+def test_workers_search_batches_at_once_in_forked_processes_with_the_same_output(tiny_checkpoint, translator,
+                                                                                  tmp_path):
     lines = load_embedded("multi30k", "valid").source[:24]
     parallel = Translator.from_checkpoint(load_checkpoint(tiny_checkpoint), translator.options, batch_size=3,
                                           workers=2)
-    searched_on = []  # (thread, torch threads) of each batch
+    searched_on = tmp_path / "searched_on"  # a line (process, torch threads) per batch, from the workers
     search_batch = parallel._search_batch
 
     def spy(sources):
-        searched_on.append((threading.get_ident(), torch.get_num_threads()))
+        with searched_on.open("a") as log:
+            log.write(f"{os.getpid()} {torch.get_num_threads()}\n")
         return search_batch(sources)
 
     parallel._search_batch = spy
     threads = torch.get_num_threads()
     assert [t.text for t in parallel.translate(lines)] == [t.text for t in translator.translate(lines)]
-    assert len(searched_on) == 8 and len({thread for thread, _ in searched_on}) == 2
-    assert threading.get_ident() not in {thread for thread, _ in searched_on}
-    assert {count for _, count in searched_on} == {max(1, threads // 2)}  # the threads are shared out
-    assert torch.get_num_threads() == threads  # and given back
+    batches = [line.split() for line in searched_on.read_text().splitlines()]
+    assert len(batches) == 8 and len({pid for pid, _ in batches}) == 2
+    assert str(os.getpid()) not in {pid for pid, _ in batches}
+    assert {int(count) for _, count in batches} == {max(1, threads // 2)}  # the threads are shared out
+    assert torch.get_num_threads() == threads and not multiprocessing.active_children()  # workers gone
+
+    def failing(sources):
+        raise ValueError("a batch failed")
+
+    parallel._search_batch = failing
+    with pytest.raises(ValueError, match="a batch failed"):  # a worker's error reaches the caller
+        parallel.translate(lines)
+    assert not multiprocessing.active_children()
 
 
 def test_missing_model_is_one_line_exit_2(tmp_path):
