@@ -85,7 +85,7 @@ def translate(
                                   "int8_bf16 (CPU, int8 weights with bf16 activations: the fastest at batch 1)."),
     threads: int = typer.Option(None, "--threads", help="CPU threads for torch."),
     workers: int = typer.Option(None, "--workers", help="CPU: batches decoded at once, in forked processes "
-                                "sharing the threads. Default 2 with 2+ threads, else 1."),
+                                "of one thread each. Default: as many as --threads."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute the decoder prefix every step (slow; checks)."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs",
                                      help="On CUDA, replay each decoder step as a captured CUDA graph."),

@@ -90,13 +90,13 @@ def resolve_device(name: str) -> torch.device:
 
 
 def default_workers(device: torch.device) -> int:
-    """How many batches to decode at once: 2 on a CPU with 2+ threads where processes can be forked, else 1.
-    On the shipped model (2-core EPYC, int8_bf16, in-process, against one process on both threads): greedy
-    batch 1 1.44-1.73x, beam 4 batch 1 1.29-1.43x; beam 4 batch 32 as fast as two threads of one process
-    (0.93-1.05x), which were 1.25-1.45x one batch at a time."""
-    if device.type != "cpu" or torch.get_num_threads() < 2 or not can_fork():
+    """How many batches to decode at once: on a CPU where processes can be forked, one per torch thread.
+    On the shipped model (2-core EPYC, int8_bf16, in-process, 2 workers against one process on both
+    threads): greedy batch 1 1.44-1.73x, beam 4 batch 1 1.29-1.43x; beam 4 batch 32 as fast as two threads
+    of one process decoding a batch each (0.93-1.05x), which were 1.25-1.45x one batch at a time."""
+    if device.type != "cpu" or not can_fork():
         return 1
-    return 2
+    return torch.get_num_threads()
 
 
 def can_fork() -> bool:
@@ -106,14 +106,16 @@ def can_fork() -> bool:
 # Several batches at once are decoded in worker processes forked from the translator: each has its own
 # interpreter, so the Python of the search and of each step (most of a step at batch 1) runs in parallel
 # too, which threads of one process could not do under the GIL. Forked workers share the weights with the
-# parent (copy-on-write) and need nothing pickled but the batches and their hypotheses.
+# parent (copy-on-write) and need nothing pickled but the batches and their hypotheses. Each runs one torch
+# thread: the OpenMP runtime of a parent that has used several threads hangs in a forked child that asks for
+# several again.
 _worker_translator: Translator | None = None
 
 
-def _start_worker(translator: Translator, threads: int) -> None:
+def _start_worker(translator: Translator) -> None:
     global _worker_translator
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
-    torch.set_num_threads(threads)
+    torch.set_num_threads(1)
     _worker_translator = translator
 
 
@@ -124,8 +126,8 @@ def _search_in_worker(sources: list[list[int]]) -> list:
 class Translator:
     def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
                  batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1):
-        """workers > 1 (CPU only): that many batches are decoded at once, in forked processes that share
-        torch's threads out, when a window of lines makes several batches."""
+        """workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
+        thread each, when a window of lines makes several batches (a single batch: here, on all threads)."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -196,12 +198,11 @@ class Translator:
 
     def _search_batches(self, batches: list[list[list[int]]]) -> Iterator[list]:
         """_search_batch of each batch, in order; with several workers and batches, `workers` batches at
-        once in forked processes, each on its share of torch's threads."""
+        once in forked processes of one thread each."""
         if self.workers == 1 or len(batches) == 1:
             yield from map(self._search_batch, batches)
             return
-        threads = max(1, torch.get_num_threads() // self.workers)
-        pool = multiprocessing.get_context("fork").Pool(self.workers, _start_worker, (self, threads))
+        pool = multiprocessing.get_context("fork").Pool(self.workers, _start_worker, (self,))
         try:
             yield from pool.imap(_search_in_worker, batches)
         finally:  # also on an interrupt or an error: batches not yet searched are dropped
