@@ -92,8 +92,9 @@ def resolve_device(name: str) -> torch.device:
 def default_workers(device: torch.device) -> int:
     """How many batches to decode at once: on a CPU where processes can be forked, one per torch thread.
     On the shipped model (2-core EPYC, int8_bf16, in-process, 2 workers against one process on both
-    threads): greedy batch 1 1.44-1.73x, beam 4 batch 1 1.29-1.43x; beam 4 batch 32 as fast as two threads
-    of one process decoding a batch each (0.93-1.05x), which were 1.25-1.45x one batch at a time."""
+    threads): greedy batch 1 1.44-1.73x, beam 4 batch 1 1.29-1.43x, greedy batch 32 1.23-1.32x; beam 4
+    batch 32 as fast as two threads of one process decoding a batch each (0.93-1.05x), which were
+    1.25-1.45x one batch at a time."""
     if device.type != "cpu" or not can_fork():
         return 1
     return torch.get_num_threads()
@@ -202,7 +203,7 @@ class Translator:
         if self.workers == 1 or len(batches) == 1:
             yield from map(self._search_batch, batches)
             return
-        pool = multiprocessing.get_context("fork").Pool(self.workers, _start_worker, (self,))
+        pool = multiprocessing.get_context("fork").Pool(min(self.workers, len(batches)), _start_worker, (self,))
         try:
             yield from pool.imap(_search_in_worker, batches)
         finally:  # also on an interrupt or an error: batches not yet searched are dropped
