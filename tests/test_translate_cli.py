@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -72,6 +73,7 @@ def test_workers_search_batches_at_once_in_forked_processes_with_the_same_output
     def spy(sources):
         with searched_on.open("a") as log:
             log.write(f"{os.getpid()} {torch.get_num_threads()}\n")
+        time.sleep(0.05)  # long enough that the first worker cannot take every batch before the second starts
         return search_batch(sources)
 
     parallel._search_batch = spy
