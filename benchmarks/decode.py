@@ -67,7 +67,7 @@ def main() -> None:
                       f"no-cache {measured[False]:8.1f} tok/s, x{measured[True] / measured[False]:.1f}", flush=True)
     lines = [
         f"Machine: {cpu_name()}, {args.threads} threads, torch {torch.__version__}. "
-        f"Command: `make bench` (`python benchmarks/decode.py --threads {args.threads}`). "
+        f"Command: `make bench-more` (`python benchmarks/decode.py --threads {args.threads}`). "
         f"{SOURCE_TOKENS} source tokens, {OUTPUT_TOKENS} target tokens per sentence, in-process (model loaded, "
         "timing the search calls), target tokens/s. Vocabulary: small 8k, base 32k.",
         "",
