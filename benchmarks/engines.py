@@ -84,6 +84,10 @@ def ct2_command(exported: Path, lenpen: float, beam: int, batch: int, compute_ty
     return [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type, str(workers)]
 
 
+# The CTranslate2 runs: (compute type, workers)
+ALL_CT2 = (("float32", 1), ("int8", 1), ("float32", 2), ("int8", 2))
+
+
 def ct2_name(compute_type: str, workers: int) -> str:
     return f"CTranslate2 {compute_type}" + (f" {workers} workers" if workers > 1 else "")
 
@@ -112,6 +116,7 @@ def main() -> None:
     except ImportError:
         marian = None
         print("transformers is not installed: no HF generate() rows")
+    workers = default_workers(torch.device("cpu"))  # as many as `nmt translate` takes by default
     rows, agreement = [], []
     for beam in (1, 4):
         for batch in (32, 1):
@@ -122,8 +127,6 @@ def main() -> None:
             measured = []
             for precision, cached in (("fp32", True), ("bf16", True), ("int8", True), ("int8_bf16", True),
                                       ("fp32", False)):
-                # as many workers as `nmt translate` takes by default
-                workers = default_workers(torch.device("cpu"))
                 translator = Translator.from_checkpoint(checkpoint, replace(options, use_cache=cached),
                                                         precision=precision, batch_size=batch, workers=workers)
                 started = time.perf_counter()
@@ -133,12 +136,12 @@ def main() -> None:
                 _, whole_seconds, rss, _ = whole_process(nmt_command(args.model, beam, batch, precision, cached), text)
                 name = f"nmt {precision}" if cached else f"nmt {precision} --no-cache"
                 measured.append((name, tokens / seconds, tokens / whole_seconds, rss, out))
-            for compute_type, workers in (("float32", 1), ("int8", 1), ("float32", 2), ("int8", 2)):
-                command = ct2_command(exported, lenpen, beam, batch, compute_type, workers)
+            for compute_type, ct2_workers in ALL_CT2:
+                command = ct2_command(exported, lenpen, beam, batch, compute_type, ct2_workers)
                 out, whole_seconds, rss, inside = whole_process(command, text)
                 tokens = target_tokens(tokenizer, out)
                 in_process = tokens / float(inside.strip().split("\n")[-1])
-                measured.append((ct2_name(compute_type, workers), in_process, tokens / whole_seconds, rss, out))
+                measured.append((ct2_name(compute_type, ct2_workers), in_process, tokens / whole_seconds, rss, out))
             if marian is not None:
                 started = time.perf_counter()
                 out = hf_generate(marian, tokenizer, sources, beam, batch, lenpen, checkpoint.config.eos_id)

@@ -17,14 +17,13 @@ import tempfile
 from pathlib import Path
 
 import torch
-from engines import ct2_command, ct2_name, nmt_command, target_tokens, whole_process
+from engines import ALL_CT2, ct2_command, ct2_name, nmt_command, target_tokens, whole_process
 from results import cpu_name, write_section
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
 from nmt.export import export_ctranslate2
 
-ALL_CT2 = (("float32", 1), ("int8", 1), ("float32", 2), ("int8", 2))  # (compute type, workers)
 # CTranslate2 int8 with intra_threads=2 runs batch 1 at 100-200 tok/s here (over a minute per pass of the
 # test set, against about 15 s for the others): at batch 1, where the targets name CT2 float32 only, it is
 # left out.
