@@ -62,6 +62,7 @@ model: setup
 	$(BIN)/nmt average $$(ls $(MODEL_RUN)/step*.pt | tail -2) --out $(MODEL_RUN)/averaged.pt
 	$(BIN)/nmt tune --model $(MODEL_RUN)/averaged.pt --valid multi30k:valid --beams 4,5 --lenpens 0.6,0.8,1.0,1.2 \
 		--half --out data/models/en-fr.pt
+	$(BIN)/nmt shortlist --model data/models/en-fr.pt --data multi30k,tatoeba --out data/models/en-fr.pt
 	$(BIN)/nmt eval --test multi30k:test_2016_flickr --lc-tok
 	$(BIN)/nmt eval --test multi30k:test_2017_flickr --lc-tok
 

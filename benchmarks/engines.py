@@ -69,9 +69,20 @@ def whole_process(command: list[str], text: str) -> tuple[list[str], float, floa
         return stdout.read().decode().split("\n")[:-1], seconds, int(errors[-1]) / 1024, "\n".join(errors[:-1])
 
 
-def nmt_command(model: str, beam: int, batch: int, precision: str, cached: bool = True) -> list[str]:
+def nmt_command(model: str, beam: int, batch: int, precision: str, cached: bool = True,
+                shortlist: bool = False) -> list[str]:
     return [sys.executable, "-m", "nmt_cli.main", "translate", "--model", model, "--beam", str(beam), "--batch-size",
-            str(batch), "--precision", precision, "--threads", "2", "-q", *([] if cached else ["--no-cache"])]
+            str(batch), "--precision", precision, "--threads", "2", "-q", *([] if cached else ["--no-cache"]),
+            *(["--shortlist"] if shortlist else [])]
+
+
+# nmt's rows: (precision, cached, lexical shortlist)
+NMT_MODES = (("fp32", True, False), ("bf16", True, False), ("int8", True, False), ("int8_bf16", True, False),
+             ("int8_bf16", True, True), ("fp32", False, False))
+
+
+def nmt_name(precision: str, cached: bool, shortlist: bool) -> str:
+    return " ".join(["nmt", precision, *([] if cached else ["--no-cache"]), *(["--shortlist"] if shortlist else [])])
 
 
 def ct2_command(exported: Path, lenpen: float, beam: int, batch: int, compute_type: str,
@@ -125,16 +136,17 @@ def main() -> None:
             text = "".join(line + "\n" for line in sources)
             options = SearchOptions(beam_size=beam, lenpen=lenpen)
             measured = []
-            for precision, cached in (("fp32", True), ("bf16", True), ("int8", True), ("int8_bf16", True),
-                                      ("fp32", False)):
+            for precision, cached, shortlist in NMT_MODES:
                 translator = Translator.from_checkpoint(checkpoint, replace(options, use_cache=cached),
-                                                        precision=precision, batch_size=batch, workers=workers)
+                                                        precision=precision, use_shortlist=shortlist,
+                                                        batch_size=batch, workers=workers)
                 started = time.perf_counter()
                 out = [t.text for t in translator.translate(sources)]
                 seconds = time.perf_counter() - started
                 tokens = target_tokens(tokenizer, out)
-                _, whole_seconds, rss, _ = whole_process(nmt_command(args.model, beam, batch, precision, cached), text)
-                name = f"nmt {precision}" if cached else f"nmt {precision} --no-cache"
+                command = nmt_command(args.model, beam, batch, precision, cached, shortlist)
+                _, whole_seconds, rss, _ = whole_process(command, text)
+                name = nmt_name(precision, cached, shortlist)
                 measured.append((name, tokens / seconds, tokens / whole_seconds, rss, out))
             for compute_type, ct2_workers in ALL_CT2:
                 command = ct2_command(exported, lenpen, beam, batch, compute_type, ct2_workers)

@@ -25,6 +25,8 @@ app = typer.Typer(
 )
 
 LENPEN_HELP = "Length penalty: hypotheses are ranked by log_prob / length**lenpen, length counting EOS."
+SHORTLIST_HELP = ("Score only the target tokens of the model's lexical shortlist for each batch (see `nmt "
+                  "shortlist`): faster, with slightly different translations.")
 
 
 def _version(value: bool) -> None:
@@ -87,6 +89,7 @@ def translate(
     workers: int = typer.Option(None, "--workers", help="CPU: batches decoded at once, in forked processes "
                                 "of one thread each. Default: as many as --threads."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute the decoder prefix every step (slow; checks)."),
+    shortlist: bool = typer.Option(False, "--shortlist", help=SHORTLIST_HELP),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs",
                                      help="On CUDA, replay each decoder step as a captured CUDA graph."),
     output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
@@ -114,7 +117,8 @@ def translate(
     if workers is None:
         workers = default_workers(device)
     translator = Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
-                                            batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers)
+                                            batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers,
+                                            use_shortlist=shortlist)
     source = _open_input(input)
     sink = _open_output(output) if output else sys.stdout
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
@@ -216,6 +220,7 @@ def evaluate(
     max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded source tokens."),
     limit: int = typer.Option(None, "--limit", help="Score only the first N lines."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    shortlist: bool = typer.Option(False, "--shortlist", help=SHORTLIST_HELP),
     lc_tok: bool = typer.Option(False, "--lc-tok", help="Also BLEU on lowercased Moses-tokenized text (papers)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
@@ -249,7 +254,7 @@ def evaluate(
         options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False)
         device = resolve_device(device)
         translator = Translator.from_checkpoint(checkpoint, options, device, max_tokens=max_tokens,
-                                                workers=default_workers(device))
+                                                workers=default_workers(device), use_shortlist=shortlist)
         hypotheses = [t.text for t in translator.translate(sources)]
     scores = score(hypotheses, references, lc_tok=lc_tok)
     if as_json:
@@ -312,6 +317,38 @@ def tune(
         typer.echo(f"fp16 weights change BLEU on {valid} by {delta:+.2f}")
     write_release(checkpoint, best, str(out), half)
     typer.echo(f"best on {valid}: beam {best['beam_size']}, lenpen {best['lenpen']}; written to {out}")
+
+
+@app.command("shortlist")
+def build_shortlist(
+    model: Path = typer.Option(..., "--model", "-m", help="Checkpoint to add the shortlist to."),
+    out: Path = typer.Option(..., "--out", help="Where to write the checkpoint with its shortlist."),
+    data: str = typer.Option(None, "--data", help="Embedded training corpora, as for nmt train (e.g. "
+                             "multi30k,tatoeba)."),
+    src_file: str = typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok)."),
+    tgt_file: str = typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
+    per_token: int = typer.Option(20, "--per-token", help="Target tokens kept per source token."),
+    frequent: int = typer.Option(300, "--frequent", help="Most frequent target tokens, always kept."),
+) -> None:
+    """Count which target tokens go with each source token in training pairs, and store the lexical
+    shortlist this gives in a checkpoint, for `nmt translate --shortlist`."""
+    _configure_logging(False)
+    import dataclasses
+
+    from nmt.checkpoint import load_checkpoint, save_checkpoint
+    from nmt.data import DataSpec, load_training_corpus, parse_names
+    from nmt.shortlist import shortlist_from_text
+
+    if per_token < 1 or frequent < 0:
+        raise UsageError("--per-token must be at least 1 and --frequent not negative")
+    checkpoint = load_checkpoint(model)
+    spec = DataSpec(names=parse_names(data) if data else (), src_file=src_file, tgt_file=tgt_file)
+    pairs = load_training_corpus(spec).train
+    shortlist = shortlist_from_text(checkpoint.tokenizer(), pairs.source, pairs.target, checkpoint.config.vocab_size,
+                                    per_token, frequent)
+    save_checkpoint(out, dataclasses.replace(checkpoint, shortlist=shortlist))
+    typer.echo(f"shortlist of {per_token} target tokens per source token and the {frequent} most frequent, from "
+               f"{len(pairs)} pairs, written with the model to {out}")
 
 
 @app.command()

@@ -3,7 +3,7 @@
 Files are written atomically (temporary file, fsync, rename) and read with `torch.load(weights_only=True)`,
 which refuses any pickle that would build objects other than tensors and plain containers, so loading
 never runs code from the file. Training state (optimizer, scheduler, step, RNG, data position) is
-optional and only read when resuming.
+optional and only read when resuming; so is a lexical shortlist (nmt.shortlist) for faster decoding.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 from nmt.config import ModelConfig
 from nmt.errors import CheckpointError
 from nmt.model import Transformer
+from nmt.shortlist import Shortlist
 from nmt.tokenizer import Tokenizer
 
 FORMAT = "nmt-checkpoint"
@@ -33,6 +34,7 @@ class Checkpoint:
     decoding: dict = field(default_factory=dict)  # tuned decoding defaults (beam, lenpen, ...)
     training: dict = field(default_factory=dict)  # resolved training config and summary
     train_state: dict | None = None  # optimizer, scheduler, step, RNG, data position
+    shortlist: Shortlist | None = None  # for `nmt translate --shortlist`
 
     def build_model(self, device: str | torch.device = "cpu") -> Transformer:
         model = Transformer(self.config)
@@ -56,6 +58,8 @@ def save_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:
     }
     if checkpoint.train_state is not None:
         payload["train_state"] = checkpoint.train_state
+    if checkpoint.shortlist is not None:
+        payload["shortlist"] = checkpoint.shortlist.to_dict()
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
@@ -98,6 +102,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
             decoding=payload.get("decoding", {}),
             training=payload.get("training", {}),
             train_state=payload.get("train_state"),
+            shortlist=Shortlist.from_dict(payload["shortlist"]) if "shortlist" in payload else None,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"{path}: incomplete nmt checkpoint ({exc})") from None

@@ -16,6 +16,7 @@ cache, the fixed-shape state of nmt.graphs) and a model in training mode go to t
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from collections.abc import Callable
@@ -32,11 +33,17 @@ from nmt.quantize import Int8Linear
 Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)
 
 
-def linear_function(module: nn.Module) -> Linear:
-    """An nn.Linear or Int8Linear as a plain function of its input rows."""
+def linear_function(module: nn.Module, outputs: Tensor | None = None) -> Linear:
+    """An nn.Linear or Int8Linear as a plain function of its input rows; with `outputs` (O,), of those
+    output channels alone."""
     if isinstance(module, Int8Linear):
-        return module.function()
-    return weight_function(module.weight, module.bias)
+        return module.function(outputs)
+    if outputs is None:
+        return weight_function(module.weight, module.bias)
+    if type(module.weight) is not nn.Parameter:  # torchao's quantized weights (--precision int8)
+        raise ValueError("a shortlist needs plain or int8_bf16 weights, not torchao's int8")
+    bias = None if module.bias is None else module.bias.index_select(0, outputs)
+    return weight_function(module.weight.index_select(0, outputs), bias)
 
 
 def weight_function(weight: Tensor, bias: Tensor | None = None) -> Linear:
@@ -87,6 +94,17 @@ class FlatDecoder:
         self.final_norm = norm_function(model.decoder_norm)
         self.project = (weight_function(model.embed.weight) if model.output_proj is None  # tied embeddings
                         else linear_function(model.output_proj))
+        self.target_ids: Tensor | None = None
+
+    def restricted(self, target_ids: Tensor) -> FlatDecoder:
+        """This decoder over the target tokens `target_ids` (V',) alone (nmt.shortlist): token i of its
+        input and of its log-probabilities (R, V') is token target_ids[i] of the model's vocabulary."""
+        restricted = copy.copy(self)
+        restricted.target_ids = target_ids
+        restricted.embedding = self.embedding.index_select(0, target_ids)
+        restricted.project = (weight_function(restricted.embedding) if self.model.output_proj is None
+                              else linear_function(self.model.output_proj, target_ids))
+        return restricted
 
     def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True) -> DecoderState:
         return self.model.init_state(src, beam_size=beam_size, use_cache=use_cache)
@@ -95,6 +113,8 @@ class FlatDecoder:
     def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """Transformer.decode_step: one token per row (R,) -> log-probabilities (R, V) of the next."""
         if self.model.training or type(state) is not DecoderState or not state.use_cache:
+            if self.target_ids is not None:
+                raise ValueError("a shortlist needs the cached decoder, not --no-cache or CUDA graphs")
             return self.model.decode_step(tokens, state)
         config = self.config
         heads, head_dim, pre_norm = config.n_heads, config.d_model // config.n_heads, config.pre_norm

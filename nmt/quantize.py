@@ -38,10 +38,14 @@ class Int8Linear(nn.Module):
         out = int8_linear(x.reshape(-1, self.in_features), self.quantized, self.scale, self.dequantized, self.bias)
         return out.view(*x.shape[:-1], self.out_features)
 
-    def function(self) -> Callable[[Tensor], Tensor]:
-        """This layer as a function of rows (R, in) -> (R, out), without nn.Module's call machinery."""
-        return functools.partial(int8_linear, quantized=self.quantized, scale=self.scale,
-                                 dequantized=self.dequantized, bias=self.bias)
+    def function(self, outputs: Tensor | None = None) -> Callable[[Tensor], Tensor]:
+        """This layer as a function of rows (R, in) -> (R, out), without nn.Module's call machinery; with
+        `outputs` (O,), of those output channels alone: (R, in) -> (R, O)."""
+        quantized, scale, dequantized, bias = self.quantized, self.scale, self.dequantized, self.bias
+        if outputs is not None:
+            quantized, scale, dequantized = (t.index_select(0, outputs) for t in (quantized, scale, dequantized))
+            bias = None if bias is None else bias.index_select(0, outputs)
+        return functools.partial(int8_linear, quantized=quantized, scale=scale, dequantized=dequantized, bias=bias)
 
 
 def int8_linear(rows: Tensor, quantized: Tensor, scale: Tensor, dequantized: Tensor, bias: Tensor | None) -> Tensor:

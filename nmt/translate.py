@@ -16,7 +16,7 @@ import multiprocessing
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import BinaryIO, TextIO
 
 import torch
@@ -28,6 +28,7 @@ from nmt.graphs import StepGraphs
 from nmt.model import Transformer
 from nmt.quantize import quantize_weights_int8, untie_output_projection
 from nmt.search import SearchOptions, search
+from nmt.shortlist import Shortlist
 from nmt.tokenizer import Tokenizer
 
 log = logging.getLogger("nmt")
@@ -126,9 +127,11 @@ def _search_in_worker(sources: list[list[int]]) -> list:
 
 class Translator:
     def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
-                 batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1):
+                 batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1,
+                 shortlist: Shortlist | None = None):
         """workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
-        thread each, when a window of lines makes several batches (a single batch: here, on all threads)."""
+        thread each, when a window of lines makes several batches (a single batch: here, on all threads).
+        shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.shortlist)."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -142,6 +145,10 @@ class Translator:
         self.graphs = StepGraphs() if cuda_graphs and self.device.type == "cuda" else None
         # otherwise by the flattened step (nmt.flat_decoder): the same computation with less Python per step
         self.decoder = model if self.graphs is not None else FlatDecoder(model)
+        if shortlist is not None and (self.graphs is not None or not options.use_cache):
+            raise UsageError("--shortlist needs the cached decoder without CUDA graphs: drop --no-cache, "
+                             "add --no-cuda-graphs on CUDA")
+        self.shortlist = shortlist
         self.tokenizer = tokenizer
         self.options = options
         self.max_tokens = max_tokens
@@ -151,9 +158,15 @@ class Translator:
 
     @classmethod
     def from_checkpoint(cls, checkpoint: Checkpoint, options: SearchOptions, device: str | torch.device = "cpu",
-                        precision: str = "fp32", **settings) -> Translator:
+                        precision: str = "fp32", use_shortlist: bool = False, **settings) -> Translator:
+        """use_shortlist: decode over the checkpoint's lexical shortlist (UsageError if it has none)."""
+        if use_shortlist and checkpoint.shortlist is None:
+            raise UsageError("this model holds no shortlist: `nmt shortlist` adds one")
+        if use_shortlist and precision == "int8":
+            raise UsageError("--shortlist works with --precision fp32, bf16, fp16 or int8_bf16, not int8")
         model = cast_for_inference(checkpoint.build_model(device), precision)
-        return cls(model, checkpoint.tokenizer(), options, **settings)
+        shortlist = checkpoint.shortlist if use_shortlist else None
+        return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, **settings)
 
     def _pieces(self, ids: list[int]) -> list[list[int]]:
         """Split a too-long source into pieces the model can take, preferring word starts as cuts."""
@@ -195,7 +208,13 @@ class Translator:
         src = torch.full((len(sources), length), pad, dtype=torch.long)
         for row, ids in enumerate(sources):
             src[row, : len(ids) + 1] = torch.tensor([*ids, eos], dtype=torch.long)
-        return search(self.decoder, src.to(self.device), self.options, self.graphs)
+        src = src.to(self.device)
+        if self.shortlist is None:
+            return search(self.decoder, src, self.options, self.graphs)
+        target_ids = self.shortlist.target_ids(src)
+        found = search(self.decoder.restricted(target_ids), src, self.options)
+        vocabulary = target_ids.tolist()  # the search's token i is vocabulary[i]
+        return [[replace(h, tokens=[vocabulary[t] for t in h.tokens]) for h in hypotheses] for hypotheses in found]
 
     def _search_batches(self, batches: list[list[list[int]]]) -> Iterator[list]:
         """_search_batch of each batch, in order; with several workers and batches, `workers` batches at

@@ -41,7 +41,7 @@ def write_release(checkpoint: Checkpoint, decoding: dict, out: str, half: bool) 
         weights = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
     training = dict(checkpoint.training)
     save_checkpoint(out, Checkpoint(checkpoint.config, weights, checkpoint.spm_model,
-                                    {**checkpoint.decoding, **decoding}, training))
+                                    {**checkpoint.decoding, **decoding}, training, shortlist=checkpoint.shortlist))
 
 
 def half_precision_bleu_change(checkpoint: Checkpoint, pairs: ParallelText, options: SearchOptions) -> float:
