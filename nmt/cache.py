@@ -61,11 +61,12 @@ class DecoderState:
                 cache[i] = buffer.index_select(0, rows)
         return self
 
-    def select(self, sentences: Tensor) -> DecoderState:
-        """Keep only the given sentences (indices into the current ones), with all of their rows."""
+    def select(self, sentences: Tensor, reordered: Tensor | None = None) -> DecoderState:
+        """Keep only the given sentences (indices into the current ones), with all of their rows. With
+        `reordered` (R,): as reorder(reordered) and then select(sentences), in one copy of the cache."""
         rows = (sentences[:, None] * self.beam_size + torch.arange(self.beam_size, device=sentences.device))
         rows = rows.reshape(-1)
-        self.reorder(rows)
+        self.reorder(rows if reordered is None else reordered.index_select(0, rows))
         if self.cross_mask is not None:
             self.cross_mask = self.cross_mask.index_select(0, sentences)
         if self.memory is not None:

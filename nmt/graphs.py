@@ -135,8 +135,11 @@ class StaticDecoderState:
             cache[:, :, current, :, : self.step] = cache[:, :, current[rows], :, : self.step]
         return self
 
-    def select(self, sentences: Tensor) -> StaticDecoderState:
-        """Keep only the given open sentences (indices into the open ones); the others' rows go idle."""
+    def select(self, sentences: Tensor, reordered: Tensor | None = None) -> StaticDecoderState:
+        """Keep only the given open sentences (indices into the open ones); the others' rows go idle.
+        With `reordered`, reorder(reordered) comes first."""
+        if reordered is not None:
+            self.reorder(reordered)
         self.rows = self.open_rows.view(-1, self.beam_size)[sentences].reshape(-1)
         return self
 

@@ -198,9 +198,11 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
                 keep.append(i)
         if not keep:
             break
-        state.reorder(torch.tensor(rows, device=src.device))
-        if len(keep) < n:
-            state.select(torch.tensor(keep, device=src.device))
+        reordered = torch.tensor(rows, device=src.device)
+        if len(keep) == n:
+            state.reorder(reordered)
+        else:
+            state.select(torch.tensor(keep, device=src.device), reordered)
             kept_rows = [i * beam + k for i in keep for k in range(beam)]
             rows, next_tokens, next_scores = ([column[r] for r in kept_rows]
                                               for column in (rows, next_tokens, next_scores))

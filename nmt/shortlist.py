@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from nmt.search import TOP_K_CHUNK
 from nmt.tokenizer import EOS_ID, Tokenizer
 
 
@@ -41,11 +42,19 @@ class Shortlist:
 
     def target_ids(self, src: Tensor) -> Tensor:
         """Source ids (any shape; padding included) -> the sorted target ids (V',) a batch is decoded
-        over. The special tokens come first, as ids 0..EOS_ID, so each keeps its id in the shortlist."""
+        over. The special tokens come first, as ids 0..EOS_ID, so each keeps its id in the shortlist.
+        V' is a multiple of 64 where the vocabulary allows (the lowest unlisted ids fill it up), so that
+        beam search takes its fast top-k over chunks of 64 candidates (nmt.search.top_k)."""
         src = src.flatten().long()
-        specials = torch.arange(EOS_ID + 1, device=src.device)
-        candidates = torch.cat([specials, src, self.frequent.to(src.device), self.table.to(src.device)[src].flatten()])
-        return candidates.unique(sorted=True)
+        listed = torch.zeros(self.table.size(0), dtype=torch.bool, device=src.device)
+        listed[: EOS_ID + 1] = True
+        listed[src] = True
+        listed[self.frequent.to(src.device)] = True
+        listed[self.table.to(src.device)[src].flatten()] = True
+        count = int(listed.sum())
+        if count + -count % TOP_K_CHUNK <= listed.numel():
+            listed[(~listed).nonzero().squeeze(1)[: -count % TOP_K_CHUNK]] = True
+        return listed.nonzero().squeeze(1)
 
     def to_dict(self) -> dict[str, Tensor]:
         return {"table": self.table, "frequent": self.frequent}

@@ -61,6 +61,20 @@ def test_select_drops_every_row_of_finished_sentences():
     assert torch.equal(state.cross_mask, mask_before[[0, 2]])
 
 
+def test_select_with_a_reorder_equals_reorder_then_select():
+    model = tiny_model()
+    together, apart = model.init_state(SRC, beam_size=2), model.init_state(SRC, beam_size=2)
+    for state in (together, apart):
+        state.step = 2
+        fill(state)
+    reordered, sentences = torch.tensor([1, 1, 2, 3, 5, 4]), torch.tensor([0, 2])
+    together.select(sentences, reordered)
+    apart.reorder(reordered).select(sentences)
+    for mine, theirs in zip(together.self_keys + together.cross_keys, apart.self_keys + apart.cross_keys, strict=True):
+        assert torch.equal(mine[:, :, :2], theirs[:, :, :2])
+    assert together.self_keys[0][:, 0, :2, 0].tolist() == [[r] * 2 for r in (1, 1, 5, 4)]
+
+
 def tokens(results):
     return [[h.tokens for h in hypotheses] for hypotheses in results]
 

@@ -45,7 +45,9 @@ class FakeState:
         self.prefixes = [self.prefixes[r] for r in rows.tolist()]
         return self
 
-    def select(self, sentences):
+    def select(self, sentences, reordered=None):
+        if reordered is not None:
+            self.reorder(reordered)
         k = self.beam_size
         self.prefixes = [self.prefixes[s * k + j] for s in sentences.tolist() for j in range(k)]
         return self

@@ -37,10 +37,13 @@ def test_counting_in_chunks_changes_nothing():
         assert torch.equal(chunked.table, whole.table) and torch.equal(chunked.frequent, whole.frequent)
 
 
-def test_target_ids_are_specials_sources_frequent_and_associated_sorted():
+def test_target_ids_are_specials_sources_frequent_and_associated_sorted_in_multiples_of_64():
     shortlist = build_shortlist(PAIRS, vocab_size=40, per_token=1, frequent=1)
     ids = shortlist.target_ids(torch.tensor([[10, 12, EOS_ID], [5, EOS_ID, 0]]))
     assert ids.tolist() == [0, 1, 2, 3, 5, 10, 12, 20, 22, 30]  # 5's best partner is 30, the frequent one
+    large = build_shortlist(PAIRS, vocab_size=200, per_token=1, frequent=1)
+    # 0-3, 150 and the frequent 30, filled up to 64 with the lowest unlisted ids
+    assert large.target_ids(torch.tensor([[150, EOS_ID]])).tolist() == list(range(63)) + [150]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "int8_bf16"])
@@ -90,9 +93,10 @@ def test_translations_use_only_shortlisted_tokens(checkpoint):
     allowed = set(sorted(used)[: len(used) // 2])  # half the tokens the model chose, not from the sources
     table = torch.full((checkpoint.config.vocab_size, 1), EOS_ID)
     shortlist = Shortlist(table, torch.tensor(sorted(allowed)))
+    target_ids = set(shortlist.target_ids(torch.tensor([i for ids in sources for i in ids] + [EOS_ID])).tolist())
+    assert len(target_ids) < checkpoint.config.vocab_size // 2
     listed = Translator(model, tokenizer, options, shortlist=shortlist)._search_batch(sources)
-    for ids, hypotheses in zip(sources, listed, strict=True):
-        assert hypotheses[0].tokens and set(hypotheses[0].tokens) <= allowed | set(ids)
+    assert all(hypotheses[0].tokens and set(hypotheses[0].tokens) <= target_ids for hypotheses in listed)
     assert [h[0].tokens for h in listed] != [h[0].tokens for h in plain]
 
 
