@@ -6,7 +6,8 @@ The quality bar of reduced precision is 0.5 BLEU of fp32 on the embedded test se
 shows it on one of them next to the speed, this shows it on all of them. Decoding uses the checkpoint's
 tuned defaults (beam size, length penalty) and greedy search, with `nmt translate`'s default batching.
 int8_bf16 multiplies many rows with its bf16 copy of the int8 weights and few rows (16 at most) with the
-int8 kernel, so it also runs at a batch size small enough for the kernel: both paths are covered.
+int8 kernel, so it also runs at a batch size small enough for the kernel: both paths are covered. The
+lexical shortlist stored in the model (`--shortlist`) is measured in fp32 and int8_bf16.
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ def main() -> None:
         sources, references = test.source[: args.sentences], test.target[: args.sentences]
         for label, options in searches:
             kernel_batch = INT8_KERNEL_MAX_ROWS // options.beam_size
-            runs = [(mode, None) for mode in MODES] + [("int8_bf16", kernel_batch)]
+            runs = ([(mode, None, False) for mode in MODES] + [("int8_bf16", kernel_batch, False)]
+                    + [(mode, None, True) for mode in ("fp32", "int8_bf16") if checkpoint.shortlist is not None])
             baseline = None
-            for mode, batch_size in runs:
-                translator = Translator.from_checkpoint(checkpoint, options, precision=mode, batch_size=batch_size)
+            for mode, batch_size, shortlist in runs:
+                translator = Translator.from_checkpoint(checkpoint, options, precision=mode, batch_size=batch_size,
+                                                        use_shortlist=shortlist)
                 started = time.perf_counter()
                 out = [t.text for t in translator.translate(sources)]
                 seconds = time.perf_counter() - started
@@ -56,7 +59,8 @@ def main() -> None:
                 baseline = baseline or (scores.bleu, out)
                 same = sum(a == b for a, b in zip(baseline[1], out, strict=True))
                 batch = f"batch {batch_size} (int8 kernel)" if batch_size else "4096 tokens"
-                rows.append((name, len(sources), label, mode, batch, scores.bleu, scores.bleu - baseline[0], same,
+                mode_name = f"{mode} --shortlist" if shortlist else mode
+                rows.append((name, len(sources), label, mode_name, batch, scores.bleu, scores.bleu - baseline[0], same,
                              seconds))
                 print(rows[-1], flush=True)
     lines = [

@@ -328,7 +328,7 @@ def build_shortlist(
     src_file: str = typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok)."),
     tgt_file: str = typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
     per_token: int = typer.Option(20, "--per-token", help="Target tokens kept per source token."),
-    frequent: int = typer.Option(300, "--frequent", help="Most frequent target tokens, always kept."),
+    frequent: int = typer.Option(1000, "--frequent", help="Most frequent target tokens, always kept."),
 ) -> None:
     """Count which target tokens go with each source token in training pairs, and store the lexical
     shortlist this gives in a checkpoint, for `nmt translate --shortlist`."""

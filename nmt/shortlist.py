@@ -8,9 +8,9 @@ decoded over the union of
 - the special tokens and the source tokens themselves (names, numbers and symbols are copied),
 - the `frequent` most frequent target tokens of the training data (function words, punctuation),
 - for every source token, the `per_token` target tokens most associated with it in the training pairs.
-The association of source token s and target token t is the phi coefficient's numerator over its
-denominator's dominant part, c(s, t) / sqrt(c(s) c(t)), counted over sentence pairs: unlike p(t | s) it
-does not rank the most frequent target tokens (already in the list) first for every source token.
+The association of source token s and target token t is c(s, t) / sqrt(c(s) c(t)) (the cosine of their
+occurrence vectors), counted over sentence pairs: unlike p(t | s) it does not rank the most frequent target
+tokens (already in the list) first for every source token.
 
     shortlist = build_shortlist(tokenized_pairs, vocab_size)       # once, stored in the checkpoint
     ids = shortlist.target_ids(src)                                # per batch: sorted ids (V',)
@@ -49,8 +49,8 @@ class Shortlist:
         listed = torch.zeros(self.table.size(0), dtype=torch.bool, device=src.device)
         listed[: EOS_ID + 1] = True
         listed[src] = True
-        listed[self.frequent.to(src.device)] = True
-        listed[self.table.to(src.device)[src].flatten()] = True
+        listed[self.frequent.to(src.device, torch.long)] = True
+        listed[self.table.to(src.device, torch.long)[src].flatten()] = True
         count = int(listed.sum())
         if count + -count % TOP_K_CHUNK <= listed.numel():
             listed[(~listed).nonzero().squeeze(1)[: -count % TOP_K_CHUNK]] = True
@@ -65,14 +65,14 @@ class Shortlist:
 
 
 def shortlist_from_text(tokenizer: Tokenizer, sources: list[str], targets: list[str], vocab_size: int,
-                        per_token: int = 20, frequent: int = 300) -> Shortlist:
+                        per_token: int = 20, frequent: int = 1000) -> Shortlist:
     """build_shortlist over sentence pairs given as text."""
     pairs = zip(tokenizer.encode_batch(sources), tokenizer.encode_batch(targets), strict=True)
     return build_shortlist(pairs, vocab_size, per_token, frequent)
 
 
 def build_shortlist(pairs: Iterable[tuple[list[int], list[int]]], vocab_size: int, per_token: int = 20,
-                    frequent: int = 300, chunk_pairs: int = 100_000) -> Shortlist:
+                    frequent: int = 1000, chunk_pairs: int = 100_000) -> Shortlist:
     """Count over tokenized (source ids, target ids) pairs which tokens occur in the same pair, and keep
     for each source id its `per_token` most associated target ids (EOS where it has fewer)."""
     keys, counts = torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import torch
 
 from nmt.checkpoint import load_checkpoint
 from nmt.flat_decoder import FlatDecoder
-from nmt.search import SearchOptions
+from nmt.search import SearchOptions, search
 from nmt.shortlist import Shortlist, build_shortlist
 from nmt.tokenizer import EOS_ID
 from nmt.translate import Translator, cast_for_inference
@@ -84,20 +85,38 @@ def test_a_shortlist_of_the_whole_vocabulary_translates_as_without(checkpoint):
     assert [t.score for t in listed] == pytest.approx([t.score for t in plain], abs=1e-4)
 
 
-def test_translations_use_only_shortlisted_tokens(checkpoint):
-    options = SearchOptions(beam_size=2, max_len_a=1.0, max_len_b=5)
+class Masked:
+    """The full model with every token outside `target_ids` forbidden: what a shortlist must decode as."""
+
+    def __init__(self, decoder: FlatDecoder, target_ids: torch.Tensor):
+        self.decoder, self.config = decoder, decoder.config
+        self.forbidden = torch.ones(decoder.config.vocab_size, dtype=torch.bool)
+        self.forbidden[target_ids] = False
+
+    def init_state(self, src, beam_size=1, use_cache=True):
+        return self.decoder.init_state(src, beam_size, use_cache)
+
+    def decode_step(self, tokens, state):
+        log_probs, state = self.decoder.decode_step(tokens, state)
+        return log_probs.masked_fill(self.forbidden, -math.inf).log_softmax(dim=-1), state
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_translations_over_a_shortlist_are_the_full_search_with_other_tokens_forbidden(checkpoint, beam):
+    options = SearchOptions(beam_size=beam, max_len_a=1.0, max_len_b=5)
     model, tokenizer = checkpoint.build_model(), checkpoint.tokenizer()
+    vocab = checkpoint.config.vocab_size
+    some = torch.randperm(vocab - EOS_ID - 1, generator=torch.Generator().manual_seed(0))[:100] + EOS_ID + 1
+    shortlist = Shortlist(torch.full((vocab, 1), EOS_ID), some)
     sources = tokenizer.encode_batch(LINES[:3])
-    plain = Translator(model, tokenizer, options)._search_batch(sources)
-    used = {i for hypotheses in plain for i in hypotheses[0].tokens} - {i for ids in sources for i in ids}
-    allowed = set(sorted(used)[: len(used) // 2])  # half the tokens the model chose, not from the sources
-    table = torch.full((checkpoint.config.vocab_size, 1), EOS_ID)
-    shortlist = Shortlist(table, torch.tensor(sorted(allowed)))
-    target_ids = set(shortlist.target_ids(torch.tensor([i for ids in sources for i in ids] + [EOS_ID])).tolist())
-    assert len(target_ids) < checkpoint.config.vocab_size // 2
-    listed = Translator(model, tokenizer, options, shortlist=shortlist)._search_batch(sources)
-    assert all(hypotheses[0].tokens and set(hypotheses[0].tokens) <= target_ids for hypotheses in listed)
-    assert [h[0].tokens for h in listed] != [h[0].tokens for h in plain]
+    src = torch.tensor([ids + [EOS_ID] + [0] * (max(map(len, sources)) - len(ids)) for ids in sources])
+    target_ids = shortlist.target_ids(src)
+    assert len(target_ids) < vocab // 2
+    expected = search(Masked(FlatDecoder(model), target_ids), src, options)
+    found = Translator(model, tokenizer, options, shortlist=shortlist)._search_batch(sources)
+    assert [[h.tokens for h in hypotheses] for hypotheses in found] == \
+        [[h.tokens for h in hypotheses] for hypotheses in expected]
+    assert {t for hypotheses in found for t in hypotheses[0].tokens} - set(range(64))  # ids the mapping moves
 
 
 def nmt(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
