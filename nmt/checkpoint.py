@@ -95,7 +95,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
             f"{path}: checkpoint format version {version} is newer than this nmt reads ({FORMAT_VERSION}); upgrade nmt"
         )
     try:
-        return Checkpoint(
+        checkpoint = Checkpoint(
             config=ModelConfig.from_dict(payload["model_config"]),
             weights=payload["model"],
             spm_model=bytes(payload["spm_model"]),
@@ -106,6 +106,10 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"{path}: incomplete nmt checkpoint ({exc})") from None
+    shortlist, vocab_size = checkpoint.shortlist, checkpoint.config.vocab_size
+    if shortlist is not None and (shortlist.table.dim() != 2 or shortlist.table.size(0) != vocab_size):
+        raise CheckpointError(f"{path}: its shortlist does not cover the model's {vocab_size} tokens")
+    return checkpoint
 
 
 def model_weights(model: torch.nn.Module, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:

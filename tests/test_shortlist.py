@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -9,7 +10,8 @@ import sys
 import pytest
 import torch
 
-from nmt.checkpoint import load_checkpoint
+from nmt.checkpoint import load_checkpoint, save_checkpoint
+from nmt.errors import CheckpointError
 from nmt.flat_decoder import FlatDecoder
 from nmt.search import SearchOptions, search
 from nmt.shortlist import Shortlist, build_shortlist
@@ -140,3 +142,11 @@ def test_cli_builds_a_shortlist_into_the_checkpoint_and_translates_with_it(tiny_
     assert len(result.stdout.decode().split("\n")) == 4  # one line per input line
     no_cache = nmt("translate", "--model", str(out), "--shortlist", "--no-cache", stdin=lines)
     assert no_cache.returncode == 2 and no_cache.stderr.decode().startswith("error: --shortlist needs")
+
+
+def test_a_shortlist_of_another_vocabulary_is_a_checkpoint_error(checkpoint, tmp_path):
+    path = tmp_path / "mismatched.pt"
+    wrong = Shortlist(torch.full((checkpoint.config.vocab_size + 1, 2), EOS_ID), torch.tensor([5]))
+    save_checkpoint(path, dataclasses.replace(checkpoint, shortlist=wrong))
+    with pytest.raises(CheckpointError, match="shortlist does not cover the model's"):
+        load_checkpoint(path)
