@@ -69,11 +69,14 @@ def whole_process(command: list[str], text: str) -> tuple[list[str], float, floa
         return stdout.read().decode().split("\n")[:-1], seconds, int(errors[-1]) / 1024, "\n".join(errors[:-1])
 
 
+def nmt_flags(cached: bool, shortlist: bool) -> list[str]:
+    return [*([] if cached else ["--no-cache"]), *(["--shortlist"] if shortlist else [])]
+
+
 def nmt_command(model: str, beam: int, batch: int, precision: str, cached: bool = True,
                 shortlist: bool = False) -> list[str]:
     return [sys.executable, "-m", "nmt_cli.main", "translate", "--model", model, "--beam", str(beam), "--batch-size",
-            str(batch), "--precision", precision, "--threads", "2", "-q", *([] if cached else ["--no-cache"]),
-            *(["--shortlist"] if shortlist else [])]
+            str(batch), "--precision", precision, "--threads", "2", "-q", *nmt_flags(cached, shortlist)]
 
 
 # nmt's rows: (precision, cached, lexical shortlist)
@@ -82,7 +85,7 @@ NMT_MODES = (("fp32", True, False), ("bf16", True, False), ("int8", True, False)
 
 
 def nmt_name(precision: str, cached: bool, shortlist: bool) -> str:
-    return " ".join(["nmt", precision, *([] if cached else ["--no-cache"]), *(["--shortlist"] if shortlist else [])])
+    return " ".join(["nmt", precision, *nmt_flags(cached, shortlist)])
 
 
 def ct2_command(exported: Path, lenpen: float, beam: int, batch: int, compute_type: str,

@@ -37,8 +37,8 @@ from nmt.tokenizer import EOS_ID, Tokenizer
 
 @dataclass(frozen=True)
 class Shortlist:
-    table: Tensor  # (V, per_token) target ids per source id
-    frequent: Tensor  # (F,) the most frequent target ids
+    table: Tensor  # (V, per_token) target ids per source id, int64 (int32 in checkpoints)
+    frequent: Tensor  # (F,) the most frequent target ids, int64 (int32 in checkpoints)
 
     def target_ids(self, src: Tensor) -> Tensor:
         """Source ids (any shape; padding included) -> the sorted target ids (V',) a batch is decoded
@@ -49,15 +49,15 @@ class Shortlist:
         listed = torch.zeros(self.table.size(0), dtype=torch.bool, device=src.device)
         listed[: EOS_ID + 1] = True
         listed[src] = True
-        listed[self.frequent.to(src.device, torch.long)] = True
-        listed[self.table.to(src.device, torch.long)[src].flatten()] = True
+        listed[self.frequent.to(src.device)] = True
+        listed[self.table.to(src.device)[src].flatten()] = True
         count = int(listed.sum())
         if count + -count % TOP_K_CHUNK <= listed.numel():
             listed[(~listed).nonzero().squeeze(1)[: -count % TOP_K_CHUNK]] = True
         return listed.nonzero().squeeze(1)
 
     def to_dict(self) -> dict[str, Tensor]:
-        return {"table": self.table, "frequent": self.frequent}
+        return {"table": self.table.to(torch.int32), "frequent": self.frequent.to(torch.int32)}
 
     @classmethod
     def from_dict(cls, stored: dict) -> Shortlist:
@@ -100,10 +100,9 @@ def build_shortlist(pairs: Iterable[tuple[list[int], list[int]]], vocab_size: in
     per_source = torch.bincount(source, minlength=vocab_size)
     rank = torch.arange(len(source)) - (per_source.cumsum(0) - per_source)[source]
     kept = rank < per_token
-    table = torch.full((vocab_size, per_token), EOS_ID, dtype=torch.int32)
-    table[source[kept], rank[kept]] = target[kept].to(torch.int32)
-    most_frequent = target_count.topk(min(frequent, vocab_size)).indices
-    return Shortlist(table, most_frequent.to(torch.int32))
+    table = torch.full((vocab_size, per_token), EOS_ID, dtype=torch.long)
+    table[source[kept], rank[kept]] = target[kept]
+    return Shortlist(table, target_count.topk(min(frequent, vocab_size)).indices)
 
 
 def _cooccurring(source_ids: Tensor, source_lengths: list[int], target_ids: Tensor, target_lengths: list[int],

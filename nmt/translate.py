@@ -208,11 +208,10 @@ class Translator:
         src = torch.full((len(sources), length), pad, dtype=torch.long)
         for row, ids in enumerate(sources):
             src[row, : len(ids) + 1] = torch.tensor([*ids, eos], dtype=torch.long)
-        src = src.to(self.device)
         if self.shortlist is None:
-            return search(self.decoder, src, self.options, self.graphs)
-        target_ids = self.shortlist.target_ids(src)
-        found = search(self.decoder.restricted(target_ids), src, self.options)
+            return search(self.decoder, src.to(self.device), self.options, self.graphs)
+        target_ids = self.shortlist.target_ids(src)  # on the CPU, where the shortlist is
+        found = search(self.decoder.restricted(target_ids.to(self.device)), src.to(self.device), self.options)
         vocabulary = target_ids.tolist()  # the search's token i is vocabulary[i]
         return [[replace(h, tokens=[vocabulary[t] for t in h.tokens]) for h in hypotheses] for hypotheses in found]
 
