@@ -5,6 +5,13 @@ Cross-attention keys/values are computed once per sentence and shared by its K r
 keys/values grow one position per step in buffers that double when full. Search code moves rows with
 `reorder` (beam search) and drops whole sentences with `select` (finished ones then cost nothing).
 
+The self-attention buffers are position-major, (capacity, rows, H, Dh): the positions filled so far are
+one contiguous block, which a reorder copies alone into a buffer one position larger (room for the next
+step), where a row-major buffer made it copy the unused capacity too, and attention reads them as one
+block per position. `nmt translate`, beam 4, batch 32, int8_bf16 --shortlist, test 2016 (2-core EPYC):
+3.54-3.69 s against 3.72-3.98 s row-major (5 alternating runs each), greedy batch 1 6.0-6.5 s against
+6.5-6.7 s; the same translations.
+
 With `use_cache=False` the state keeps the token prefix and the encoder memory instead, and every step
 recomputes the whole decoder prefix: slow, kept to verify the cache and to benchmark it.
 """
@@ -23,7 +30,7 @@ class DecoderState:
     cross_mask: Tensor | None  # (N, 1, 1, S) True on real source tokens; None when nothing is padded
     cross_keys: list[Tensor] = field(default_factory=list)  # per layer (N, H, S, Dh)
     cross_values: list[Tensor] = field(default_factory=list)
-    self_keys: list[Tensor] = field(default_factory=list)  # per layer (N*K, H, capacity, Dh)
+    self_keys: list[Tensor] = field(default_factory=list)  # per layer (capacity, N*K, H, Dh)
     self_values: list[Tensor] = field(default_factory=list)
     max_positions: int = 1024
     step: int = 0  # tokens already fed: the positional-encoding offset of the next one
@@ -40,15 +47,14 @@ class DecoderState:
 
     def ensure_capacity(self, length: int) -> None:
         """Grow the self-attention buffers (geometrically) so that `length` positions fit."""
-        capacity = self.self_keys[0].size(2)
+        capacity = self.self_keys[0].size(0)
         if length <= capacity:
             return
         new_capacity = min(max(2 * capacity, length), self.max_positions)
         for cache in (self.self_keys, self.self_values):
             for i, buffer in enumerate(cache):
-                rows, heads, _, head_dim = buffer.shape
-                grown = buffer.new_empty(rows, heads, new_capacity, head_dim)
-                grown[:, :, : self.step] = buffer[:, :, : self.step]
+                grown = buffer.new_empty(new_capacity, *buffer.shape[1:])
+                grown[: self.step] = buffer[: self.step]
                 cache[i] = grown
 
     def reorder(self, rows: Tensor) -> DecoderState:
@@ -58,7 +64,9 @@ class DecoderState:
             return self
         for cache in (self.self_keys, self.self_values):
             for i, buffer in enumerate(cache):
-                cache[i] = buffer.index_select(0, rows)
+                moved = buffer.new_empty(self.step + 1, rows.size(0), *buffer.shape[2:])
+                torch.index_select(buffer[: self.step], 1, rows, out=moved[: self.step])
+                cache[i] = moved
         return self
 
     def select(self, sentences: Tensor, reordered: Tensor | None = None) -> DecoderState:

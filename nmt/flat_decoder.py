@@ -127,10 +127,10 @@ class FlatDecoder:
             h = layer.self_norm(x) if pre_norm else x
             q = layer.self_q(h).view(rows, heads, 1, head_dim)
             keys, values = layer.self_kv(h).view(rows, 2, heads, head_dim).unbind(1)  # (R, H, Dh) each
-            state.self_keys[i][:, :, step] = keys
-            state.self_values[i][:, :, step] = values
-            out = inference_attention(q, state.self_keys[i][:, :, : step + 1], state.self_values[i][:, :, : step + 1],
-                                      None)  # (R, H, 1, Dh)
+            state.self_keys[i][step] = keys  # position-major buffers (T, R, H, Dh)
+            state.self_values[i][step] = values
+            out = inference_attention(q, state.self_keys[i][: step + 1].permute(1, 2, 0, 3),
+                                      state.self_values[i][: step + 1].permute(1, 2, 0, 3), None)  # (R, H, 1, Dh)
             x = residual(x, layer.self_out(out.view(rows, -1)), layer.self_norm, pre_norm)
 
             h = layer.cross_norm(x) if pre_norm else x

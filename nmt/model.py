@@ -190,12 +190,12 @@ class DecoderLayer(nn.Module):
                 key_buffer.index_copy_(2, position, keys)
                 value_buffer.index_copy_(2, position, values)
                 keys, values = key_buffer, value_buffer
-            elif cache is not None:
+            elif cache is not None:  # position-major buffers (T, R, H, Dh) (nmt.cache)
                 key_buffer, value_buffer, step = cache
                 end = step + h.size(1)
-                key_buffer[:, :, step:end] = keys
-                value_buffer[:, :, step:end] = values
-                keys, values = key_buffer[:, :, :end], value_buffer[:, :, :end]
+                key_buffer[step:end] = keys.permute(2, 0, 1, 3)
+                value_buffer[step:end] = values.permute(2, 0, 1, 3)
+                keys, values = key_buffer[:end].permute(1, 2, 0, 3), value_buffer[:end].permute(1, 2, 0, 3)
             return self.self_attn(h, keys, values, self_mask)
 
         def cross_attention(h: Tensor) -> Tensor:
@@ -297,7 +297,7 @@ class Transformer(nn.Module):
             state.prefix = src.new_empty(rows, 0)
             return state
         heads = self.config.n_heads
-        shape = (rows, heads, INITIAL_CACHE_LENGTH, self.config.d_model // heads)
+        shape = (INITIAL_CACHE_LENGTH, rows, heads, self.config.d_model // heads)  # position-major (nmt.cache)
         for layer in self.decoder_layers:
             keys, values = layer.cross_attn.project_kv(memory)
             state.cross_keys.append(keys.to(cache_dtype(memory)).contiguous())

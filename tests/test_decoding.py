@@ -28,8 +28,13 @@ def test_decode_step_reproduces_forward_log_probs_at_every_step():
 
 def fill(state):
     """Write each row's index into its self-attention cache so moves can be read back."""
-    for buffer in state.self_keys + state.self_values:
-        buffer[:, :, : state.step] = torch.arange(buffer.size(0), dtype=buffer.dtype)[:, None, None, None]
+    for buffer in state.self_keys + state.self_values:  # position-major: (T, R, H, Dh)
+        buffer[: state.step] = torch.arange(buffer.size(1), dtype=buffer.dtype)[None, :, None, None]
+
+
+def history(buffer, step):
+    """Per row, what the first `step` positions of a filled self-attention buffer hold."""
+    return buffer[:step, :, 0, 0].T.tolist()
 
 
 def test_reorder_moves_self_attention_rows_only():
@@ -40,7 +45,7 @@ def test_reorder_moves_self_attention_rows_only():
     cross_before = [k.clone() for k in state.cross_keys]
     state.reorder(torch.tensor([1, 1, 2, 3, 5, 4]))
     for buffer in state.self_keys + state.self_values:
-        assert buffer[:, 0, :3, 0].tolist() == [[r] * 3 for r in (1, 1, 2, 3, 5, 4)]
+        assert history(buffer, 3) == [[r] * 3 for r in (1, 1, 2, 3, 5, 4)]
     assert all(torch.equal(a, b) for a, b in zip(cross_before, state.cross_keys, strict=True))
 
 
@@ -54,8 +59,8 @@ def test_select_drops_every_row_of_finished_sentences():
     state.select(torch.tensor([0, 2]))
     assert state.n_sentences == 2
     for buffer in state.self_keys:
-        assert buffer.size(0) == 4
-        assert buffer[:, 0, :2, 0].tolist() == [[r] * 2 for r in (0, 1, 4, 5)]
+        assert buffer.size(1) == 4
+        assert history(buffer, 2) == [[r] * 2 for r in (0, 1, 4, 5)]
     for before, after in zip(cross_before, state.cross_keys, strict=True):
         assert torch.equal(after, before[[0, 2]])
     assert torch.equal(state.cross_mask, mask_before[[0, 2]])
@@ -70,9 +75,11 @@ def test_select_with_a_reorder_equals_reorder_then_select():
     reordered, sentences = torch.tensor([1, 1, 2, 3, 5, 4]), torch.tensor([0, 2])
     together.select(sentences, reordered)
     apart.reorder(reordered).select(sentences)
-    for mine, theirs in zip(together.self_keys + together.cross_keys, apart.self_keys + apart.cross_keys, strict=True):
-        assert torch.equal(mine[:, :, :2], theirs[:, :, :2])
-    assert together.self_keys[0][:, 0, :2, 0].tolist() == [[r] * 2 for r in (1, 1, 5, 4)]
+    for mine, theirs in zip(together.self_keys, apart.self_keys, strict=True):
+        assert torch.equal(mine[:2], theirs[:2])
+    for mine, theirs in zip(together.cross_keys, apart.cross_keys, strict=True):
+        assert torch.equal(mine, theirs)
+    assert history(together.self_keys[0], 2) == [[r] * 2 for r in (1, 1, 5, 4)]
 
 
 def tokens(results):
