@@ -1,5 +1,6 @@
-"""The cached decoder step of `Transformer.decode_step`, flattened for speed: the same weights and the
-same operations, called directly instead of through the nn.Module tree.
+"""The cached decoder step of `Transformer.decode_step` (and the encoder, `Transformer.encode`),
+flattened for speed: the same weights and the same operations, called directly instead of through the
+nn.Module tree.
 
 At batch 1 a decoder step of the shipped model is close to a hundred small tensor operations, and
 nn.Module's call machinery (hooks, attribute lookups, dropout calls that do nothing in evaluation) cost
@@ -10,8 +11,9 @@ search sees it as a model (`config`, `init_state`, `decode_step`).
     decoder = FlatDecoder(model.eval())
     hypotheses = search(decoder, src, SearchOptions(beam_size=4))
 
-The tests check its log-probabilities against `Transformer.decode_step`. States it does not cover (no
-cache, the fixed-shape state of nmt.graphs) and a model in training mode go to the model's own step.
+The tests check its memory against `Transformer.encode` and its log-probabilities against
+`Transformer.decode_step`. States it does not cover (no cache, the fixed-shape state of nmt.graphs) and a
+model in training mode go to the model's own step (and encoder).
 """
 
 from __future__ import annotations
@@ -77,6 +79,19 @@ class FlatLayer:
     ffn_norm: Callable[[Tensor], Tensor]
 
 
+@dataclass(frozen=True, slots=True)
+class FlatEncoderLayer:
+    """One encoder layer's weights as functions: self-attention and feed-forward with their LayerNorms."""
+
+    q: Linear
+    kv: Linear
+    out: Linear
+    attention_norm: Callable[[Tensor], Tensor]
+    ffn_up: Linear
+    ffn_down: Linear
+    ffn_norm: Callable[[Tensor], Tensor]
+
+
 class FlatDecoder:
     def __init__(self, model: Transformer):
         self.model = model
@@ -84,6 +99,13 @@ class FlatDecoder:
         self.embedding = model.embed.weight
         self.embedding_scale = math.sqrt(model.config.d_model)
         self.positions = model.positions
+        self.encoder_layers = [
+            FlatEncoderLayer(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
+                             linear_function(layer.self_attn.out_proj), norm_function(layer.attn_sublayer.norm),
+                             linear_function(layer.ffn.up), linear_function(layer.ffn.down),
+                             norm_function(layer.ffn_sublayer.norm))
+            for layer in model.encoder_layers]
+        self.encoder_norm = norm_function(model.encoder_norm)
         self.layers = [
             FlatLayer(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
                       linear_function(layer.self_attn.out_proj), norm_function(layer.self_sublayer.norm),
@@ -107,7 +129,31 @@ class FlatDecoder:
         return restricted
 
     def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True) -> DecoderState:
-        return self.model.init_state(src, beam_size=beam_size, use_cache=use_cache)
+        memory = None if self.model.training else self.encode(src)
+        return self.model.init_state(src, beam_size=beam_size, use_cache=use_cache, memory=memory)
+
+    @torch.no_grad()
+    def encode(self, src: Tensor) -> Tensor:
+        """Transformer.encode without the nn.Module calls: source (N, S) -> memory (N, S, D). At batch 1
+        they were a quarter of the encoder's time (0.98-1.03 ms against 0.77 per sentence of test 2016,
+        int8_bf16, one thread)."""
+        config = self.config
+        batch, length = src.shape
+        heads, head_dim, pre_norm = config.n_heads, config.d_model // config.n_heads, config.pre_norm
+        x = F.embedding(src, self.model.embed.weight) * self.embedding_scale  # the source's whole vocabulary
+        if config.positional_encoding:
+            x = x + self.positions[:length]
+        x = x.view(batch * length, -1)  # (N*S, D)
+        mask = self.model.source_mask(src)
+        for layer in self.encoder_layers:
+            h = layer.attention_norm(x) if pre_norm else x
+            q = layer.q(h).view(batch, length, heads, head_dim).transpose(1, 2)  # (N, H, S, Dh)
+            keys, values = layer.kv(h).view(batch, length, 2, heads, head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+            out = inference_attention(q, keys, values, mask)  # (N, H, S, Dh)
+            x = residual(x, layer.out(out.transpose(1, 2).reshape(batch * length, -1)), layer.attention_norm, pre_norm)
+            h = layer.ffn_norm(x) if pre_norm else x
+            x = residual(x, layer.ffn_down(F.relu(layer.ffn_up(h))), layer.ffn_norm, pre_norm)
+        return self.encoder_norm(x).view(batch, length, -1)
 
     @torch.no_grad()
     def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:

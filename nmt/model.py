@@ -286,9 +286,11 @@ class Transformer(nn.Module):
         return self.project(self.decode(tgt_in, memory, self.source_mask(src)))
 
     @torch.no_grad()
-    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True) -> DecoderState:
-        """Encode the source (N, S) and build the decoder state for N sentences of `beam_size` rows."""
-        memory = self.encode(src)
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True,
+                   memory: Tensor | None = None) -> DecoderState:
+        """Encode the source (N, S) and build the decoder state for N sentences of `beam_size` rows.
+        `memory`: the source already encoded (nmt.flat_decoder's encoder)."""
+        memory = self.encode(src) if memory is None else memory
         state = DecoderState(beam_size=beam_size, cross_mask=self.source_mask(src),
                              max_positions=self.config.max_positions)
         rows = src.size(0) * beam_size

@@ -1,5 +1,5 @@
-"""The flattened decoder step: the same log-probabilities as Transformer.decode_step, step after step,
-in every precision it runs in, and the same search results."""
+"""The flattened decoder: the same memory as Transformer.encode and the same log-probabilities as
+Transformer.decode_step, step after step, in every precision it runs in, and the same search results."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0,
 def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam: int, device: str = "cpu"):
     flat = FlatDecoder(model)
     src = SRC.repeat(6, 1)[:sentences].to(device)
+    torch.testing.assert_close(flat.encode(src), model.encode(src), atol=0, rtol=0)
     reference, state = model.init_state(src, beam), flat.init_state(src, beam)
     tokens = torch.randint(4, 60, (20, src.size(0) * beam), generator=torch.Generator().manual_seed(2)).to(device)
     rows = torch.arange(src.size(0) * beam, device=device) // beam * beam  # each row takes its sentence's first
