@@ -80,9 +80,11 @@ def inference_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | 
 # On a CPU the decoder's caches (self-attention keys/values, cross-attention keys/values) are float32
 # whatever the model's precision, and attention over them runs in float32. Over a bf16 self-attention
 # cache every step's attention was 2.5-3x slower (one thread, 128 rows, 4 heads of 64: 348-592 us against
-# 130-194 in float32 over 8-30 positions; at 1-4 rows 9-46 us against 7-13): the batched products over
-# bf16 keys run a slow path and copy the transposed keys. Cross-attention in float32 took 0.125 s of a
-# 1.38 s translation (320 sentences, beam 4, batch 32, int8_bf16 --shortlist, one thread) against 0.15.
+# 130-194 in float32 over 8-30 positions; at 1-4 rows 9-46 us against 7-13). bf16 batched products go
+# through oneDNN, which builds a kernel for every new shape, and the self-attention length is new at every
+# step: 512 products (1x64)(64xT) took 834 us on first sight of T, 216 us after, 110-118 us in float32
+# (MKL, no per-shape cost). Cross-attention in float32 took 0.125 s of a 1.38 s translation (320
+# sentences, beam 4, batch 32, int8_bf16 --shortlist, one thread) against 0.15.
 # Writing new keys and values into the cache converts them; queries are converted, outputs converted back.
 def cache_dtype(activations: Tensor) -> torch.dtype:
     return torch.float32 if activations.device.type == "cpu" else activations.dtype
