@@ -302,12 +302,13 @@ class Transformer(nn.Module):
             return state
         heads = self.config.n_heads
         shape = (INITIAL_CACHE_LENGTH, rows, heads, self.config.d_model // heads)  # position-major (nmt.cache)
+        dtype = cache_dtype(memory)
         for layer in self.decoder_layers:
             keys, values = layer.cross_attn.project_kv(memory)
-            state.cross_keys.append(keys.to(cache_dtype(memory)).contiguous())
-            state.cross_values.append(values.to(cache_dtype(memory)).contiguous())
-            state.self_keys.append(memory.new_empty(shape, dtype=cache_dtype(memory)))
-            state.self_values.append(memory.new_empty(shape, dtype=cache_dtype(memory)))
+            state.cross_keys.append(keys.to(dtype).contiguous())
+            state.cross_values.append(values.to(dtype).contiguous())
+            state.self_keys.append(memory.new_empty(shape, dtype=dtype))
+            state.self_values.append(memory.new_empty(shape, dtype=dtype))
         return state
 
     @torch.no_grad()
