@@ -30,20 +30,20 @@ from torch import Tensor, nn
 
 from nmt.cache import DecoderState
 from nmt.model import Transformer, inference_attention
-from nmt.quantize import Int8Linear
+from nmt.quantize import DynamicInt8Linear, Int8Linear
 
 Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)
 
 
 def linear_function(module: nn.Module, outputs: Tensor | None = None) -> Linear:
-    """An nn.Linear or Int8Linear as a plain function of its input rows; with `outputs` (O,), of those
-    output channels alone."""
-    if isinstance(module, Int8Linear):
+    """An nn.Linear, Int8Linear or DynamicInt8Linear as a plain function of its input rows; with `outputs`
+    (O,), of those output channels alone."""
+    if isinstance(module, (Int8Linear, DynamicInt8Linear)):
         return module.function(outputs)
     if outputs is None:
         return weight_function(module.weight, module.bias)
     if type(module.weight) is not nn.Parameter:  # torchao's quantized weights (--precision int8)
-        raise ValueError("a shortlist needs plain or int8_bf16 weights, not torchao's int8")
+        raise ValueError("a shortlist needs plain, int8_bf16 or int8_fp32 weights, not torchao's int8")
     bias = None if module.bias is None else module.bias.index_select(0, outputs)
     return weight_function(module.weight.index_select(0, outputs), bias)
 

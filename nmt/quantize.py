@@ -1,4 +1,7 @@
-"""Weight-only int8 inference on CPU: `--precision int8_bf16` (CTranslate2's name for the same idea).
+"""int8 weights for CPU inference: `--precision int8_bf16` and `--precision int8_fp32` (CTranslate2's
+int8_bfloat16 and int8_float32).
+
+int8_bf16 (Int8Linear), weight-only, for CPUs with native bf16 (AVX-512 BF16, AMX):
 
 At batch 1 a decoding step is bound by memory traffic, not arithmetic: every step reads every decoder
 weight and the whole output projection once. Storing those weights as int8 (symmetric, one scale per
@@ -6,16 +9,24 @@ output channel) reads a quarter of the fp32 bytes, and torch's int8-weight kerne
 bf16 activations directly. For many rows at once (a batch of 32 sentences, beam 4) the plain bf16 GEMM
 is faster on CPU, so the layer also keeps the dequantized weights in bf16 and picks the kernel by the
 number of rows; both kernels multiply by the same quantized values. Everything else runs in bf16.
+
+int8_fp32 (DynamicInt8Linear), for any x86 CPU, AVX2 included, where bf16 arithmetic is emulated and
+slow: float32 activations, and for large products fbgemm's int8 GEMM, which quantizes the activations
+per call (one scale per call, 7 bits, so that AVX2's 16-bit pair sums cannot saturate). Small products
+(a step at batch 1) multiply the dequantized float32 weights instead, as int8_bf16 does.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from nmt.errors import UsageError
 
 # At or below this many rows the int8 kernel wins (measured on a 2-core AVX-512 EPYC; see benchmarks/).
 INT8_KERNEL_MAX_ROWS = 16
@@ -73,4 +84,91 @@ def quantize_weights_int8(model: nn.Module) -> nn.Module:
         for name, child in module.named_children():
             if isinstance(child, nn.Linear):
                 setattr(module, name, Int8Linear(child.weight, child.bias))
+    return model
+
+
+# At or above this many multiply-adds (rows x in x out) fbgemm's int8 GEMM wins over torch's int8-weight
+# kernel (one thread, 2-core AVX2 EPYC, weights in cache): at 1 row 43 us against 23 on 256x256 and 51
+# against 82 on 256x2000; at 4 rows 53 against 33 on 256x256 and 57 against 74 on 256x1024.
+FBGEMM_MIN_PRODUCT = 1 << 19
+
+
+class DynamicInt8Linear(nn.Module):
+    """An nn.Linear for `--precision int8_fp32`: int8 weights (symmetric, one scale per output channel),
+    float32 in and out."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None):
+        super().__init__()
+        weight = weight.detach().float()
+        # The int8-weight kernel takes its scales in bf16: both kernels use the rounded ones.
+        scale = (weight.abs().amax(dim=1).clamp(min=1e-12) / 127).bfloat16()
+        quantized = (weight / scale.float()[:, None]).round().clamp(-127, 127).to(torch.int8)
+        self.register_buffer("quantized", quantized)
+        self.register_buffer("scale", scale)
+        self.register_buffer("bias", None if bias is None else bias.detach().float())
+        self.in_features, self.out_features = weight.shape[1], weight.shape[0]
+        # fbgemm's packed layout of the int8 weights and scales: a C++ object, not a tensor
+        self.packed = fbgemm_pack(quantized, scale.float(), self.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = dynamic_int8_linear(x.reshape(-1, self.in_features), self.packed, self.quantized, self.scale, self.bias)
+        return out.view(*x.shape[:-1], self.out_features)
+
+    def function(self, outputs: Tensor | None = None) -> Callable[[Tensor], Tensor]:
+        """This layer as a function of rows (R, in) -> (R, out); with `outputs` (O,), of those output
+        channels alone."""
+        if outputs is None:
+            return functools.partial(dynamic_int8_linear, packed=self.packed, quantized=self.quantized,
+                                     scale=self.scale, bias=self.bias)
+        # Packing with one scale per channel costs about 2 us a channel in fbgemm's prepack (6.5 ms for a
+        # 2800-token shortlist, against 1.6 with one scale): pack the int8 values with scale 1 and apply
+        # the channels' scales to the output.
+        quantized = self.quantized.index_select(0, outputs)
+        return functools.partial(dynamic_int8_linear, packed=fbgemm_pack(quantized), quantized=quantized,
+                                 scale=self.scale.index_select(0, outputs),
+                                 bias=None if self.bias is None else self.bias.index_select(0, outputs),
+                                 scale_outputs=True)
+
+
+def dynamic_int8_linear(rows: Tensor, packed, quantized: Tensor, scale: Tensor, bias: Tensor | None,
+                        scale_outputs: bool = False) -> Tensor:
+    """(R, in) -> (R, out) float32: fbgemm's int8 GEMM for large products; for small ones (a step at
+    batch 1, bound by reading the weights) the int8-weight kernel on bf16 rows. scale_outputs: `packed`
+    holds the int8 values with scale 1 (and no bias)."""
+    if rows.size(0) * quantized.numel() < FBGEMM_MIN_PRODUCT:
+        out = torch._weight_int8pack_mm(rows.bfloat16(), quantized, scale).float()
+        return out if bias is None else out.add_(bias)
+    out = torch.ops.quantized.linear_dynamic(rows, packed, True)  # True: 7-bit activations
+    if not scale_outputs:
+        return out
+    out.mul_(scale)
+    return out if bias is None else out.add_(bias)
+
+
+def fbgemm_pack(quantized: Tensor, scale: Tensor | None = None, bias: Tensor | None = None):
+    """fbgemm's packed weight for int8 values (out, in) with one scale per output channel, or scale 1."""
+    if "fbgemm" not in torch.backends.quantized.supported_engines:
+        raise UsageError("--precision int8_fp32 needs torch's fbgemm kernels (x86 CPUs); use fp32 or int8_bf16")
+    # fbgemm takes its weights as a quantized tensor, a kind of tensor torch 2.13 deprecates (with a
+    # warning at every creation); its int8 GEMM has no other entry point in torch, and torchao's int8
+    # route on CPU goes through torch._int_mm, which ran 20-50x slower than float32 on an AVX2 CPU.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        if scale is None:
+            weight = torch._make_per_tensor_quantized_tensor(quantized, 1.0, 0)
+        else:
+            zero_points = torch.zeros(scale.shape, dtype=torch.long)
+            weight = torch._make_per_channel_quantized_tensor(quantized, scale.double(), zero_points, 0)
+        return torch.ops.quantized.linear_prepack(weight, bias)
+
+
+def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
+    """Model in float32 with every nn.Linear replaced by a DynamicInt8Linear (in place; returns the model),
+    the output projection included."""
+    model.float()
+    untie_output_projection(model)
+    for module in list(model.modules()):
+        for name, child in module.named_children():
+            if isinstance(child, nn.Linear):
+                setattr(module, name, DynamicInt8Linear(child.weight, child.bias))
     return model

@@ -26,7 +26,7 @@ from nmt.errors import UsageError
 from nmt.flat_decoder import FlatDecoder
 from nmt.graphs import StepGraphs
 from nmt.model import Transformer
-from nmt.quantize import quantize_weights_int8, untie_output_projection
+from nmt.quantize import quantize_dynamic_int8, quantize_weights_int8, untie_output_projection
 from nmt.search import SearchOptions, search
 from nmt.shortlist import Shortlist
 from nmt.tokenizer import Tokenizer
@@ -47,14 +47,15 @@ class Translation:
         return json.dumps(record, ensure_ascii=False)
 
 
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": None, "int8_bf16": None}
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": None, "int8_bf16": None,
+              "int8_fp32": None}
 
 
 def cast_for_inference(model: Transformer, precision: str) -> Transformer:
     """Weights and activations in `precision`; search scores stay fp32 (decode_step returns fp32).
     int8: dynamic quantization (int8 weights, activations quantized per token) of every linear layer,
-    the output projection included, through torchao. int8_bf16: int8 weights, bf16 activations
-    (nmt.quantize)."""
+    the output projection included, through torchao. int8_bf16: int8 weights, bf16 activations;
+    int8_fp32: int8 weights, fp32 activations, int8 GEMMs (nmt.quantize)."""
     if precision not in PRECISIONS:
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     device = next(model.parameters()).device
@@ -66,6 +67,8 @@ def cast_for_inference(model: Transformer, precision: str) -> Transformer:
         return quantize_int8(model)
     if precision == "int8_bf16":
         return quantize_weights_int8(model)
+    if precision == "int8_fp32":
+        return quantize_dynamic_int8(model)
     return model.to(PRECISIONS[precision])
 
 
@@ -167,7 +170,7 @@ class Translator:
         if use_shortlist and checkpoint.shortlist is None:
             raise UsageError("this model holds no shortlist: `nmt shortlist` adds one")
         if use_shortlist and precision == "int8":
-            raise UsageError("--shortlist works with --precision fp32, bf16, fp16 or int8_bf16, not int8")
+            raise UsageError("--shortlist works with --precision fp32, bf16, fp16, int8_bf16 or int8_fp32, not int8")
         model = cast_for_inference(checkpoint.build_model(device), precision)
         shortlist = checkpoint.shortlist if use_shortlist else None
         return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, **settings)

@@ -167,18 +167,40 @@ def test_int8_weight_only_layer_matches_its_float_weights_on_both_kernels():
     torch.testing.assert_close(many.float(), linear(x).detach(), atol=0.1, rtol=0.05)
 
 
-def test_int8_bf16_quantizes_every_linear_layer_and_stays_close_to_fp32():
-    from nmt.quantize import Int8Linear
+@pytest.mark.parametrize("precision, layer_type", [("int8_bf16", "Int8Linear"), ("int8_fp32", "DynamicInt8Linear")])
+def test_int8_weights_quantize_every_linear_layer_and_stay_close_to_fp32(precision, layer_type):
+    from nmt import quantize
     from nmt.translate import cast_for_inference
 
     model = tiny_model(seed=9)
     tgt = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15], [2, 16, 17, 18]])
     expected = model(SRC, tgt).log_softmax(-1)
-    cast_for_inference(model, "int8_bf16")
+    cast_for_inference(model, precision)
     assert not any(isinstance(module, torch.nn.Linear) for module in model.modules())
-    assert sum(isinstance(module, Int8Linear) for module in model.modules()) == 2 * 5 + 2 * 8 + 1
+    assert sum(isinstance(module, getattr(quantize, layer_type)) for module in model.modules()) == 2 * 5 + 2 * 8 + 1
     state = model.init_state(SRC)
     for t in range(tgt.size(1)):
         log_probs, state = model.decode_step(tgt[:, t], state)
         assert log_probs.dtype == torch.float32
         torch.testing.assert_close(log_probs, expected[:, t], atol=0.2, rtol=0)
+
+
+def test_int8_fp32_layer_matches_its_float_weights_on_both_kernels():
+    from nmt.quantize import FBGEMM_MIN_PRODUCT, DynamicInt8Linear
+
+    torch.manual_seed(8)
+    linear = torch.nn.Linear(256, 512)
+    layer = DynamicInt8Linear(linear.weight, linear.bias)
+    scale = layer.scale.float()[:, None]
+    error = (layer.quantized.float() * scale - linear.weight).abs()
+    assert bool((error <= scale / 2 + 1e-6).all())  # rounded to the nearest step of each channel
+    x = torch.randn(FBGEMM_MIN_PRODUCT // (256 * 4) + 1, 256)  # enough rows for fbgemm on 4 channels too
+    few = layer(x[:1])  # the int8-weight kernel on bf16 rows
+    many = layer(x)  # fbgemm's int8 GEMM, 7-bit activations
+    assert few.dtype == many.dtype == torch.float32
+    torch.testing.assert_close(few, many[:1], atol=0.05, rtol=0.02)
+    torch.testing.assert_close(many, linear(x).detach(), atol=0.05, rtol=0.05)
+    outputs = torch.tensor([0, 7, 100, 511])  # a shortlist: fbgemm on scale 1, then the channels' scales
+    restricted = layer.function(outputs)
+    torch.testing.assert_close(restricted(x), many[:, outputs], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(restricted(x[:1]), few[:, outputs], atol=1e-5, rtol=1e-5)

@@ -32,13 +32,21 @@ def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam
 
 
 @pytest.mark.parametrize("pre_norm", [False, True])
-@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8_bf16", "int8"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8_bf16", "int8_fp32", "int8"])
 @pytest.mark.parametrize("sentences, beam", [(1, 1), (3, 2), (18, 1)])  # 18 rows: the plain-matmul attention
 def test_flat_step_equals_decode_step(pre_norm, precision, sentences, beam):
     if precision == "int8":
         pytest.importorskip("torchao")  # an optional extra
     model = cast_for_inference(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), precision)
     assert_flat_step_equals_decode_step(model, sentences, beam)
+
+
+def test_flat_step_equals_decode_step_with_fbgemm_on_every_product(monkeypatch):
+    from nmt import quantize
+
+    monkeypatch.setattr(quantize, "FBGEMM_MIN_PRODUCT", 0)  # the tiny model's products are all small
+    model = cast_for_inference(tiny_model(seed=7), "int8_fp32")
+    assert_flat_step_equals_decode_step(model, 3, 2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)")
