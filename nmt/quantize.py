@@ -32,16 +32,23 @@ from nmt.errors import UsageError
 INT8_KERNEL_MAX_ROWS = 16
 
 
+def quantize_rows(weight: Tensor) -> tuple[Tensor, Tensor]:
+    """(out, in) weights -> int8 values (out, in) and bf16 scales (out,): symmetric, one scale per output
+    channel. The int8-weight kernel takes its scales in bf16, so the values are rounded with the rounded
+    scales, and every kernel multiplies by the same quantized weights."""
+    weight = weight.detach().float()
+    scale = (weight.abs().amax(dim=1).clamp(min=1e-12) / 127).bfloat16()
+    quantized = (weight / scale.float()[:, None]).round().clamp(-127, 127).to(torch.int8)
+    return quantized, scale
+
+
 class Int8Linear(nn.Module):
     def __init__(self, weight: Tensor, bias: Tensor | None):
         super().__init__()
-        weight = weight.detach().float()
-        # Scales are stored in bf16 (the kernel's activation type): quantize with the rounded ones.
-        scale = (weight.abs().amax(dim=1).clamp(min=1e-12) / 127).bfloat16().float()
-        quantized = (weight / scale[:, None]).round().clamp(-127, 127).to(torch.int8)
+        quantized, scale = quantize_rows(weight)
         self.register_buffer("quantized", quantized)
-        self.register_buffer("scale", scale.bfloat16())
-        self.register_buffer("dequantized", (quantized.float() * scale[:, None]).bfloat16())
+        self.register_buffer("scale", scale)
+        self.register_buffer("dequantized", (quantized.float() * scale.float()[:, None]).bfloat16())
         self.register_buffer("bias", None if bias is None else bias.detach().bfloat16())
         self.in_features, self.out_features = weight.shape[1], weight.shape[0]
 
@@ -99,10 +106,7 @@ class DynamicInt8Linear(nn.Module):
 
     def __init__(self, weight: Tensor, bias: Tensor | None):
         super().__init__()
-        weight = weight.detach().float()
-        # The int8-weight kernel takes its scales in bf16: both kernels use the rounded ones.
-        scale = (weight.abs().amax(dim=1).clamp(min=1e-12) / 127).bfloat16()
-        quantized = (weight / scale.float()[:, None]).round().clamp(-127, 127).to(torch.int8)
+        quantized, scale = quantize_rows(weight)
         self.register_buffer("quantized", quantized)
         self.register_buffer("scale", scale)
         self.register_buffer("bias", None if bias is None else bias.detach().float())
