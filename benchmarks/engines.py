@@ -21,7 +21,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from results import cpu_name, write_section
+from results import NATIVE_BF16_MODES, cpu_name, native_bf16, vector_extensions, write_section
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
@@ -81,7 +81,7 @@ def nmt_command(model: str, beam: int, batch: int, precision: str, cached: bool 
 
 # nmt's rows: (precision, cached, lexical shortlist)
 NMT_MODES = (("fp32", True, False), ("bf16", True, False), ("int8", True, False), ("int8_bf16", True, False),
-             ("int8_bf16", True, True), ("fp32", False, False))
+             ("int8_bf16", True, True), ("int8_fp32", True, False), ("int8_fp32", True, True), ("fp32", False, False))
 
 
 def nmt_name(precision: str, cached: bool, shortlist: bool) -> str:
@@ -131,6 +131,7 @@ def main() -> None:
         marian = None
         print("transformers is not installed: no HF generate() rows")
     workers = default_workers(torch.device("cpu"))  # as many as `nmt translate` takes by default
+    skipped = [] if native_bf16() else NATIVE_BF16_MODES
     rows, agreement = [], []
     for beam in (1, 4):
         for batch in (32, 1):
@@ -140,6 +141,8 @@ def main() -> None:
             options = SearchOptions(beam_size=beam, lenpen=lenpen)
             measured = []
             for precision, cached, shortlist in NMT_MODES:
+                if precision in skipped:
+                    continue
                 translator = Translator.from_checkpoint(checkpoint, replace(options, use_cache=cached),
                                                         precision=precision, use_shortlist=shortlist,
                                                         batch_size=batch, workers=workers)
@@ -183,7 +186,9 @@ def main() -> None:
         "--workers (2 forked processes of one thread each); CTranslate2 with intra_threads=2 (the reference of the "
         "ratios) and with inter_threads=2, intra_threads=1 (2 workers). Peak RSS: of the largest process "
         "(nmt's workers share their parent's weights, copy-on-write). HF generate() runs our weights converted "
-        "to MarianMT (benchmarks/hf_marian.py), in-process only.",
+        "to MarianMT (benchmarks/hf_marian.py), in-process only."
+        + (f" Not run: nmt {', '.join(skipped)}, which this CPU computes in emulated bf16 (5-7x slower than fp32, "
+           "torchao's int8 20x)." if skipped else ""),
         "",
         "| engine | search | batch | sentences | in-process tok/s | whole-process tok/s | in / whole ratio to "
         "CT2 fp32 | peak RSS MiB (whole) | BLEU |",
@@ -197,7 +202,7 @@ def main() -> None:
                      f"{inside_ratio:.2f}x / {show(whole_ratio, '{:.2f}x')} | {show(rss, '{:.0f}')} | {bleu:.2f} |")
     lines += ["", "Same output as nmt fp32 (how faithful each engine and mode is):", ""]
     lines += [f"- {line}" for line in agreement]
-    write_section("Engines: nmt and CTranslate2 on the shipped model", lines)
+    write_section(f"Engines: nmt and CTranslate2 on the shipped model ({vector_extensions()} CPU)", lines)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import torch
-from results import cpu_name, write_section
+from results import NATIVE_BF16_MODES, cpu_name, native_bf16, vector_extensions, write_section
 from torch import Tensor
 
 from nmt.checkpoint import Checkpoint
@@ -90,6 +90,8 @@ def main() -> None:
     torch.set_num_threads(2)
     settings = [("base", 32000, 1, 32), ("base", 32000, 4, 32), ("base", 32000, 1, 1), ("small", 8000, 4, 32)]
     rows = []
+    skipped = [] if native_bf16() else NATIVE_BF16_MODES
+    precisions = [p for p in ("fp32", "bf16", "int8_bf16", "int8_fp32") if p not in skipped]
     for preset, vocab_size in dict.fromkeys((p, v) for p, v, _, _ in settings):
         checkpoint = random_checkpoint(preset, vocab_size)
         model_dir = export_ctranslate2(checkpoint, Path(tempfile.mkdtemp()) / "ct2",
@@ -105,8 +107,7 @@ def main() -> None:
             n = args.sentences if batch == 32 else args.sentences // 10
             sources = torch.randint(4, vocab_size, (n + batch, SOURCE_LENGTH + 1), generator=generator)
             sources[:, -1] = checkpoint.config.eos_id
-            measured = [(f"nmt {p}", nmt_rate(checkpoint, p, sources, beam, batch)) for p in ("fp32", "bf16",
-                                                                                              "int8_bf16")]
+            measured = [(f"nmt {p}", nmt_rate(checkpoint, p, sources, beam, batch)) for p in precisions]
             measured += [(f"CTranslate2 {c}", ct2_rate(model_dir, c, sources, beam, batch)) for c in ("float32",
                                                                                                      "int8")]
             if marian is not None:
@@ -120,14 +121,16 @@ def main() -> None:
         f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Random weights (seed 0), sources of "
         f"{SOURCE_LENGTH} random tokens plus EOS, exactly {FORCED} target tokens per sentence in every engine (nmt "
         f"also runs the forced EOS step). Command: `python benchmarks/forced_length.py --sentences "
-        f"{args.sentences}`. In-process target tokens/s after one untimed warm-up batch.",
+        f"{args.sentences}`. In-process target tokens/s after one untimed warm-up batch."
+        + (f" Not run: nmt {', '.join(p for p in skipped if p != 'int8')}, which this CPU computes in emulated bf16."
+           if skipped else ""),
         "",
         "| dimensions | engine | search | batch | sentences | tok/s | ratio to CT2 fp32 |",
         "|---|---|---|---|---|---|---|",
     ]
     lines += [f"| {d} | {name} | {search_} | {batch} | {n} | {rate:.0f} | {ratio:.2f}x |"
               for d, name, search_, batch, n, rate, ratio in rows]
-    write_section("Forced length: base and small dimensions, random weights", lines)
+    write_section(f"Forced length: base and small dimensions, random weights ({vector_extensions()} CPU)", lines)
 
 
 if __name__ == "__main__":

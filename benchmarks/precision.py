@@ -7,7 +7,8 @@ shows it on one of them next to the speed, this shows it on all of them. Decodin
 tuned defaults (beam size, length penalty) and greedy search, with `nmt translate`'s default batching.
 int8_bf16 multiplies many rows with its bf16 copy of the int8 weights and few rows (16 at most) with the
 int8 kernel, so it also runs at a batch size small enough for the kernel: both paths are covered. The
-lexical shortlist stored in the model (`--shortlist`) is measured in fp32 and int8_bf16.
+lexical shortlist stored in the model (`--shortlist`) is measured in fp32, int8_bf16 and int8_fp32. On a CPU
+without native bf16 the bf16 modes and torchao's int8 are left out (emulated, they take 5-20x as long).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from dataclasses import replace
 
 import torch
-from results import cpu_name, write_section
+from results import NATIVE_BF16_MODES, cpu_name, native_bf16, vector_extensions, write_section
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
@@ -27,7 +28,7 @@ from nmt.search import SearchOptions
 from nmt.translate import Translator
 
 TEST_SETS = ("multi30k:test_2016_flickr", "multi30k:test_2017_flickr", "news-commentary:dev_newsdiscuss")
-MODES = ("fp32", "bf16", "int8", "int8_bf16")
+MODES = ("fp32", "bf16", "int8", "int8_bf16", "int8_fp32")
 
 
 def main() -> None:
@@ -40,13 +41,16 @@ def main() -> None:
     tuned = SearchOptions(**checkpoint.decoding)
     searches = [(f"beam {tuned.beam_size}", tuned), ("greedy", replace(tuned, beam_size=1))]
     rows, signature = [], ""
+    skipped = [] if native_bf16() else NATIVE_BF16_MODES
     for name in TEST_SETS:
         test = parse_test_set(name)
         sources, references = test.source[: args.sentences], test.target[: args.sentences]
         for label, options in searches:
             kernel_batch = INT8_KERNEL_MAX_ROWS // options.beam_size
             runs = ([(mode, None, False) for mode in MODES] + [("int8_bf16", kernel_batch, False)]
-                    + [(mode, None, True) for mode in ("fp32", "int8_bf16") if checkpoint.shortlist is not None])
+                    + [(mode, None, True) for mode in ("fp32", "int8_bf16", "int8_fp32")
+                       if checkpoint.shortlist is not None])
+            runs = [run for run in runs if run[0] not in skipped]
             baseline = None
             for mode, batch_size, shortlist in runs:
                 translator = Translator.from_checkpoint(checkpoint, options, precision=mode, batch_size=batch_size,
@@ -68,7 +72,8 @@ def main() -> None:
         f"`python benchmarks/precision.py{f' --sentences {args.sentences}' if args.sentences else ''}`. "
         f"BLEU: sacreBLEU {signature}, cased, on detokenized output. Batches: `nmt translate`'s default (4096 "
         "padded source tokens), or the batch size given. Seconds: in-process translation time, for orientation "
-        "only (benchmarks/engines.py measures speed).",
+        "only (benchmarks/engines.py measures speed)."
+        + (f" Not run: {', '.join(skipped)} (emulated bf16 on this CPU)." if skipped else ""),
         "",
         "| test set | sentences | search | precision | batches | BLEU | change vs fp32 | outputs identical to fp32 "
         "| seconds |",
@@ -79,7 +84,7 @@ def main() -> None:
                      f"{seconds:.1f} |")
     worst = min(rows, key=lambda row: row[6])
     lines += ["", f"Largest drop: {worst[6]:+.2f} BLEU ({worst[3]}, {worst[2]}, {worst[4]}, {worst[0]})."]
-    write_section("Precision: BLEU of each mode on every embedded test set", lines)
+    write_section(f"Precision: BLEU of each mode on every embedded test set ({vector_extensions()} CPU)", lines)
 
 
 if __name__ == "__main__":
