@@ -140,8 +140,8 @@ def dynamic_int8_linear(rows: Tensor, packed, quantized: Tensor, scale: Tensor, 
     batch 1, bound by reading the weights) the int8-weight kernel on bf16 rows. scale_outputs: `packed`
     holds the int8 values with scale 1 (and no bias)."""
     if rows.size(0) * quantized.numel() < FBGEMM_MIN_PRODUCT:
-        out = torch._weight_int8pack_mm(rows.bfloat16(), quantized, scale).float()
-        return out if bias is None else out.add_(bias)
+        out = torch._weight_int8pack_mm(rows.bfloat16(), quantized, scale)
+        return out.float() if bias is None else torch.add(bias, out)  # float32 + bf16: float32, one operation
     out = torch.ops.quantized.linear_dynamic(rows, packed, True)  # True: 7-bit activations
     if not scale_outputs:
         return out

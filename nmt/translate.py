@@ -63,6 +63,9 @@ def cast_for_inference(model: Transformer, precision: str) -> Transformer:
         raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
     if precision.startswith("int8") and device.type != "cpu":
         raise UsageError(f"--precision {precision} is for CPUs; use fp16 or bf16 on CUDA")
+    if precision in ("bf16", "int8_bf16") and device.type == "cpu" and not cpu_has_native_bf16():
+        log.warning("this CPU has no bf16 arithmetic (AVX-512 BF16 or AMX): --precision %s is emulated and slower "
+                    "than fp32 here; --precision int8_fp32 is the fast mode on such CPUs", precision)
     if precision == "int8":
         return quantize_int8(model)
     if precision == "int8_bf16":
@@ -70,6 +73,14 @@ def cast_for_inference(model: Transformer, precision: str) -> Transformer:
     if precision == "int8_fp32":
         return quantize_dynamic_int8(model)
     return model.to(PRECISIONS[precision])
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether oneDNN finds bf16 instructions on this CPU (True when it cannot tell)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return True
 
 
 def quantize_int8(model: Transformer) -> Transformer:

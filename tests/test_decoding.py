@@ -204,3 +204,14 @@ def test_int8_fp32_layer_matches_its_float_weights_on_both_kernels():
     restricted = layer.function(outputs)
     torch.testing.assert_close(restricted(x), many[:, outputs], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(restricted(x[:1]), few[:, outputs], atol=1e-5, rtol=1e-5)
+
+
+def test_bf16_on_a_cpu_without_bf16_arithmetic_warns_and_names_the_fast_mode(monkeypatch, caplog):
+    from nmt import translate
+
+    monkeypatch.setattr(translate, "cpu_has_native_bf16", lambda: False)
+    translate.cast_for_inference(tiny_model(seed=1), "bf16")
+    assert "emulated" in caplog.text and "int8_fp32" in caplog.text
+    caplog.clear()
+    translate.cast_for_inference(tiny_model(seed=1), "int8_fp32")
+    assert caplog.text == ""
