@@ -13,7 +13,7 @@ number of rows; both kernels multiply by the same quantized values. Everything e
 int8_fp32 (DynamicInt8Linear), for any x86 CPU, AVX2 included, where bf16 arithmetic is emulated and
 slow: float32 activations, and for large products fbgemm's int8 GEMM, which quantizes the activations
 per call (one scale per call, 7 bits, so that AVX2's 16-bit pair sums cannot saturate). Small products
-(a step at batch 1) multiply the dequantized float32 weights instead, as int8_bf16 does.
+(a step at batch 1, bound by reading the weights) go through the int8-weight kernel on bf16 rows.
 """
 
 from __future__ import annotations
@@ -154,8 +154,10 @@ def fbgemm_pack(quantized: Tensor, scale: Tensor | None = None, bias: Tensor | N
     if "fbgemm" not in torch.backends.quantized.supported_engines:
         raise UsageError("--precision int8_fp32 needs torch's fbgemm kernels (x86 CPUs); use fp32 or int8_bf16")
     # fbgemm takes its weights as a quantized tensor, a kind of tensor torch 2.13 deprecates (with a
-    # warning at every creation); its int8 GEMM has no other entry point in torch, and torchao's int8
-    # route on CPU goes through torch._int_mm, which ran 20-50x slower than float32 on an AVX2 CPU.
+    # warning at every creation). torch's other int8 GEMMs were slower on an AVX2 CPU (one thread):
+    # oneDNN's qlinear, with the activations quantized by torch operations, lost to fbgemm at every shape
+    # measured and to float32 at 32 rows; torchao's int8 goes through torch._int_mm, 1-3 GFLOP/s against
+    # 55-75 in float32, and its whole translation took 15x as long as fp32 (beam 4, batch 32, test 2016).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         if scale is None:
