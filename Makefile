@@ -36,7 +36,7 @@ $(VENV)/.bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	touch $@
 
-# The side-by-side tables (6-14 minutes on 2 cores, by VM): the shipped model against CTranslate2 and HF
+# The side-by-side tables (6-15 minutes on 2 cores, by VM): the shipped model against CTranslate2 and HF
 # generate(), and the base dimensions with a forced output length.
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/engines.py
