@@ -21,7 +21,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from results import NATIVE_BF16_MODES, cpu_name, native_bf16, vector_extensions, write_section
+from results import cpu_name, left_out_note, modes_left_out, vector_extensions, write_section
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
@@ -131,7 +131,7 @@ def main() -> None:
         marian = None
         print("transformers is not installed: no HF generate() rows")
     workers = default_workers(torch.device("cpu"))  # as many as `nmt translate` takes by default
-    skipped = [] if native_bf16() else NATIVE_BF16_MODES
+    skipped = modes_left_out(precision for precision, _, _ in NMT_MODES)
     rows, agreement = [], []
     for beam in (1, 4):
         for batch in (32, 1):
@@ -187,9 +187,7 @@ def main() -> None:
         "ratios) and with inter_threads=2, intra_threads=1 (2 workers). Peak RSS: of the largest process "
         "(nmt's workers share their parent's weights, copy-on-write). HF generate() runs our weights converted "
         "to MarianMT (benchmarks/hf_marian.py), in-process only."
-        + (f" Not run: nmt {', '.join(skipped)}, which this CPU computes in emulated bf16 or slow int8 "
-           "kinds of GEMM (on a 2-core AVX2 EPYC, beam 4, batch 32: int8_bf16 4.9x the time of fp32, torchao's "
-           "int8 15x)." if skipped else ""),
+        + left_out_note(skipped),
         "",
         "| engine | search | batch | sentences | in-process tok/s | whole-process tok/s | in / whole ratio to "
         "CT2 fp32 | peak RSS MiB (whole) | BLEU |",

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import torch
-from results import NATIVE_BF16_MODES, cpu_name, native_bf16, vector_extensions, write_section
+from results import cpu_name, left_out_note, modes_left_out, vector_extensions, write_section
 from torch import Tensor
 
 from nmt.checkpoint import Checkpoint
@@ -90,7 +90,7 @@ def main() -> None:
     torch.set_num_threads(2)
     settings = [("base", 32000, 1, 32), ("base", 32000, 4, 32), ("base", 32000, 1, 1), ("small", 8000, 4, 32)]
     rows = []
-    skipped = [] if native_bf16() else NATIVE_BF16_MODES
+    skipped = modes_left_out(("fp32", "bf16", "int8_bf16", "int8_fp32"))
     precisions = [p for p in ("fp32", "bf16", "int8_bf16", "int8_fp32") if p not in skipped]
     for preset, vocab_size in dict.fromkeys((p, v) for p, v, _, _ in settings):
         checkpoint = random_checkpoint(preset, vocab_size)
@@ -122,8 +122,7 @@ def main() -> None:
         f"{SOURCE_LENGTH} random tokens plus EOS, exactly {FORCED} target tokens per sentence in every engine (nmt "
         f"also runs the forced EOS step). Command: `python benchmarks/forced_length.py --sentences "
         f"{args.sentences}`. In-process target tokens/s after one untimed warm-up batch."
-        + (f" Not run: nmt {', '.join(p for p in skipped if p != 'int8')}, which this CPU computes in emulated bf16."
-           if skipped else ""),
+        + left_out_note(skipped),
         "",
         "| dimensions | engine | search | batch | sentences | tok/s | ratio to CT2 fp32 |",
         "|---|---|---|---|---|---|---|",

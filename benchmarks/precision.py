@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 
 import torch
-from results import NATIVE_BF16_MODES, cpu_name, native_bf16, vector_extensions, write_section
+from results import cpu_name, left_out_note, modes_left_out, vector_extensions, write_section
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
@@ -42,7 +42,7 @@ def main() -> None:
     tuned = SearchOptions(**checkpoint.decoding)
     searches = [(f"beam {tuned.beam_size}", tuned), ("greedy", replace(tuned, beam_size=1))]
     rows, signature = [], ""
-    skipped = [] if native_bf16() else NATIVE_BF16_MODES
+    skipped = modes_left_out(MODES)
     for name in TEST_SETS:
         test = parse_test_set(name)
         sources, references = test.source[: args.sentences], test.target[: args.sentences]
@@ -74,7 +74,7 @@ def main() -> None:
         f"BLEU: sacreBLEU {signature}, cased, on detokenized output. Batches: `nmt translate`'s default (4096 "
         "padded source tokens), or the batch size given. Seconds: in-process translation time, for orientation "
         "only (benchmarks/engines.py measures speed)."
-        + (f" Not run: {', '.join(skipped)} (emulated bf16 on this CPU)." if skipped else ""),
+        + left_out_note(skipped),
         "",
         "| test set | sentences | search | precision | batches | BLEU | change vs fp32 | outputs identical to fp32 "
         "| seconds |",

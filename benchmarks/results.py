@@ -55,3 +55,17 @@ def native_bf16() -> bool:
 
 # The modes that only pay on a CPU with native bf16 (native_bf16): elsewhere the benchmarks leave them out
 NATIVE_BF16_MODES = ("bf16", "int8_bf16", "int8")
+
+
+def modes_left_out(modes) -> list[str]:
+    """Those of nmt's precision `modes` that this CPU runs far slower than fp32: the benchmarks skip them."""
+    return [] if native_bf16() else [mode for mode in dict.fromkeys(modes) if mode in NATIVE_BF16_MODES]
+
+
+def left_out_note(left_out: list[str]) -> str:
+    """The sentence a table's header gives to the modes modes_left_out skipped (empty if none)."""
+    if not left_out:
+        return ""
+    return (f" Not run: nmt {', '.join(left_out)}, which this CPU computes in emulated bf16 or through slow int8 "
+            "GEMMs (on a 2-core AVX2 EPYC, beam 4, batch 32, whole process: int8_bf16 took 4.9x the time of fp32, "
+            "torchao's int8 15x).")

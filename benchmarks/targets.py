@@ -19,7 +19,7 @@ from pathlib import Path
 import sacrebleu
 import torch
 from engines import ALL_CT2, ct2_command, ct2_name, nmt_command, nmt_name, target_tokens, whole_process
-from results import NATIVE_BF16_MODES, cpu_name, native_bf16, vector_extensions, write_section
+from results import cpu_name, left_out_note, modes_left_out, vector_extensions, write_section
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
@@ -58,7 +58,7 @@ def main() -> None:
     test = parse_test_set("multi30k:test_2016_flickr")
     lines = []
     text = "".join(line + "\n" for line in test.source)
-    skipped = [] if native_bf16() else NATIVE_BF16_MODES
+    skipped = modes_left_out(precision for *_, modes, _, _ in TARGETS for precision, _ in modes)
     for search, beam, batch, modes, ct2_runs, target in TARGETS:
         modes = [(precision, shortlist) for precision, shortlist in modes if precision not in skipped]
         contenders = {nmt_name(precision, True, shortlist): nmt_command(args.model, beam, batch, precision,
@@ -97,9 +97,7 @@ def main() -> None:
               "runs with intra_threads=2 (the reference of the ratios) and with inter_threads=2, intra_threads=1 "
               "(2 workers). Sentences: all of multi30k:test_2016_flickr. BLEU: cased sacreBLEU (13a) of each command's "
               "output against the references."
-              + (f" Not run: {', '.join(skipped)}, which this CPU computes in emulated bf16 or slow int8 "
-                 "GEMMs (on a 2-core AVX2 EPYC, beam 4, batch 32: int8_bf16 4.9x the time of fp32, torchao's int8 "
-                 "15x)." if skipped else ""), ""]
+              + left_out_note(skipped), ""]
     write_section(f"Targets: whole-process against CTranslate2, repeated ({vector_extensions()} CPU)", header + lines)
 
 
