@@ -85,8 +85,9 @@ def translate(
     precision: str = typer.Option("fp32", "--precision", help="fp32, bf16 (CPUs with bf16 support, GPUs), fp16 "
                                   "(CUDA), int8 (CPU, dynamic quantization of the linear layers with torchao) or "
                                   "int8_bf16 (CPU, int8 weights with bf16 activations: the fastest at batch 1 on CPUs "
-                                  "with native bf16) or int8_fp32 (x86 CPU, int8 weights and GEMMs with fp32 "
-                                  "activations: the fastest on AVX2 CPUs)."),
+                                  "with native bf16), int8_fp32 (x86 CPU, int8 weights and GEMMs with fp32 "
+                                  "activations: the fastest on AVX2 CPUs) or auto (the fastest for this device: "
+                                  "int8_bf16, int8_fp32 or fp32 on a CPU, fp16 on CUDA)."),
     threads: int = typer.Option(None, "--threads", help="CPU threads for torch."),
     workers: int = typer.Option(None, "--workers", help="CPU: batches decoded at once, in forked processes "
                                 "of one thread each. Default: as many as --threads."),

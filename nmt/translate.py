@@ -48,22 +48,25 @@ class Translation:
 
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": None, "int8_bf16": None,
-              "int8_fp32": None}
+              "int8_fp32": None, "auto": None}
 
 
 def cast_for_inference(model: Transformer, precision: str) -> Transformer:
     """Weights and activations in `precision`; search scores stay fp32 (decode_step returns fp32).
     int8: dynamic quantization (int8 weights, activations quantized per token) of every linear layer,
     the output projection included, through torchao. int8_bf16: int8 weights, bf16 activations;
-    int8_fp32: int8 weights, fp32 activations, int8 GEMMs (nmt.quantize)."""
+    int8_fp32: int8 weights, fp32 activations, int8 GEMMs (nmt.quantize). auto: auto_precision's choice."""
     if precision not in PRECISIONS:
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     device = next(model.parameters()).device
+    if precision == "auto":
+        precision = auto_precision(device)
+        log.info("--precision auto: %s", precision)
     if precision == "fp16" and device.type != "cuda":
         raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
     if precision.startswith("int8") and device.type != "cpu":
         raise UsageError(f"--precision {precision} is for CPUs; use fp16 or bf16 on CUDA")
-    if precision in ("bf16", "int8_bf16") and device.type == "cpu" and not cpu_has_native_bf16():
+    if precision in ("bf16", "int8_bf16") and device.type == "cpu" and cpu_has_native_bf16() is False:
         log.warning("this CPU has no bf16 arithmetic (AVX-512 BF16 or AMX): --precision %s is emulated and slower "
                     "than fp32 here; --precision int8_fp32 is the fast mode on such CPUs", precision)
     if precision == "int8":
@@ -75,12 +78,23 @@ def cast_for_inference(model: Transformer, precision: str) -> Transformer:
     return model.to(PRECISIONS[precision])
 
 
-def cpu_has_native_bf16() -> bool:
-    """Whether oneDNN finds bf16 instructions on this CPU (True when it cannot tell)."""
+def cpu_has_native_bf16() -> bool | None:
+    """Whether oneDNN finds bf16 instructions on this CPU (None when it cannot tell)."""
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
-        return True
+        return None
+
+
+def auto_precision(device: torch.device) -> str:
+    """The fastest mode that keeps BLEU within 0.5 of fp32 on `device`, as CTranslate2's compute_type "auto"
+    picks one: fp16 on CUDA; on a CPU, int8_bf16 with bf16 arithmetic (AVX-512 BF16, AMX), else int8_fp32
+    where torch has fbgemm (x86), else fp32. Measured in benchmarks/RESULTS.md on both kinds of CPU."""
+    if device.type == "cuda":
+        return "fp16"
+    if cpu_has_native_bf16():
+        return "int8_bf16"
+    return "int8_fp32" if "fbgemm" in torch.backends.quantized.supported_engines else "fp32"
 
 
 def quantize_int8(model: Transformer) -> Transformer:

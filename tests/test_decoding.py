@@ -215,3 +215,14 @@ def test_bf16_on_a_cpu_without_bf16_arithmetic_warns_and_names_the_fast_mode(mon
     caplog.clear()
     translate.cast_for_inference(tiny_model(seed=1), "int8_fp32")
     assert caplog.text == ""
+
+
+@pytest.mark.parametrize("native_bf16, expected", [(True, "Int8Linear"), (False, "DynamicInt8Linear")])
+def test_auto_precision_picks_int8_bf16_with_bf16_arithmetic_and_int8_fp32_without(monkeypatch, native_bf16,
+                                                                                     expected):
+    from nmt import quantize, translate
+
+    monkeypatch.setattr(translate, "cpu_has_native_bf16", lambda: native_bf16)
+    model = translate.cast_for_inference(tiny_model(seed=1), "auto")
+    assert sum(isinstance(module, getattr(quantize, expected)) for module in model.modules()) == 2 * 5 + 2 * 8 + 1
+    assert translate.auto_precision(torch.device("cuda")) == "fp16"
