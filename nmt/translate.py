@@ -89,7 +89,8 @@ def cpu_has_native_bf16() -> bool | None:
 def auto_precision(device: torch.device) -> str:
     """The fastest mode that keeps BLEU within 0.5 of fp32 on `device`, as CTranslate2's compute_type "auto"
     picks one: fp16 on CUDA; on a CPU, int8_bf16 with bf16 arithmetic (AVX-512 BF16, AMX), else int8_fp32
-    where torch has fbgemm (x86), else fp32. Measured in benchmarks/RESULTS.md on both kinds of CPU."""
+    where torch has fbgemm (x86), else fp32. benchmarks/RESULTS.md has both kinds of CPU; int8_fp32 came
+    after the AVX-512 BF16 measurements and has not been timed on such a CPU."""
     if device.type == "cuda":
         return "fp16"
     if cpu_has_native_bf16():
