@@ -111,8 +111,8 @@ class DynamicInt8Linear(nn.Module):
         self.register_buffer("scale", scale)
         self.register_buffer("bias", None if bias is None else bias.detach().float())
         self.in_features, self.out_features = weight.shape[1], weight.shape[0]
-        # fbgemm's packed layout of the int8 weights and scales: a C++ object, not a tensor
-        self.packed = fbgemm_pack(quantized, scale.float(), self.bias)
+        self.packed = FbgemmWeights(quantized, scale.float(), self.bias)
+        self.packed.get()  # now, in the parent: forked workers share it
 
     def forward(self, x: Tensor) -> Tensor:
         out = dynamic_int8_linear(x.reshape(-1, self.in_features), self.packed, self.quantized, self.scale, self.bias)
@@ -126,15 +126,16 @@ class DynamicInt8Linear(nn.Module):
                                      scale=self.scale, bias=self.bias)
         # Packing with one scale per channel costs about 2 us a channel in fbgemm's prepack (6.5 ms for a
         # 2800-token shortlist, against 1.6 with one scale): pack the int8 values with scale 1 and apply
-        # the channels' scales to the output.
+        # the channels' scales to the output. Packed on first use: a greedy step at batch 1 never needs it
+        # (packing took 1 ms a sentence, 3% of greedy batch-1 translation).
         quantized = self.quantized.index_select(0, outputs)
-        return functools.partial(dynamic_int8_linear, packed=fbgemm_pack(quantized), quantized=quantized,
+        return functools.partial(dynamic_int8_linear, packed=FbgemmWeights(quantized), quantized=quantized,
                                  scale=self.scale.index_select(0, outputs),
                                  bias=None if self.bias is None else self.bias.index_select(0, outputs),
                                  scale_outputs=True)
 
 
-def dynamic_int8_linear(rows: Tensor, packed, quantized: Tensor, scale: Tensor, bias: Tensor | None,
+def dynamic_int8_linear(rows: Tensor, packed: FbgemmWeights, quantized: Tensor, scale: Tensor, bias: Tensor | None,
                         scale_outputs: bool = False) -> Tensor:
     """(R, in) -> (R, out) float32: fbgemm's int8 GEMM for large products; for small ones (a step at
     batch 1, bound by reading the weights) the int8-weight kernel on bf16 rows. scale_outputs: `packed`
@@ -142,17 +143,31 @@ def dynamic_int8_linear(rows: Tensor, packed, quantized: Tensor, scale: Tensor, 
     if rows.size(0) * quantized.numel() < FBGEMM_MIN_PRODUCT:
         out = torch._weight_int8pack_mm(rows.bfloat16(), quantized, scale)
         return out.float() if bias is None else torch.add(bias, out)  # float32 + bf16: float32, one operation
-    out = torch.ops.quantized.linear_dynamic(rows, packed, True)  # True: 7-bit activations
+    out = torch.ops.quantized.linear_dynamic(rows, packed.get(), True)  # True: 7-bit activations
     if not scale_outputs:
         return out
     out.mul_(scale)
     return out if bias is None else out.add_(bias)
 
 
-def fbgemm_pack(quantized: Tensor, scale: Tensor | None = None, bias: Tensor | None = None):
+class FbgemmWeights:
+    """fbgemm's packed layout (a C++ object, not a tensor) of int8 values (out, in) with one scale per
+    output channel, or scale 1; made by the first `get`."""
+
+    def __init__(self, quantized: Tensor, scale: Tensor | None = None, bias: Tensor | None = None):
+        if "fbgemm" not in torch.backends.quantized.supported_engines:
+            raise UsageError("--precision int8_fp32 needs torch's fbgemm kernels (x86 CPUs); use fp32 or int8_bf16")
+        self.quantized, self.scale, self.bias = quantized, scale, bias
+        self.packed = None
+
+    def get(self):
+        if self.packed is None:
+            self.packed = fbgemm_pack(self.quantized, self.scale, self.bias)
+        return self.packed
+
+
+def fbgemm_pack(quantized: Tensor, scale: Tensor | None, bias: Tensor | None):
     """fbgemm's packed weight for int8 values (out, in) with one scale per output channel, or scale 1."""
-    if "fbgemm" not in torch.backends.quantized.supported_engines:
-        raise UsageError("--precision int8_fp32 needs torch's fbgemm kernels (x86 CPUs); use fp32 or int8_bf16")
     # fbgemm takes its weights as a quantized tensor, a kind of tensor torch 2.13 deprecates (with a
     # warning at every creation). torch's other int8 GEMMs were slower on an AVX2 CPU (one thread):
     # oneDNN's qlinear, with the activations quantized by torch operations, lost to fbgemm at every shape
