@@ -16,13 +16,15 @@ import multiprocessing
 import signal
 import time
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from typing import BinaryIO, TextIO
 
 import torch
 
 from nmt.checkpoint import Checkpoint
-from nmt.errors import UsageError
+from nmt.errors import NmtError, UsageError
 from nmt.flat_decoder import FlatDecoder
 from nmt.graphs import StepGraphs
 from nmt.model import Transformer
@@ -254,12 +256,18 @@ class Translator:
         if self.workers == 1 or len(batches) == 1:
             yield from map(self._search_batch, batches)
             return
-        pool = multiprocessing.get_context("fork").Pool(min(self.workers, len(batches)), _start_worker, (self,))
+        # concurrent.futures rather than multiprocessing.Pool: a worker that dies ends the translation with
+        # BrokenProcessPool, where Pool waited for its results forever
+        pool = ProcessPoolExecutor(min(self.workers, len(batches)), multiprocessing.get_context("fork"),
+                                   _start_worker, (self,))
         try:
             chunk = max(1, TASK_SENTENCES // max(len(batch) for batch in batches))  # batches per task
-            yield from pool.imap(_search_in_worker, batches, chunksize=chunk)
-        finally:  # also on an interrupt or an error: batches not yet searched are dropped
-            pool.terminate()
+            yield from pool.map(_search_in_worker, batches, chunksize=chunk)
+        except BrokenProcessPool:
+            raise NmtError("a decoding worker process died (killed, or out of memory); --workers 1 decodes in "
+                           "this process") from None
+        finally:  # also on an interrupt or an error: batches not yet started are dropped
+            pool.shutdown(cancel_futures=True)
 
     def translate(self, lines: list[str]) -> list[Translation]:
         """One Translation per line, in order."""

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import load_embedded
+from nmt.errors import NmtError
 from nmt.search import SearchOptions
 from nmt.translate import Translator, translate_stream
 
@@ -91,6 +92,15 @@ def test_workers_search_batches_at_once_in_forked_processes_with_the_same_output
     parallel._search_batch = failing
     with pytest.raises(ValueError, match="a batch failed"):  # a worker's error reaches the caller
         parallel.translate(lines)
+    assert not multiprocessing.active_children()
+
+
+def test_a_worker_that_dies_ends_the_translation_with_an_error_not_a_hang(tiny_checkpoint, translator):
+    parallel = Translator.from_checkpoint(load_checkpoint(tiny_checkpoint), translator.options, batch_size=3,
+                                          workers=2)
+    parallel._search_batch = lambda sources: os._exit(3)  # as a worker killed by the OOM killer
+    with pytest.raises(NmtError, match="worker process died"):
+        parallel.translate(load_embedded("multi30k", "valid").source[:12])
     assert not multiprocessing.active_children()
 
 
