@@ -5,6 +5,8 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
+from nmt.translate import cpu_has_native_bf16
+
 RESULTS = Path(__file__).parent / "RESULTS.md"
 
 
@@ -47,10 +49,11 @@ def cpu_name() -> str:
 
 
 def native_bf16() -> bool:
-    """Whether this CPU multiplies bf16 in hardware; without it nmt's bf16 modes, and torchao's int8
+    """Whether this CPU multiplies bf16 in hardware (as nmt itself decides, for its warning and for
+    --precision auto; True when it cannot tell); without it nmt's bf16 modes, and torchao's int8
     (torch._int_mm), run far slower than float32 (a 2-core AVX2 EPYC, beam 4, batch 32, whole process:
     int8_bf16 4.9x the time of fp32, torchao's int8 15x)."""
-    return vector_extensions() in ("AMX", "AVX-512 BF16")
+    return cpu_has_native_bf16() is not False
 
 
 # The modes that only pay on a CPU with native bf16 (native_bf16): elsewhere the benchmarks leave them out

@@ -86,11 +86,17 @@ def quantize_weights_int8(model: nn.Module) -> nn.Module:
     """Model in bf16 with every nn.Linear replaced by an Int8Linear (in place; returns the model), the
     output projection included."""
     model.to(torch.bfloat16)
+    return replace_linear_layers(model, Int8Linear)
+
+
+def replace_linear_layers(model: nn.Module, layer_type: type[nn.Module]) -> nn.Module:
+    """Replace every nn.Linear of `model`, the output projection included (untied first), by
+    layer_type(weight, bias), in place; returns the model."""
     untie_output_projection(model)
     for module in list(model.modules()):
         for name, child in module.named_children():
             if isinstance(child, nn.Linear):
-                setattr(module, name, Int8Linear(child.weight, child.bias))
+                setattr(module, name, layer_type(child.weight, child.bias))
     return model
 
 
@@ -150,12 +156,17 @@ def dynamic_int8_linear(rows: Tensor, packed: FbgemmWeights, quantized: Tensor, 
     return out if bias is None else out.add_(bias)
 
 
+def fbgemm_available() -> bool:
+    """Whether this torch has fbgemm's kernels (x86 builds), which int8_fp32 needs."""
+    return "fbgemm" in torch.backends.quantized.supported_engines
+
+
 class FbgemmWeights:
     """fbgemm's packed layout (a C++ object, not a tensor) of int8 values (out, in) with one scale per
     output channel, or scale 1; made by the first `get`."""
 
     def __init__(self, quantized: Tensor, scale: Tensor | None = None, bias: Tensor | None = None):
-        if "fbgemm" not in torch.backends.quantized.supported_engines:
+        if not fbgemm_available():
             raise UsageError("--precision int8_fp32 needs torch's fbgemm kernels (x86 CPUs); use fp32 or int8_bf16")
         self.quantized, self.scale, self.bias = quantized, scale, bias
         self.packed = None
@@ -187,9 +198,4 @@ def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
     """Model in float32 with every nn.Linear replaced by a DynamicInt8Linear (in place; returns the model),
     the output projection included."""
     model.float()
-    untie_output_projection(model)
-    for module in list(model.modules()):
-        for name, child in module.named_children():
-            if isinstance(child, nn.Linear):
-                setattr(module, name, DynamicInt8Linear(child.weight, child.bias))
-    return model
+    return replace_linear_layers(model, DynamicInt8Linear)

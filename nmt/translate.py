@@ -28,7 +28,7 @@ from nmt.errors import NmtError, UsageError
 from nmt.flat_decoder import FlatDecoder
 from nmt.graphs import StepGraphs
 from nmt.model import Transformer
-from nmt.quantize import quantize_dynamic_int8, quantize_weights_int8, untie_output_projection
+from nmt.quantize import fbgemm_available, quantize_dynamic_int8, quantize_weights_int8, untie_output_projection
 from nmt.search import SearchOptions, search
 from nmt.shortlist import Shortlist
 from nmt.tokenizer import Tokenizer
@@ -97,7 +97,7 @@ def auto_precision(device: torch.device) -> str:
         return "fp16"
     if cpu_has_native_bf16():
         return "int8_bf16"
-    return "int8_fp32" if "fbgemm" in torch.backends.quantized.supported_engines else "fp32"
+    return "int8_fp32" if fbgemm_available() else "fp32"
 
 
 def quantize_int8(model: Transformer) -> Transformer:

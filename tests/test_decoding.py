@@ -151,15 +151,20 @@ def test_int8_quantizes_every_linear_layer_and_stays_close_to_fp32():
         torch.testing.assert_close(log_probs, expected[:, t], atol=0.2, rtol=0)
 
 
+def assert_rounded_to_the_nearest_step(layer, linear):
+    """An int8 layer's values times its per-channel scales are `linear`'s weights, rounded to a step each."""
+    scale = layer.scale.float()[:, None]
+    error = (layer.quantized.float() * scale - linear.weight).abs()
+    assert bool((error <= scale / 2 + 1e-6).all())
+
+
 def test_int8_weight_only_layer_matches_its_float_weights_on_both_kernels():
     from nmt.quantize import INT8_KERNEL_MAX_ROWS, Int8Linear
 
     torch.manual_seed(8)
     linear = torch.nn.Linear(64, 48)
     layer = Int8Linear(linear.weight, linear.bias)
-    scale = layer.scale.float()[:, None]
-    error = (layer.quantized.float() * scale - linear.weight).abs()
-    assert bool((error <= scale / 2 + 1e-6).all())  # rounded to the nearest step of each channel
+    assert_rounded_to_the_nearest_step(layer, linear)
     x = torch.randn(INT8_KERNEL_MAX_ROWS + 8, 64)
     few = layer(x[:4].bfloat16())  # int8 kernel
     many = layer(x.bfloat16())  # bf16 matmul on the dequantized weights
@@ -191,9 +196,7 @@ def test_int8_fp32_layer_matches_its_float_weights_on_both_kernels():
     torch.manual_seed(8)
     linear = torch.nn.Linear(256, 512)
     layer = DynamicInt8Linear(linear.weight, linear.bias)
-    scale = layer.scale.float()[:, None]
-    error = (layer.quantized.float() * scale - linear.weight).abs()
-    assert bool((error <= scale / 2 + 1e-6).all())  # rounded to the nearest step of each channel
+    assert_rounded_to_the_nearest_step(layer, linear)
     x = torch.randn(FBGEMM_MIN_PRODUCT // (256 * 4) + 1, 256)  # enough rows for fbgemm on 4 channels too
     few = layer(x[:1])  # the int8-weight kernel on bf16 rows
     many = layer(x)  # fbgemm's int8 GEMM, 7-bit activations
