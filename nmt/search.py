@@ -116,9 +116,16 @@ def initial_state(model, src: Tensor, beam_size: int, options: SearchOptions, ma
 # Both searches bring each step's few winners (tokens, rows, scores) back as Python numbers and keep the
 # bookkeeping (histories, finished hypotheses, stopping) in Python: at batch 1 the tensor form of that
 # bookkeeping was a third of a beam step, dozens of tiny operations per step.
+#
+# They run in inference mode, not merely without gradients: torch then skips its autograd bookkeeping of
+# views and in-place writes (version counters) on every operation, and a step at batch 1 is about a
+# hundred small operations. Greedy batch 1, 150 sentences of test 2016, int8_fp32 --shortlist, one thread,
+# in-process, 6 alternating runs each, twice: 3.63 s median against 4.57, 4.06 against 4.84, the same
+# translations; beam 4 batch 32 (320 sentences) within noise, 3.17 against 3.09. Their tensors are
+# inference tensors: they cannot be recorded by autograd afterwards, which no caller does.
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None
                   ) -> list[list[Hypothesis]]:
     config = model.config
@@ -155,7 +162,7 @@ def _top_finished(hypotheses: list[Hypothesis], n: int) -> list[Hypothesis]:
     return sorted(hypotheses, key=lambda h: h.score, reverse=True)[:n]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None
                 ) -> list[list[Hypothesis]]:
     config = model.config
