@@ -140,3 +140,18 @@ def test_top_k_matches_torch_topk_on_wide_rows():
         assert torch.equal(scores.gather(1, indices), values)
         assert bool((indices < scores.size(1)).all())
     assert torch.equal(top_k(scores[:, :1000], 8)[1], scores[:, :1000].topk(8, dim=1)[1])  # too narrow: torch.topk
+
+
+def test_searches_run_the_model_in_inference_mode():
+    """Not only without gradients: a step at batch 1 is about a hundred small operations, and torch's
+    autograd bookkeeping of them took 16-21% of greedy decoding's time at batch 1 (nmt.search)."""
+    modes = []
+
+    class RecordingModel(ScriptedModel):
+        def decode_step(self, tokens, state):
+            modes.append(torch.is_inference_mode_enabled())
+            return super().decode_step(tokens, state)
+
+    for beam in (1, 2):
+        search(RecordingModel(), SRC, SearchOptions(beam_size=beam))
+    assert modes and all(modes)
