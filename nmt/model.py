@@ -70,9 +70,14 @@ def inference_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | 
     returned in the query's (a reduced-precision model's float32 caches: `cache_dtype`)."""
     if q.dtype != keys.dtype:
         return inference_attention(q.to(keys.dtype), keys, values, mask).to(q.dtype)
-    batch, _, length, _ = q.shape
-    if q.device.type == "cpu" and length <= 4 and batch >= PLAIN_ATTENTION_MIN_BATCH:
-        return plain_attention(q, keys, values, mask)
+    # On a CPU there is no kernel to choose at inference, and attention_backends' context costs six entries
+    # and exits a step: without it greedy decoding at batch 1 ran 7-8% faster (150 sentences, int8_fp32
+    # --shortlist, one thread, in-process, alternating: 4.14 s median against 4.44, then 3.40 against 3.70)
+    if q.is_cpu:
+        batch, _, length, _ = q.shape
+        if length <= 4 and batch >= PLAIN_ATTENTION_MIN_BATCH:
+            return plain_attention(q, keys, values, mask)
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
     with attention_backends(q.device, training=False):
         return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
 
