@@ -13,11 +13,14 @@ RESULTS = Path(__file__).parent / "RESULTS.md"
 def write_section(title: str, lines: list[str]) -> None:
     """Replace (or append) the section headed `## {title}` with `lines`."""
     previous = RESULTS.read_text() if RESULTS.exists() else "# Benchmarks\n"
+    section = "\n".join([f"## {title}", "", *lines]) + "\n"
     start = previous.find(f"## {title}")
-    if start >= 0:
+    if start < 0:
+        RESULTS.write_text(previous.rstrip("\n") + "\n\n" + section)
+    else:  # in place, so that a rerun changes only its own lines
         end = previous.find("\n## ", start + 1)
-        previous = previous[:start] + previous[end + 1 :] if end >= 0 else previous[:start]
-    RESULTS.write_text(previous.rstrip("\n") + "\n\n" + "\n".join([f"## {title}", "", *lines]) + "\n")
+        following = "\n" + previous[end + 1 :] if end >= 0 else ""
+        RESULTS.write_text(previous[:start] + section + following)
     print(f"written to {RESULTS}")
 
 
