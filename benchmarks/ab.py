@@ -38,7 +38,9 @@ lines = parse_test_set(test_set).source[: int(sentences)]
 translator.translate(lines[:8])
 started = time.perf_counter()
 texts = [t.text for t in translator.translate(lines)]
-json.dump({"seconds": time.perf_counter() - started, "texts": texts}, open(out, "w"))
+seconds = time.perf_counter() - started
+with open(out, "w") as file:
+    json.dump({"seconds": seconds, "texts": texts}, file)
 """
 
 
@@ -67,7 +69,7 @@ def main() -> None:
     parser.add_argument("--shortlist", action="store_true")
     parser.add_argument("--rounds", type=int, default=12)
     args = parser.parse_args()
-    if os.cpu_count() < 2:
+    if (os.cpu_count() or 1) < 2:
         sys.exit("error: ab.py runs both trees at once and needs two cores")
     from nmt.corpus import data_dir
 
