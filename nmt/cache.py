@@ -58,23 +58,30 @@ class DecoderState:
                 cache[i] = grown
 
     def reorder(self, rows: Tensor) -> DecoderState:
-        """Row r takes the decoder history of row `rows[r]` (which must belong to the same sentence)."""
+        """Row r takes the decoder history of row `rows[r]` (which must belong to the same sentence).
+        `rows` may hold more rows per sentence than the state: beam search widens its first step's one
+        row per sentence to the K of the beam."""
+        self._take_rows(rows)
+        self.beam_size = rows.size(0) // self.n_sentences
+        return self
+
+    def _take_rows(self, rows: Tensor) -> None:
         if self.prefix is not None:
             self.prefix = self.prefix.index_select(0, rows)
-            return self
+            return
         for cache in (self.self_keys, self.self_values):
             for i, buffer in enumerate(cache):
                 moved = buffer.new_empty(self.step + 1, rows.size(0), *buffer.shape[2:])
                 torch.index_select(buffer[: self.step], 1, rows, out=moved[: self.step])
                 cache[i] = moved
-        return self
 
     def select(self, sentences: Tensor, reordered: Tensor | None = None) -> DecoderState:
         """Keep only the given sentences (indices into the current ones), with all of their rows. With
         `reordered` (R,): as reorder(reordered) and then select(sentences), in one copy of the cache."""
-        rows = (sentences[:, None] * self.beam_size + torch.arange(self.beam_size, device=sentences.device))
-        rows = rows.reshape(-1)
-        self.reorder(rows if reordered is None else reordered.index_select(0, rows))
+        beam = self.beam_size if reordered is None else reordered.size(0) // self.n_sentences
+        rows = (sentences[:, None] * beam + torch.arange(beam, device=sentences.device)).reshape(-1)
+        self._take_rows(rows if reordered is None else reordered.index_select(0, rows))
+        self.beam_size = beam
         if self.cross_mask is not None:
             self.cross_mask = self.cross_mask.index_select(0, sentences)
         if self.memory is not None:

@@ -168,27 +168,31 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
     config = model.config
     beam = options.beam_size
     max_lens = max_lengths(src, config.pad_id, options, config.max_positions)
-    state = initial_state(model, src, beam, options, max_lens, graphs)
+    # All K beams of a sentence start from the same BOS, so the first step runs one row per sentence and
+    # its K best continuations then fill the beam (CUDA graphs keep the K rows: their shapes are fixed)
+    width = beam if graphs is not None and options.use_cache else 1  # rows per sentence
+    state = initial_state(model, src, width, options, max_lens, graphs)
     active = list(range(src.size(0)))  # sentence index of each open sentence
-    scores = torch.full((len(active), beam), -math.inf, device=src.device)
-    scores[:, 0] = 0.0  # all beams start from the same BOS: keep one
-    tokens = torch.full((len(active) * beam,), config.bos_id, dtype=torch.long, device=src.device)
-    history: list[list[int]] = [[] for _ in range(len(active) * beam)]  # tokens so far, per row
+    scores = torch.full((len(active), width), -math.inf, device=src.device)
+    scores[:, 0] = 0.0  # identical rows: keep one
+    tokens = torch.full((len(active) * width,), config.bos_id, dtype=torch.long, device=src.device)
+    history: list[list[int]] = [[] for _ in range(len(active) * width)]  # tokens so far, per row
     finished: list[list[Hypothesis]] = [[] for _ in active]
     for step in range(max(max_lens)):
         n = len(active)
-        log_probs, state = model.decode_step(tokens, state)  # (n*K, V)
+        log_probs, state = model.decode_step(tokens, state)  # (n*width, V)
         constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
         vocab = log_probs.size(-1)
-        candidates = (scores[:, :, None] + log_probs.view(n, beam, vocab)).view(n, beam * vocab)
-        top_scores, top_index = (t.tolist() for t in top_k(candidates, 2 * beam))  # (n, 2K), best first
+        candidates = (scores[:, :, None] + log_probs.view(n, width, vocab)).view(n, width * vocab)
+        top = top_k(candidates, min(2 * beam, width * vocab))  # (n, 2K), best first
+        top_scores, top_index = (t.tolist() for t in top)
         rows, next_tokens, next_scores, keep = [], [], [], []
         for i, sentence in enumerate(active):
             # An EOS among the K best candidates finishes that hypothesis; the K best others go on (a row
-            # has one EOS, so 2K candidates hold at least K others).
+            # has one EOS, so 2K candidates hold at least K others, but for a vocabulary under 2K pieces).
             taken = 0
             for j, (score, index) in enumerate(zip(top_scores[i], top_index[i], strict=True)):
-                row, token = i * beam + index // vocab, index % vocab
+                row, token = i * width + index // vocab, index % vocab
                 if token != config.eos_id:
                     rows.append(row)
                     next_tokens.append(token)
@@ -198,6 +202,10 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
                         break
                 elif j < beam and score > -math.inf:
                     finished[sentence].append(finalize(history[row], score, options.lenpen))
+            for _ in range(beam - taken):  # a tiny vocabulary: dead rows fill the beam
+                rows.append(rows[-1])
+                next_tokens.append(next_tokens[-1])
+                next_scores.append(-math.inf)
             # The sentence stops once its open hypotheses can no longer beat its n-best finished ones.
             kept = _top_finished(finished[sentence], options.nbest)
             best_open = next_scores[i * beam] / length_penalty(step + 1, options.lenpen)
@@ -217,4 +225,5 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
         history = [history[row] + [token] for row, token in zip(rows, next_tokens, strict=True)]
         tokens = torch.tensor(next_tokens, device=src.device)
         scores = torch.tensor(next_scores, dtype=torch.float32, device=src.device).view(len(active), beam)
+        width = beam
     return [_top_finished(hypotheses, options.nbest) for hypotheses in finished]
