@@ -8,7 +8,7 @@ from unittest.mock import patch
 import torch
 import torch.nn.functional as F
 
-from nmt.model import PLAIN_ATTENTION_MIN_BATCH, MultiHeadAttention, sinusoidal_table
+from nmt.model import BMM_LOOP_MAX, PLAIN_ATTENTION_MIN_BATCH, MultiHeadAttention, inference_attention, sinusoidal_table
 from tests.conftest import tiny_model
 
 
@@ -52,6 +52,25 @@ def test_batched_decoding_attention_takes_the_plain_path_and_equals_the_formula(
     with patch("torch.nn.functional.scaled_dot_product_attention", side_effect=AssertionError("fused kernel")):
         got = attention(x, keys, values, mask)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_short_self_attention_takes_the_broadcast_path_and_equals_the_formula():
+    """A cached step's self-attention over its first positions (one query per row, no mask) skips the
+    matmuls, which torch runs as a slow loop for such small matrices; from BMM_LOOP_MAX on it is theirs."""
+    torch.manual_seed(2)
+    rows, heads, head_dim = PLAIN_ATTENTION_MIN_BATCH, 4, 8
+    everything = torch.ones(rows, 1, 1, BMM_LOOP_MAX, dtype=torch.bool)
+    q = torch.randn(rows, heads, 1, head_dim)
+    longest_broadcast = (BMM_LOOP_MAX - 1) // head_dim
+    for length, path in ((1, "broadcast"), (longest_broadcast, "broadcast"), (longest_broadcast + 1, "plain")):
+        # position-major caches, as the decoder keeps them: (T, R, H, Dh) seen as (R, H, T, Dh)
+        keys, values = (torch.randn(length, rows, heads, head_dim).permute(1, 2, 0, 3) for _ in range(2))
+        expected, _ = reference_attention(q, keys, values, everything[..., :length])
+        blocked = "nmt.model.plain_attention" if path == "broadcast" else "nmt.model.broadcast_attention"
+        with (patch(blocked, side_effect=AssertionError(f"not the {path} path")),
+              patch("torch.nn.functional.scaled_dot_product_attention", side_effect=AssertionError("fused kernel"))):
+            got = inference_attention(q, keys, values, None)
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
 def test_positional_encoding_matches_the_formula():

@@ -38,11 +38,12 @@ class FakeState:
     """Holds each row's prefix, so a wrong reorder/select gives wrong probabilities."""
 
     def __init__(self, n_sentences: int, beam_size: int):
-        self.beam_size = beam_size
+        self.n_sentences, self.beam_size = n_sentences, beam_size
         self.prefixes = [() for _ in range(n_sentences * beam_size)]
 
-    def reorder(self, rows):
+    def reorder(self, rows):  # as DecoderState: the rows may widen the state (the first beam step)
         self.prefixes = [self.prefixes[r] for r in rows.tolist()]
+        self.beam_size = len(self.prefixes) // self.n_sentences
         return self
 
     def select(self, sentences, reordered=None):
@@ -50,6 +51,7 @@ class FakeState:
             self.reorder(reordered)
         k = self.beam_size
         self.prefixes = [self.prefixes[s * k + j] for s in sentences.tolist() for j in range(k)]
+        self.n_sentences = len(sentences)
         return self
 
 
@@ -126,6 +128,26 @@ def test_min_len_forbids_early_eos_and_max_len_forces_it(vocab):
     assert math.isclose(result.log_prob, math.log(TINY), rel_tol=1e-4)
     forced = SearchOptions(beam_size=1, lenpen=0.0, min_len=5, max_len_a=0.0, max_len_b=6)
     assert len(greedy_search(ScriptedModel(vocab), SRC, forced)[0][0].tokens) == 5
+
+
+def test_beam_search_starts_on_one_row_per_sentence_and_widens_to_the_beam():
+    """All beams start from BOS, so the first step runs one row per sentence. Here the first sentence
+    ends at step 1 (its length cap forces EOS) while the second goes on: dropping it right after the
+    state widened must keep the second sentence's rows."""
+    rows_per_step = []
+
+    class RecordingModel(ScriptedModel):
+        def decode_step(self, tokens, state):
+            rows_per_step.append(tokens.numel())
+            return super().decode_step(tokens, state)
+
+    src = torch.tensor([[9, EOS, PAD], [7, 8, EOS]])  # at most 2 and 3 target tokens below
+    options = SearchOptions(beam_size=2, nbest=2, lenpen=0.0, max_len_a=1.0, max_len_b=0)
+    first, second = beam_search(RecordingModel(), src, options)
+    assert rows_per_step == [2, 4, 2]
+    assert [h.tokens for h in first] == [[B], [A]]  # EOS forced after one token
+    assert [h.tokens for h in second] == [[B], [A, B]]
+    assert math.isclose(second[1].score, logp(0.6, 0.5, 0.9), abs_tol=1e-5)
 
 
 def test_top_k_matches_torch_topk_on_wide_rows():
