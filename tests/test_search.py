@@ -150,6 +150,14 @@ def test_beam_search_starts_on_one_row_per_sentence_and_widens_to_the_beam():
     assert math.isclose(second[1].score, logp(0.6, 0.5, 0.9), abs_tol=1e-5)
 
 
+def test_a_beam_wider_than_half_the_vocabulary_still_fills():
+    """Six beams over six pieces: the first step's one row has five continuations that are not EOS, and
+    a dead row (score -inf) takes the sixth place."""
+    result = beam_search(ScriptedModel(), SRC, SearchOptions(beam_size=6, nbest=3, lenpen=0.0))[0]
+    assert [h.tokens for h in result] == [[B], [A, B], [A]]
+    assert math.isclose(result[2].score, logp(0.6, 0.4), abs_tol=1e-5)
+
+
 def test_top_k_matches_torch_topk_on_wide_rows():
     generator = torch.Generator().manual_seed(0)
     scores = torch.randn(6, 32000, generator=generator)
