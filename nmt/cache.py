@@ -3,7 +3,8 @@
 A state covers N sentences with K rows (beams) each, rows sentence-major: row r belongs to sentence r // K.
 Cross-attention keys/values are computed once per sentence and shared by its K rows; the self-attention
 keys/values grow one position per step in buffers that double when full. Search code moves rows with
-`reorder` (beam search) and drops whole sentences with `select` (finished ones then cost nothing).
+`reorder` (beam search, which also widens its first step's one row per sentence to the K beams) and drops
+whole sentences with `select` (finished ones then cost nothing).
 
 The self-attention buffers are position-major, (capacity, rows, H, Dh): the positions filled so far are
 one contiguous block, which a reorder copies alone into a buffer one position larger (room for the next
