@@ -27,7 +27,6 @@ from torch import Tensor
 
 @dataclass
 class DecoderState:
-    beam_size: int
     cross_mask: Tensor | None  # (N, 1, 1, S) True on real source tokens; None when nothing is padded
     cross_keys: list[Tensor] = field(default_factory=list)  # per layer (N, H, S, Dh)
     cross_values: list[Tensor] = field(default_factory=list)
@@ -46,6 +45,12 @@ class DecoderState:
     def n_sentences(self) -> int:
         return (self.memory if self.memory is not None else self.cross_keys[0]).size(0)
 
+    @property
+    def beam_size(self) -> int:
+        """Rows per sentence: one before beam search's first reorder widens the state, then K."""
+        rows = self.prefix.size(0) if self.prefix is not None else self.self_keys[0].size(1)
+        return rows // self.n_sentences
+
     def ensure_capacity(self, length: int) -> None:
         """Grow the self-attention buffers (geometrically) so that `length` positions fit."""
         capacity = self.self_keys[0].size(0)
@@ -62,27 +67,22 @@ class DecoderState:
         """Row r takes the decoder history of row `rows[r]` (which must belong to the same sentence).
         `rows` may hold more rows per sentence than the state: beam search widens its first step's one
         row per sentence to the K of the beam."""
-        self._take_rows(rows)
-        self.beam_size = rows.size(0) // self.n_sentences
-        return self
-
-    def _take_rows(self, rows: Tensor) -> None:
         if self.prefix is not None:
             self.prefix = self.prefix.index_select(0, rows)
-            return
+            return self
         for cache in (self.self_keys, self.self_values):
             for i, buffer in enumerate(cache):
                 moved = buffer.new_empty(self.step + 1, rows.size(0), *buffer.shape[2:])
                 torch.index_select(buffer[: self.step], 1, rows, out=moved[: self.step])
                 cache[i] = moved
+        return self
 
     def select(self, sentences: Tensor, reordered: Tensor | None = None) -> DecoderState:
         """Keep only the given sentences (indices into the current ones), with all of their rows. With
         `reordered` (R,): as reorder(reordered) and then select(sentences), in one copy of the cache."""
         beam = self.beam_size if reordered is None else reordered.size(0) // self.n_sentences
         rows = (sentences[:, None] * beam + torch.arange(beam, device=sentences.device)).reshape(-1)
-        self._take_rows(rows if reordered is None else reordered.index_select(0, rows))
-        self.beam_size = beam
+        self.reorder(rows if reordered is None else reordered.index_select(0, rows))
         if self.cross_mask is not None:
             self.cross_mask = self.cross_mask.index_select(0, sentences)
         if self.memory is not None:

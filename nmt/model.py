@@ -315,7 +315,7 @@ class Transformer(nn.Module):
         """Encode the source (N, S) and build the decoder state for N sentences of `beam_size` rows.
         `memory`: the source already encoded (nmt.flat_decoder's encoder)."""
         memory = self.encode(src) if memory is None else memory
-        state = DecoderState(beam_size=beam_size, cross_mask=self.source_mask(src),
+        state = DecoderState(cross_mask=self.source_mask(src),
                              max_positions=self.config.max_positions)
         rows = src.size(0) * beam_size
         if not use_cache:
