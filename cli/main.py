@@ -6,9 +6,12 @@ become a one-line `error: ...` and an exit code: 2 for bad usage or input, 1 for
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -107,21 +110,22 @@ def translate(
     if device not in ("auto", "cpu", "cuda"):
         raise UsageError(f"--device must be auto, cpu or cuda, not {device!r}")
     _configure_logging(quiet)
-    import torch
+    with collection_paused():
+        import torch
 
-    from nmt.checkpoint import load_checkpoint
-    from nmt.translate import Translator, default_workers, resolve_device, translate_stream
+        from nmt.checkpoint import load_checkpoint
+        from nmt.translate import Translator, default_workers, resolve_device, translate_stream
 
-    if threads:
-        torch.set_num_threads(threads)
-    checkpoint = load_checkpoint(find_model(model))
-    options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache)
-    device = resolve_device(device)
-    if workers is None:
-        workers = default_workers(device)
-    translator = Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
-                                            batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers,
-                                            use_shortlist=shortlist)
+        if threads:
+            torch.set_num_threads(threads)
+        checkpoint = load_checkpoint(find_model(model))
+        options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache)
+        device = resolve_device(device)
+        if workers is None:
+            workers = default_workers(device)
+        translator = Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
+                                                batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers,
+                                                use_shortlist=shortlist)
     source = _open_input(input)
     sink = _open_output(output) if output else sys.stdout
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
@@ -250,14 +254,15 @@ def evaluate(
     else:
         if len(sources) != len(references):
             raise UsageError(f"{len(sources)} source lines but {len(references)} references")
-        from nmt.checkpoint import load_checkpoint
-        from nmt.translate import Translator, default_workers, resolve_device
+        with collection_paused():
+            from nmt.checkpoint import load_checkpoint
+            from nmt.translate import Translator, default_workers, resolve_device
 
-        checkpoint = load_checkpoint(find_model(model))
-        options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False)
-        device = resolve_device(device)
-        translator = Translator.from_checkpoint(checkpoint, options, device, max_tokens=max_tokens,
-                                                workers=default_workers(device), use_shortlist=shortlist)
+            checkpoint = load_checkpoint(find_model(model))
+            options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False)
+            device = resolve_device(device)
+            translator = Translator.from_checkpoint(checkpoint, options, device, max_tokens=max_tokens,
+                                                    workers=default_workers(device), use_shortlist=shortlist)
         hypotheses = [t.text for t in translator.translate(sources)]
     scores = score(hypotheses, references, lc_tok=lc_tok)
     if as_json:
@@ -408,6 +413,25 @@ def _open_output(path: Path):
         return open(path, "w", encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a command imports torch and loads its model, then the
+    objects made so far frozen (never scanned again) and the collector back on.
+
+    Start-up makes a few hundred thousand objects that live as long as the process and little garbage:
+    `import torch` alone ran 348 young, 31 middle and 2 full collections, 0.14-0.18 s of its 1.8-2.1 s
+    (2-core EPYC). Frozen objects also stay untouched in forked decoding workers, whose collections would
+    otherwise write to every page of the parent's objects that they share."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def _configure_logging(quiet: bool, progress: bool = False) -> None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from nmt_cli.main import collection_paused
 
 from nmt import __version__
 from nmt.checkpoint import load_checkpoint
@@ -40,3 +44,24 @@ def test_info_shows_config_vocabulary_and_parameters(tiny_checkpoint):
 def test_unknown_option_is_a_usage_error_without_traceback():
     result = subprocess.run([NMT, "translate", "--bogus"], capture_output=True, text=True)
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_collection_paused_freezes_what_loading_made_and_turns_the_collector_back_on():
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    try:
+        with collection_paused():
+            assert not gc.isenabled()
+            loaded = [[index] for index in range(1000)]  # objects that outlive loading, as a model's do
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= frozen + len(loaded)
+        with pytest.raises(ValueError), collection_paused():
+            raise ValueError("a model that fails to load")
+        assert gc.isenabled()
+        gc.disable()  # a caller that had turned it off keeps it off
+        with collection_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
