@@ -18,6 +18,7 @@ import typer
 
 from nmt import __version__
 from nmt.errors import NmtError, UsageError
+from nmt_cli.lean_import import import_torch
 
 app = typer.Typer(
     help="English-to-French neural machine translation with the Transformer.",
@@ -111,7 +112,7 @@ def translate(
         raise UsageError(f"--device must be auto, cpu or cuda, not {device!r}")
     _configure_logging(quiet)
     with collection_paused():
-        import torch
+        torch = import_torch()
 
         from nmt.checkpoint import load_checkpoint
         from nmt.translate import Translator, default_workers, resolve_device, translate_stream
@@ -255,6 +256,7 @@ def evaluate(
         if len(sources) != len(references):
             raise UsageError(f"{len(sources)} source lines but {len(references)} references")
         with collection_paused():
+            import_torch()
             from nmt.checkpoint import load_checkpoint
             from nmt.translate import Translator, default_workers, resolve_device
 

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from nmt_cli.main import collection_paused
 
 from nmt import __version__
 from nmt.checkpoint import load_checkpoint
+from nmt_cli.main import collection_paused
 
 # the console script pip installed beside this interpreter (the real entry point, not a module call)
 NMT = shutil.which("nmt", path=str(Path(sys.executable).parent)) or "nmt"

@@ -1,0 +1,150 @@
+"""`import torch` without the parts of torch that translating never uses, for `nmt translate` and `nmt eval`.
+
+torch's `__init__` imports everything torch.compile, torch.export and tensor subclasses need, whatever the
+program: on the 2-core EPYC of `benchmarks/RESULTS.md`, `import torch` takes 1.8-2.2 s of a 7-8 s
+translation run, and five of its submodules (with what they import) take about a third of that.
+`import_torch()` imports torch with those five bound as placeholders whose bodies have not run. The bodies
+all run, in torch's own order, as soon as a name is looked up in any of them (`torch.export.export`) or a
+torch module that torch's own import did not load is imported (`import torch._dynamo`, `import torchao`),
+so a program that goes on to use them finds torch as a plain import leaves it. Eager CPU and CUDA kernels
+need none of them (`torch._meta_registrations` holds meta kernels, for tracing).
+
+Which submodules can wait depends on the order in which torch's modules import one another, so the
+placeholders are used only with the torch release this was checked against (`CHECKED_TORCH`); any other
+release is imported whole.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.metadata
+import importlib.util
+import sys
+import types
+
+CHECKED_TORCH = "2.13.0"
+
+# Each is imported by torch/__init__ for its side effects or names and by nothing a translation runs.
+# Others that look as heavy (torch.quantization, torch.func, torch._higher_order_ops) cannot wait: torch's
+# own modules then import each other in circles.
+DEFERRED = ("torch._meta_registrations", "torch.export", "torch.nested", "torch.masked", "torch.distributions")
+
+# torch modules that torch itself imports only when first used, and that import nothing the placeholders
+# hold: importing these leaves the placeholders waiting.
+INDEPENDENT = frozenset({"torch.utils.serialization", "torch.utils.serialization.config"})
+
+
+class _Deferred:
+    """The placeholders not run yet, in the order torch imported them."""
+
+    def __init__(self):
+        self.pending: list[_Placeholder] = []
+        self.running = False
+
+    def run_all(self) -> None:
+        self.running = True  # a body that imports torch modules must not start the others in its midst
+        try:
+            while self.pending:
+                self.pending.pop(0).run()
+        finally:
+            self.running = False
+
+
+class _Placeholder(types.ModuleType):
+    """A module whose body has not run yet; running it fills this very object (names bound to it elsewhere
+    stay valid) and makes it an ordinary module."""
+
+    def __getattr__(self, name: str):
+        deferred = self.__dict__.get("_nmt_deferred")
+        if deferred is None:  # the import system setting the module up
+            raise AttributeError(name)
+        if deferred.running:  # another placeholder's body needs this one first
+            deferred.pending.remove(self)
+            self.run()
+        else:
+            deferred.run_all()
+        return getattr(self, name)
+
+    def run(self) -> None:
+        loader = self.__dict__.pop("_nmt_loader")
+        del self._nmt_deferred
+        self.__class__ = types.ModuleType
+        if self.__spec__.submodule_search_locations is not None:
+            self.__path__ = self.__spec__.submodule_search_locations
+        self.__spec__.loader = self.__loader__ = loader
+        loader.exec_module(self)
+
+
+class _PlaceholderLoader(importlib.abc.Loader):
+    def __init__(self, loader: importlib.abc.Loader, deferred: _Deferred):
+        self.loader, self.deferred = loader, deferred
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return _Placeholder(spec.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        # Without __path__, importing a submodule asks for it and so runs the bodies first.
+        module.__dict__.pop("__path__", None)
+        module._nmt_loader, module._nmt_deferred = self.loader, self.deferred
+        self.deferred.pending.append(module)
+
+
+class _Imported(importlib.abc.Loader):
+    """Hands the import system the module that running the placeholders imported while it looked for it,
+    instead of letting it run that module a second time."""
+
+    def __init__(self, module: types.ModuleType):
+        self.module, self.spec = module, module.__spec__
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return self.module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__spec__ = self.spec
+
+
+class _PlaceholderFinder(importlib.abc.MetaPathFinder):
+    """Makes placeholders while torch imports itself; afterwards runs them before any torch module torch's
+    import did not load, which may need them (stays on sys.meta_path, idle once they have run)."""
+
+    def __init__(self, names: tuple[str, ...]):
+        self.names = frozenset(names)
+        self.deferred = _Deferred()
+
+    def find_spec(self, name, path, target=None):
+        if not name.startswith("torch") or self.deferred.running:
+            return None
+        if _torch_initializing():
+            if name not in self.names:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None:
+                spec.loader = _PlaceholderLoader(spec.loader, self.deferred)
+            return spec
+        if not self.deferred.pending or name in INDEPENDENT:
+            return None
+        self.deferred.run_all()
+        imported = sys.modules.pop(name, None)
+        return None if imported is None else importlib.util.spec_from_loader(name, _Imported(imported))
+
+
+def _torch_initializing() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and getattr(torch.__spec__, "_initializing", False)
+
+
+def installed_torch_release() -> str | None:
+    try:
+        return importlib.metadata.version("torch").split("+")[0]
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def import_torch(names: tuple[str, ...] = DEFERRED) -> types.ModuleType:
+    """torch, imported with `names` as placeholders if this imports it first and it is the release checked."""
+    if "torch" not in sys.modules and installed_torch_release() == CHECKED_TORCH:
+        sys.meta_path.insert(0, _PlaceholderFinder(names))
+    import torch
+
+    return torch
