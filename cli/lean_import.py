@@ -20,6 +20,8 @@ import importlib.abc
 import importlib.machinery
 import importlib.metadata
 import importlib.util
+import inspect
+import os
 import sys
 import types
 
@@ -33,6 +35,12 @@ DEFERRED = ("torch._meta_registrations", "torch.export", "torch.nested", "torch.
 # torch modules that torch itself imports only when first used, and that import nothing the placeholders
 # hold: importing these leaves the placeholders waiting.
 INDEPENDENT = frozenset({"torch.utils.serialization", "torch.utils.serialization.config"})
+
+# torch registers two operators while it imports itself and records the source line of each through
+# inspect.getframeinfo, whose inspect.getmodule maps every loaded module to its real path to find the
+# caller's module: a realpath for each of 800-1000 modules, 0.1-0.2 s. Told beforehand which modules these
+# callers' files hold, inspect finds them at once.
+REGISTERING = ("torch.utils._debug_mode._mode", "torch._native.registry")
 
 
 class _Deferred:
@@ -145,6 +153,9 @@ def import_torch(names: tuple[str, ...] = DEFERRED) -> types.ModuleType:
     """torch, imported with `names` as placeholders if this imports it first and it is the release checked."""
     if "torch" not in sys.modules and installed_torch_release() == CHECKED_TORCH:
         sys.meta_path.insert(0, _PlaceholderFinder(names))
+        torch_dir = os.path.dirname(importlib.util.find_spec("torch").origin)
+        for name in REGISTERING:
+            inspect.modulesbyfile[os.path.join(torch_dir, *name.split(".")[1:]) + ".py"] = name
     import torch
 
     return torch

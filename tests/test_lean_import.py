@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from nmt_cli.lean_import import CHECKED_TORCH, DEFERRED, installed_torch_release
+from nmt_cli.lean_import import CHECKED_TORCH, DEFERRED, REGISTERING, installed_torch_release
 
 checked_release = pytest.mark.skipif(installed_torch_release() != CHECKED_TORCH,
                                      reason=f"placeholders are used with torch {CHECKED_TORCH} only")
@@ -75,6 +75,18 @@ def test_importing_a_torch_module_that_needs_them_runs_them_first():
                           "decomp_once": torch._decomp is decomp and decomp.__spec__.name == "torch._decomp"}))
     """)
     assert report == {"after": dict.fromkeys(DEFERRED, "module"), "exported": "ExportedProgram", "decomp_once": True}
+
+
+@checked_release
+def test_inspect_is_told_the_files_of_the_modules_torch_registers_operators_from():
+    report = run_python("""
+        import inspect
+        lean_import.import_torch()
+        told = {name: inspect.modulesbyfile.get(sys.modules[name].__file__) for name in lean_import.REGISTERING}
+        print(json.dumps({"told": told, "files_known": len(inspect.modulesbyfile)}))
+    """)
+    assert report["told"] == {name: name for name in REGISTERING}
+    assert report["files_known"] == len(REGISTERING)  # inspect never had to map every module to its file
 
 
 def test_a_torch_release_not_checked_is_imported_whole():
