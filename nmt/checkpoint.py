@@ -37,9 +37,7 @@ class Checkpoint:
     shortlist: Shortlist | None = None  # for `nmt translate --shortlist`
 
     def build_model(self, device: str | torch.device = "cpu") -> Transformer:
-        model = Transformer(self.config)
-        model.load_state_dict(self.weights)  # casts half-precision weights back to fp32
-        return model.to(device).eval()
+        return Transformer.from_weights(self.config, self.weights).to(device).eval()
 
     def tokenizer(self) -> Tokenizer:
         return Tokenizer(self.spm_model)

@@ -8,7 +8,14 @@ from unittest.mock import patch
 import torch
 import torch.nn.functional as F
 
-from nmt.model import BMM_LOOP_MAX, PLAIN_ATTENTION_MIN_BATCH, MultiHeadAttention, inference_attention, sinusoidal_table
+from nmt.model import (
+    BMM_LOOP_MAX,
+    PLAIN_ATTENTION_MIN_BATCH,
+    MultiHeadAttention,
+    Transformer,
+    inference_attention,
+    sinusoidal_table,
+)
 from tests.conftest import tiny_model
 
 
@@ -129,3 +136,19 @@ def test_output_projection_is_tied_to_the_embedding():
     torch.testing.assert_close(model.project(x), x @ model.embed.weight.T)
     untied = tiny_model(tie_embeddings=False)
     assert untied.project(x).shape == (3, 60)
+
+
+def test_a_model_built_from_weights_equals_one_initialized_then_loaded():
+    model = tiny_model(vocab_size=50)
+    weights = {name: tensor.half() for name, tensor in model.state_dict().items()}
+    loaded = tiny_model(vocab_size=50, seed=1)
+    loaded.load_state_dict(weights)  # the random initialization overwritten, the weights cast to float32
+    built = Transformer.from_weights(model.config, weights).eval()
+    assert not any(tensor.is_meta for tensor in [*built.parameters(), *built.buffers()])
+    assert all(parameter.dtype == torch.float32 and parameter.requires_grad for parameter in built.parameters())
+    torch.testing.assert_close(built.positions, model.positions, atol=0, rtol=0)
+    src, tgt = torch.randint(4, 50, (2, 7)), torch.randint(4, 50, (2, 5))
+    assert torch.equal(built(src, tgt), loaded(src, tgt))
+    with torch.no_grad():
+        built.embed.weight.add_(1.0)
+    assert torch.equal(weights["embed.weight"], model.state_dict()["embed.weight"].half())  # copies, not views
