@@ -2,8 +2,8 @@
 
 torch's `__init__` imports everything torch.compile, torch.export and tensor subclasses need, whatever the
 program: on the 2-core EPYC of `benchmarks/RESULTS.md`, `import torch` takes 1.8-2.2 s of a 7-8 s
-translation run, and four of its submodules (with what they import) take about a third of that.
-`import_torch()` imports torch with those four bound as placeholders whose bodies have not run. The bodies
+translation run, and seven of its submodules (with what they import) take about a third of that.
+`import_torch()` imports torch with those seven bound as placeholders whose bodies have not run. The bodies
 all run, in torch's own order, as soon as a name is looked up in any of them (`torch.export.export`) or a
 torch module that torch's own import did not load is imported (`import torch._dynamo`, `import torchao`),
 so a program that goes on to use them finds torch as a plain import leaves it. Eager CPU and CUDA kernels
@@ -28,10 +28,11 @@ import types
 CHECKED_TORCH = "2.13.0"
 
 # Each is imported by torch/__init__ for its side effects or names and by nothing a translation runs.
-# Others that look as heavy (torch.quantization, torch.func, torch._higher_order_ops) cannot wait: torch's
-# own modules then import each other in circles. Nor can torch.nested, which `with torch.device("meta")`
-# (Transformer.from_weights) uses.
-DEFERRED = ("torch._meta_registrations", "torch.export", "torch.masked", "torch.distributions")
+# Others that look as heavy (torch.func, torch._higher_order_ops, torch.hub, torch.jit) cannot wait:
+# torch's own modules then use them at once or import each other in circles. Nor can torch.nested, which
+# `with torch.device("meta")` (Transformer.from_weights) uses.
+DEFERRED = ("torch._meta_registrations", "torch.export", "torch.masked", "torch.distributions", "torch.quantization",
+            "torch.nn.intrinsic", "torch.profiler")
 
 # torch modules that torch itself imports only when first used, and that import nothing the placeholders
 # hold: importing these leaves the placeholders waiting.
