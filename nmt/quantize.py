@@ -77,8 +77,8 @@ def int8_linear(rows: Tensor, quantized: Tensor, scale: Tensor, dequantized: Ten
 def untie_output_projection(model: nn.Module) -> None:
     """Give a tied output projection (a plain matmul with the embeddings) a Linear of its own, so that
     quantization reaches it; the embedding matrix itself stays as it is."""
-    if model.output_proj is None:
-        model.output_proj = nn.Linear(model.config.d_model, model.config.vocab_size, bias=False)
+    if model.output_proj is None:  # built without storage: its weight is replaced at once
+        model.output_proj = nn.Linear(model.config.d_model, model.config.vocab_size, bias=False, device="meta")
         model.output_proj.weight = nn.Parameter(model.embed.weight.detach().clone())
 
 
