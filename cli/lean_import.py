@@ -151,10 +151,10 @@ def installed_torch_release() -> str | None:
         return None
 
 
-def import_torch(names: tuple[str, ...] = DEFERRED) -> types.ModuleType:
-    """torch, imported with `names` as placeholders if this imports it first and it is the release checked."""
+def import_torch() -> types.ModuleType:
+    """torch, imported with DEFERRED as placeholders if this imports it first and it is the release checked."""
     if "torch" not in sys.modules and installed_torch_release() == CHECKED_TORCH:
-        sys.meta_path.insert(0, _PlaceholderFinder(names))
+        sys.meta_path.insert(0, _PlaceholderFinder(DEFERRED))
         torch_dir = os.path.dirname(importlib.util.find_spec("torch").origin)
         for name in REGISTERING:
             inspect.modulesbyfile[os.path.join(torch_dir, *name.split(".")[1:]) + ".py"] = name

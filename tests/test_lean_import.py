@@ -39,7 +39,7 @@ def test_translate_runs_none_of_the_deferred_submodules(tiny_checkpoint, tmp_pat
     report = run_python(f"""
         from nmt_cli.main import app
         app(["translate", "--model", {str(tiny_checkpoint)!r}, "--input", {str(source)!r},
-             "--output", {str(output)!r}, "-q"], standalone_mode=False)
+             "--output", {str(output)!r}, "--precision", "int8_fp32", "-q"], standalone_mode=False)
         print(json.dumps(states()))
     """)
     assert report == dict.fromkeys(DEFERRED, "_Placeholder")
