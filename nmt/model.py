@@ -26,10 +26,11 @@ INITIAL_CACHE_LENGTH = 16
 
 
 def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)): (n_positions, d)."""
-    position = torch.arange(n_positions, dtype=torch.float64)[:, None]
-    frequency = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-    table = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)): (n_positions, d).
+    Always computed on the CPU, also while a model is built on the meta device (Transformer.from_weights)."""
+    position = torch.arange(n_positions, dtype=torch.float64, device="cpu")[:, None]
+    frequency = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64, device="cpu") / d_model)
+    table = torch.zeros(n_positions, d_model, dtype=torch.float64, device="cpu")
     table[:, 0::2] = torch.sin(position * frequency)
     table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
     return table.float()
@@ -253,7 +254,9 @@ class Transformer(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        self.embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        # initialized by reset_parameters alone (nn.Embedding's own N(0, 1) is replaced there anyway)
+        self.embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id,
+                                  _weight=torch.empty(config.vocab_size, config.d_model))
         self.register_buffer("positions", sinusoidal_table(config.max_positions, config.d_model), persistent=False)
         self.dropout = nn.Dropout(config.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
@@ -273,12 +276,16 @@ class Transformer(nn.Module):
             model = cls(config)
         model.load_state_dict({name: tensor.to(torch.float32, copy=True) for name, tensor in weights.items()},
                               assign=True)
-        model.positions = sinusoidal_table(config.max_positions, config.d_model)  # not among the weights
         return model
 
     def reset_parameters(self) -> None:
         """Xavier for projections; embeddings N(0, 1/d_model), so that after the sqrt(d_model) scaling
-        they have unit variance and the tied output projection starts with small logits."""
+        they have unit variance and the tied output projection starts with small logits. Nothing to do on
+        the meta device (Transformer.from_weights), where torch would run normal_ through its Python
+        reference kernels and import torch._dynamo for them (1.4-2 s) unless `nmt_cli.lean_import` deferred
+        them."""
+        if self.embed.weight.is_meta:
+            return
         for name, parameter in self.named_parameters():
             if parameter.dim() == 2 and name != "embed.weight":
                 nn.init.xavier_uniform_(parameter)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from unittest.mock import patch
 
 import torch
@@ -136,6 +138,21 @@ def test_output_projection_is_tied_to_the_embedding():
     torch.testing.assert_close(model.project(x), x @ model.embed.weight.T)
     untied = tiny_model(tie_embeddings=False)
     assert untied.project(x).shape == (3, 60)
+
+
+def test_building_from_weights_runs_no_python_reference_kernel():
+    """On the meta device torch runs some operations (normal_, arange) through its Python reference kernels,
+    which import torch._dynamo (1.4-2 s) in a process that imported torch plainly: from_weights must run
+    none of them."""
+    code = ("import sys, torch\n"
+            "from nmt.config import ModelConfig\n"
+            "from nmt.model import Transformer\n"
+            "model = Transformer(ModelConfig(vocab_size=64, d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1,"
+            " n_decoder_layers=1))\n"
+            "Transformer.from_weights(model.config, model.state_dict())\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
 
 
 def test_a_model_built_from_weights_equals_one_initialized_then_loaded():
