@@ -282,8 +282,8 @@ class Transformer(nn.Module):
         """Xavier for projections; embeddings N(0, 1/d_model), so that after the sqrt(d_model) scaling
         they have unit variance and the tied output projection starts with small logits. Nothing to do on
         the meta device (Transformer.from_weights), where torch would run normal_ through its Python
-        reference kernels and import torch._dynamo for them (1.4-2 s) unless `nmt_cli.lean_import` deferred
-        them."""
+        reference kernels and import torch._dynamo for them: 1.4-2 s in a process that imported torch
+        plainly."""
         if self.embed.weight.is_meta:
             return
         for name, parameter in self.named_parameters():
