@@ -28,8 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nmt.attention import inference_attention
 from nmt.cache import DecoderState
-from nmt.model import Transformer, inference_attention
+from nmt.model import Transformer
 from nmt.quantize import DynamicInt8Linear, Int8Linear
 
 Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)

@@ -10,14 +10,13 @@ Padding is `config.pad_id`, trailing; masks are built from the tokens.
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from nmt.attention import attention_backends, cache_dtype, inference_attention
 from nmt.cache import DecoderState
 from nmt.config import ModelConfig
 from nmt.graphs import StaticDecoderState
@@ -34,95 +33,6 @@ def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
     table[:, 0::2] = torch.sin(position * frequency)
     table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
     return table.float()
-
-
-# cuDNN's attention builds an execution plan for every new shape, and the dynamic cache makes a new shape
-# at every step: on an H100 (torch 2.11) an fp16 beam-4 step over 32 sentences took 100 ms on first sight
-# of its shapes and 3.5 ms without cuDNN; greedy fp16 translation ran at 289 tok/s against 6285 in fp32.
-CUDA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-
-
-def attention_backends(device: torch.device, training: bool):
-    """The scaled_dot_product_attention kernels to allow: plain matmuls in CPU training (the fused
-    kernel's backward is about twice as slow in bf16), no cuDNN on CUDA."""
-    if device.type == "cuda":
-        return sdpa_kernel(CUDA_BACKENDS)
-    return sdpa_kernel(SDPBackend.MATH) if training else contextlib.nullcontext()
-
-
-# Batched decoding on a CPU (many rows, one query position each, or the K beams of a sentence) runs
-# faster as plain matmuls than through the fused CPU kernel, which is tiled for long queries: measured
-# with 4 heads of 64, 128 rows and 30 keys, 382 us against 1560 in bf16 and 271 against 336 in fp32; at
-# a few rows the fused kernel wins (B=1: 23 us against 83 in bf16).
-PLAIN_ATTENTION_MIN_BATCH = 16
-
-
-# torch's batched matmul on a CPU multiplies matrices of under 400 multiply-adds in a plain loop, and a
-# cached decoder step's self-attention over its first positions is such matrices (1 x 64 by 64 x S for
-# S <= 6): there, broadcast products and sums are faster. One thread, 4 heads of 64, over position-major
-# caches: 128 rows, S = 1-5: 80-190 us against 260-730 (S = 7: 183-198 against 225-281, where the
-# matmuls leave the loop); 16-64 rows: 34-103 us against sdpa's 31-183 (under 16 rows sdpa wins).
-BMM_LOOP_MAX = 400
-
-
-def broadcast_attention(q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
-    """softmax(q k^T / sqrt(Dh)) v for one query position: q (B, H, 1, Dh), keys/values (B, H, S, Dh)."""
-    scores = (keys * (q * q.size(-1) ** -0.5)).sum(dim=-1, keepdim=True)  # (B, H, S, 1)
-    return (scores.softmax(dim=2) * values).sum(dim=2, keepdim=True)  # (B, H, 1, Dh)
-
-
-def plain_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
-    """softmax(q k^T / sqrt(Dh)) v: q (B, H, T, Dh), keys/values (B, H, S, Dh), mask True where allowed.
-    As batched products over B*H matrices, the mask added as the products' starting value: cross-attention
-    of 128 rows (32 sentences of 4 beams, 20 source tokens, 4 heads of 64) 250-329 us against 291-352 with
-    the mask filled in after a 4-dimensional matmul, self-attention over 8-30 cached positions 7-15% faster
-    (one thread, the same outputs)."""
-    batch, heads, length, head_dim = q.shape
-    size = keys.size(2)
-    q = q.reshape(batch * heads, length, head_dim)  # a copy when q is a transposed view: bmm reads it faster
-    keys_t = keys.reshape(batch * heads, size, head_dim).transpose(1, 2)  # (B*H, Dh, S)
-    if mask is None:
-        scores = torch.bmm(q, keys_t).mul_(head_dim**-0.5)  # (B*H, T, S)
-    else:
-        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, -math.inf)
-        bias = bias.expand(batch, heads, length, size).reshape(batch * heads, length, size)
-        scores = torch.baddbmm(bias, q, keys_t, alpha=head_dim**-0.5)
-    probs = scores.softmax(dim=-1, dtype=torch.float32).to(values.dtype)
-    return torch.bmm(probs, values.reshape(batch * heads, size, head_dim)).view(batch, heads, length, head_dim)
-
-
-def inference_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
-    """Attention without dropout through the fastest kernel for the shapes: q (B, H, T, Dh), keys/values
-    (B, H, S, Dh), mask broadcasting to (B, H, T, S) -> (B, H, T, Dh). Computed in the keys' dtype and
-    returned in the query's (a reduced-precision model's float32 caches: `cache_dtype`)."""
-    if q.dtype != keys.dtype:
-        return inference_attention(q.to(keys.dtype), keys, values, mask).to(q.dtype)
-    # On a CPU there is no kernel to choose at inference, and attention_backends' context costs six entries
-    # and exits a step: without it greedy decoding at batch 1 ran 7-8% faster (150 sentences, int8_fp32
-    # --shortlist, one thread, in-process, alternating: 4.14 s median against 4.44, then 3.40 against 3.70)
-    if q.is_cpu:
-        batch, _, length, head_dim = q.shape
-        if batch >= PLAIN_ATTENTION_MIN_BATCH:
-            if length == 1 and mask is None and keys.size(2) * head_dim < BMM_LOOP_MAX:
-                return broadcast_attention(q, keys, values)
-            if length <= 4:
-                return plain_attention(q, keys, values, mask)
-        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
-    with attention_backends(q.device, training=False):
-        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
-
-
-# On a CPU the decoder's caches (self-attention keys/values, cross-attention keys/values) are float32
-# whatever the model's precision, and attention over them runs in float32. Over a bf16 self-attention
-# cache every step's attention was 2.5-3x slower (one thread, 128 rows, 4 heads of 64: 348-592 us against
-# 130-194 in float32 over 8-30 positions; at 1-4 rows 9-46 us against 7-13). bf16 batched products go
-# through oneDNN, which builds a kernel for every new shape, and the self-attention length is new at every
-# step: 512 products (1x64)(64xT) took 834 us on first sight of T, 216 us after, 110-118 us in float32
-# (MKL, no per-shape cost). Cross-attention in float32 took 0.125 s of a 1.38 s translation (320
-# sentences, beam 4, batch 32, int8_bf16 --shortlist, one thread) against 0.15.
-# Writing new keys and values into the cache converts them; queries are converted, outputs converted back.
-def cache_dtype(activations: Tensor) -> torch.dtype:
-    return torch.float32 if activations.device.type == "cpu" else activations.dtype
 
 
 class MultiHeadAttention(nn.Module):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -16,6 +18,14 @@ def tiny_model(vocab_size: int = 60, seed: int = 0, **overrides) -> Transformer:
     torch.manual_seed(seed)
     config = ModelConfig.preset("tiny", vocab_size=vocab_size, dropout=0.0, **overrides)
     return Transformer(config).eval()
+
+
+def reference_attention(q, k, v, mask):
+    """softmax(Q K^T / sqrt(d)) V with the weights returned."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ v, weights
 
 
 @pytest.fixture(scope="session")
