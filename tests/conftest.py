@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny models and a tiny checkpoint with a real sentencepiece model."""
+"""Shared fixtures and helpers: tiny models, attention written out as the formula, and a tiny checkpoint with a
+real sentencepiece model."""
 
 from __future__ import annotations
 
