@@ -1,8 +1,9 @@
 """The speed targets against CTranslate2, measured so that run-to-run noise cannot decide them: whole-process
 tokens/s of nmt's fastest CPU modes and of CTranslate2 on the shipped model, every command run ROUNDS times
-in alternation, medians compared. 2 threads, Multi30k test_2016_flickr.
+in alternation, medians compared. 2 threads, an embedded test set (Multi30k test_2016_flickr unless told).
 
-    python benchmarks/targets.py          # rewrites benchmarks/RESULTS.md's targets section
+    python benchmarks/targets.py          # rewrites benchmarks/RESULTS.md's targets section of that test set
+    python benchmarks/targets.py --test-set multi30k:test_2017_flickr --rounds 3
 
 benchmarks/engines.py times each row once (on this VM the same command varies by 20-50% from run to run);
 here each contender runs right after the others, again and again, so a slow phase of the machine hits all
@@ -24,6 +25,7 @@ from results import cpu_name, left_out_note, modes_left_out, vector_extensions, 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
 from nmt.export import export_ctranslate2
+from nmt.search import SearchOptions
 
 # CTranslate2 int8 with intra_threads=2 runs batch 1 at 100-200 tok/s here (over a minute per pass of the
 # test set, against about 15 s for the others): at batch 1, where the targets name CT2 float32 only, it is
@@ -50,12 +52,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--test-set", default="multi30k:test_2016_flickr", help="an embedded test set (nmt eval)")
     args = parser.parse_args()
     checkpoint = load_checkpoint(args.model)
     lenpen = checkpoint.decoding.get("lenpen", 1.0)
     tokenizer = checkpoint.tokenizer()
     exported = export_ctranslate2(checkpoint, Path(tempfile.mkdtemp()) / "ct2")
-    test = parse_test_set("multi30k:test_2016_flickr")
+    test = parse_test_set(args.test_set)
     lines = []
     text = "".join(line + "\n" for line in test.source)
     skipped = modes_left_out(precision for *_, modes, _, _ in TARGETS for precision, _ in modes)
@@ -89,16 +92,20 @@ def main() -> None:
                   f"{ratio(rate, best, 'CTranslate2 float32 2 workers')} and "
                   f"{ratio(rate, best, 'CTranslate2 int8 2 workers')}).", ""]
         print("\n".join(lines[-len(rate) - 6 :]), flush=True)
+    caps = SearchOptions()
     header = [f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {args.model}, exported with "
               "`nmt export --format ctranslate2` for CTranslate2. Command: "
-              f"`python benchmarks/targets.py --rounds {args.rounds}`. Each command (`nmt translate --threads 2` "
-              "with its default --workers, or a CTranslate2 + sentencepiece script, from start to last line) runs "
-              "once per round, the contenders one after the other; tok/s from the median seconds. CTranslate2 "
-              "runs with intra_threads=2 (the reference of the ratios) and with inter_threads=2, intra_threads=1 "
-              "(2 workers). Sentences: all of multi30k:test_2016_flickr. BLEU: cased sacreBLEU (13a) of each command's "
-              "output against the references."
+              f"`python benchmarks/targets.py --rounds {args.rounds} --test-set {args.test_set}`. Each command "
+              "(`nmt translate --threads 2` with its default --workers, or a CTranslate2 + sentencepiece script, from "
+              "start to last line) runs once per round, the contenders one after the other; tok/s from the median "
+              "seconds. CTranslate2 runs with intra_threads=2 (the reference of the ratios) and with "
+              f"inter_threads=2, intra_threads=1 (2 workers). Sentences: all of {args.test_set}. BLEU: cased "
+              "sacreBLEU (13a) of each command's output against the references. Length caps: nmt "
+              f"{caps.max_len_a} x source pieces + {caps.max_len_b}, CTranslate2 256 pieces (it has no cap relative "
+              "to the source), which matters only where a translation runs away."
               + left_out_note(skipped), ""]
-    write_section(f"Targets: whole-process against CTranslate2, repeated ({vector_extensions()} CPU)", header + lines)
+    write_section(f"Targets: whole-process against CTranslate2, repeated ({vector_extensions()} CPU, {args.test_set})",
+                  header + lines)
 
 
 if __name__ == "__main__":
