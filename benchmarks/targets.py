@@ -25,7 +25,7 @@ from results import cpu_name, left_out_note, modes_left_out, vector_extensions, 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
 from nmt.export import export_ctranslate2
-from nmt.search import SearchOptions
+from nmt_cli.main import search_options
 
 # CTranslate2 int8 with intra_threads=2 runs batch 1 at 100-200 tok/s here (over a minute per pass of the
 # test set, against about 15 s for the others): at batch 1, where the targets name CT2 float32 only, it is
@@ -55,7 +55,8 @@ def main() -> None:
     parser.add_argument("--test-set", default="multi30k:test_2016_flickr", help="an embedded test set (nmt eval)")
     args = parser.parse_args()
     checkpoint = load_checkpoint(args.model)
-    lenpen = checkpoint.decoding.get("lenpen", 1.0)
+    # the length penalty and length caps `nmt translate` decodes with (the checkpoint's, else the library's)
+    options = search_options(checkpoint, None, None, None, None, None, 1, False)
     tokenizer = checkpoint.tokenizer()
     exported = export_ctranslate2(checkpoint, Path(tempfile.mkdtemp()) / "ct2")
     test = parse_test_set(args.test_set)
@@ -68,7 +69,8 @@ def main() -> None:
                                                                         shortlist=shortlist)
                       for precision, shortlist in modes}
         for kind, workers in ct2_runs:
-            contenders[ct2_name(kind, workers)] = ct2_command(exported, lenpen, beam, batch, kind, workers=workers)
+            contenders[ct2_name(kind, workers)] = ct2_command(exported, options.lenpen, beam, batch, kind,
+                                                              workers=workers)
         seconds: dict[str, list[float]] = {name: [] for name in contenders}
         tokens, bleu = {}, {}
         for _ in range(args.rounds):
@@ -92,7 +94,6 @@ def main() -> None:
                   f"{ratio(rate, best, 'CTranslate2 float32 2 workers')} and "
                   f"{ratio(rate, best, 'CTranslate2 int8 2 workers')}).", ""]
         print("\n".join(lines[-len(rate) - 6 :]), flush=True)
-    caps = SearchOptions()
     header = [f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {args.model}, exported with "
               "`nmt export --format ctranslate2` for CTranslate2. Command: "
               f"`python benchmarks/targets.py --rounds {args.rounds} --test-set {args.test_set}`. Each command "
@@ -101,8 +102,8 @@ def main() -> None:
               "seconds. CTranslate2 runs with intra_threads=2 (the reference of the ratios) and with "
               f"inter_threads=2, intra_threads=1 (2 workers). Sentences: all of {args.test_set}. BLEU: cased "
               "sacreBLEU (13a) of each command's output against the references. Length caps: nmt "
-              f"{caps.max_len_a} x source pieces + {caps.max_len_b}, CTranslate2 256 pieces (it has no cap relative "
-              "to the source), which matters only where a translation runs away."
+              f"{options.max_len_a} x source pieces + {options.max_len_b}, CTranslate2 256 pieces (it has no cap "
+              "relative to the source), which matters only where a translation runs away."
               + left_out_note(skipped), ""]
     write_section(f"Targets: whole-process against CTranslate2, repeated ({vector_extensions()} CPU, {args.test_set})",
                   header + lines)
