@@ -26,12 +26,12 @@ RUN = """
 import json, sys, time, torch
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import parse_test_set
-from nmt.search import SearchOptions
 from nmt.translate import Translator
+from nmt_cli.main import search_options
 model, test_set, beam, batch, sentences, precision, shortlist, out = sys.argv[1:]
 torch.set_num_threads(1)
 checkpoint = load_checkpoint(model)
-options = SearchOptions(beam_size=int(beam), lenpen=checkpoint.decoding.get("lenpen", 1.0))
+options = search_options(checkpoint, int(beam), None, None, None, None, 1, False)  # as `nmt translate` decodes
 translator = Translator.from_checkpoint(checkpoint, options, precision=precision, use_shortlist=shortlist == "1",
                                         batch_size=int(batch))
 lines = parse_test_set(test_set).source[: int(sentences)]

@@ -26,8 +26,8 @@ from results import cpu_name, left_out_note, modes_left_out, vector_extensions, 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
 from nmt.export import export_ctranslate2
-from nmt.search import SearchOptions
 from nmt.translate import Translator, default_workers
+from nmt_cli.main import search_options
 
 CT2_SCRIPT = """
 import sys, time, ctranslate2, sentencepiece
@@ -75,8 +75,9 @@ def nmt_flags(cached: bool, shortlist: bool) -> list[str]:
 
 def nmt_command(model: str, beam: int, batch: int, precision: str, cached: bool = True,
                 shortlist: bool = False) -> list[str]:
-    return [sys.executable, "-m", "nmt_cli.main", "translate", "--model", model, "--beam", str(beam), "--batch-size",
-            str(batch), "--precision", precision, "--threads", "2", "-q", *nmt_flags(cached, shortlist)]
+    """`nmt translate` on the CPU (also where a CUDA device would be its default), 2 threads."""
+    return [sys.executable, "-m", "nmt_cli.main", "translate", "--model", model, "--device", "cpu", "--beam", str(beam),
+            "--batch-size", str(batch), "--precision", precision, "--threads", "2", "-q", *nmt_flags(cached, shortlist)]
 
 
 # nmt's rows: (precision, cached, lexical shortlist)
@@ -118,7 +119,6 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(2)
     checkpoint = load_checkpoint(args.model)
-    lenpen = checkpoint.decoding.get("lenpen", 1.0)
     tokenizer = checkpoint.tokenizer()
     test = parse_test_set("multi30k:test_2016_flickr")
     exported = Path(tempfile.mkdtemp()) / "ct2"
@@ -138,7 +138,9 @@ def main() -> None:
             n = args.sentences if batch == 32 else args.sentences // 10
             sources, references = test.source[:n], test.target[:n]
             text = "".join(line + "\n" for line in sources)
-            options = SearchOptions(beam_size=beam, lenpen=lenpen)
+            # the length penalty and caps `nmt translate` decodes with (the checkpoint's, else the library's)
+            options = search_options(checkpoint, beam, None, None, None, None, 1, False)
+            lenpen = options.lenpen
             measured = []
             for precision, cached, shortlist in NMT_MODES:
                 if precision in skipped:

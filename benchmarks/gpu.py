@@ -5,8 +5,8 @@ HF transformers generate() on the same weights, on the shipped model and the emb
 
 In-process rows time `Translator.translate` (tokenization, search, detokenization; graph captures for new
 shapes included) after one warm-up call on other sentences; whole-process rows time `nmt translate` from
-start to last line (importing torch and starting CUDA count). CTranslate2 is not measured here: see the
-section's text.
+start to last line (importing torch and starting CUDA count). CTranslate2 rows (the model exported with
+`nmt export`) appear where the installed ctranslate2 can use the CUDA device; the section says otherwise.
 """
 
 from __future__ import annotations
@@ -14,17 +14,50 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tempfile
 import time
 from functools import partial
+from pathlib import Path
 
 import sacrebleu
 import torch
-from results import write_section
+from results import cpu_name, write_section
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
-from nmt.search import SearchOptions
+from nmt.export import export_ctranslate2
 from nmt.translate import Translator
+from nmt_cli.main import search_options
+
+# CTranslate2's compute types against nmt's precisions
+CT2_TYPES = (("float32", "fp32"), ("float16", "fp16"), ("int8_float16", "int8 weights, fp16"))
+
+
+def ct2_on_cuda(checkpoint) -> tuple[Path | None, str]:
+    """The model exported for CTranslate2 and the ctranslate2 release, or None and why CTranslate2 cannot run
+    it on the CUDA device."""
+    try:
+        import ctranslate2
+    except ImportError:
+        return None, "ctranslate2 is not installed"
+    try:
+        if ctranslate2.get_cuda_device_count() == 0:
+            return None, f"ctranslate2 {ctranslate2.__version__} sees no CUDA device"
+        exported = export_ctranslate2(checkpoint, Path(tempfile.mkdtemp()) / "ct2")
+        # a wheel built for another CUDA release fails only once it loads its CUDA libraries
+        ctranslate2.Translator(str(exported), device="cuda").translate_batch([["\u2581a"]])
+        return exported, ctranslate2.__version__
+    except (RuntimeError, OSError) as exc:
+        return None, f"ctranslate2 {ctranslate2.__version__} cannot use the CUDA device ({exc})"
+
+
+def ct2_translate(translator, tokenizer, sources: list[str], beam: int, batch: int | None, lenpen: float) -> list[str]:
+    """CTranslate2 on sentencepiece pieces; batch None: by 4096 tokens, as nmt's default batching."""
+    pieces = [tokenizer.processor.encode(line, out_type=str) for line in sources]
+    results = translator.translate_batch(pieces, beam_size=beam, max_batch_size=batch or 4096,
+                                         batch_type="examples" if batch else "tokens", length_penalty=lenpen,
+                                         max_decoding_length=256)
+    return [tokenizer.processor.decode(result.hypotheses[0]) for result in results]
 
 
 def timed(translate, sources: list[str]) -> tuple[list, float]:
@@ -46,7 +79,6 @@ def main() -> None:
     shown = "the shipped model (data/models/en-fr.pt)" if args.model is None else args.model
     args.model = args.model or str(data_dir() / "models" / "en-fr.pt")
     checkpoint = load_checkpoint(args.model)
-    lenpen = checkpoint.decoding.get("lenpen", 1.0)
     tokenizer = checkpoint.tokenizer()
     test = parse_test_set("multi30k:test_2016_flickr")
     warmup = parse_test_set("multi30k:valid").source[:64]
@@ -57,12 +89,16 @@ def main() -> None:
     except ImportError:
         marian = None
         print("transformers is not installed: no HF generate() rows")
+    ct2_model, ct2_about = ct2_on_cuda(checkpoint)
+    print(f"CTranslate2: {ct2_about}")
     rows = []
     for beam in (1, 4):
         for batch in (32, 1, None):  # None: nmt translate's default batching, by 4096 padded source tokens
             n = args.sentences // 10 if batch == 1 else args.sentences
             sources, references = test.source[:n], test.target[:n]
-            options = SearchOptions(beam_size=beam, lenpen=lenpen)
+            # the length penalty and caps `nmt translate` decodes with (the checkpoint's, else the library's)
+            options = search_options(checkpoint, beam, None, None, None, None, 1, False)
+            lenpen = options.lenpen
             measured = []
             for precision in ("fp32", "bf16", "fp16"):
                 for graphs in (False, True):
@@ -80,6 +116,15 @@ def main() -> None:
                     translate(warmup[:8])
                     out, seconds = timed(translate, sources)
                     measured.append((f"HF generate() {label}", out, seconds))
+            if ct2_model is not None:
+                import ctranslate2
+
+                for compute_type, label in CT2_TYPES:
+                    translator = ctranslate2.Translator(str(ct2_model), device="cuda", compute_type=compute_type)
+                    translate = partial(ct2_translate, translator, tokenizer, beam=beam, batch=batch, lenpen=lenpen)
+                    translate(warmup)
+                    out, seconds = timed(translate, sources)
+                    measured.append((f"CTranslate2 {label}", out, seconds))
             for name, out, seconds in measured:
                 tokens = sum(len(ids) for ids in tokenizer.encode_batch(out))
                 bleu = sacrebleu.corpus_bleu(out, [references]).score
@@ -99,14 +144,18 @@ def main() -> None:
             whole.append((" ".join(["translate", *options]), tokens / seconds, seconds))
             print(whole[-1], flush=True)
     device = torch.cuda.get_device_name()
+    if ct2_model is not None:
+        ct2_note = (f"CTranslate2 {ct2_about} runs the model exported with `nmt export` on the same device, "
+                    "with the same beam, batch size and length penalty (its length cap: 256 pieces).")
+    else:
+        ct2_note = f"CTranslate2 is not in this table: {ct2_about}."
     lines = [
-        f"Device: {device}, torch {torch.__version__}. Model: {shown}. Sentences: the first N of "
-        f"multi30k:test_2016_flickr. Command: `python benchmarks/gpu.py --sentences {args.sentences}`. "
+        f"Device: {device}, host CPU {cpu_name()}, torch {torch.__version__}. Model: {shown}. Sentences: the first N "
+        f"of multi30k:test_2016_flickr. Command: `python benchmarks/gpu.py --sentences {args.sentences}`. "
         "Batch '4096 tokens': `nmt translate`'s default batching by padded source tokens. "
         "In-process target tokens/s (sentencepiece tokens of the output), timing tokenization, search and "
         "detokenization after a warm-up call on 64 validation sentences; captures of graphs for new shapes "
-        "count. BLEU: cased sacreBLEU against the references. CTranslate2 is not in this table: its PyPI "
-        "wheel is built for CUDA 12, the GPU machine had CUDA 13 libraries only and could fetch nothing.",
+        "count. BLEU: cased sacreBLEU against the references. " + ct2_note,
         "",
         "| engine | search | batch | sentences | tok/s | ratio to nmt fp32 eager | BLEU |",
         "|---|---|---|---|---|---|---|",
