@@ -21,13 +21,12 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from results import cpu_name, left_out_note, modes_left_out, vector_extensions, write_section
+from results import cpu_name, left_out_note, modes_left_out, translate_options, vector_extensions, write_section
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
 from nmt.export import export_ctranslate2
 from nmt.translate import Translator, default_workers
-from nmt_cli.main import search_options
 
 CT2_SCRIPT = """
 import sys, time, ctranslate2, sentencepiece
@@ -138,8 +137,7 @@ def main() -> None:
             n = args.sentences if batch == 32 else args.sentences // 10
             sources, references = test.source[:n], test.target[:n]
             text = "".join(line + "\n" for line in sources)
-            # the length penalty and caps `nmt translate` decodes with (the checkpoint's, else the library's)
-            options = search_options(checkpoint, beam, None, None, None, None, 1, False)
+            options = translate_options(checkpoint, beam)
             lenpen = options.lenpen
             measured = []
             for precision, cached, shortlist in NMT_MODES:

@@ -21,13 +21,12 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from results import cpu_name, write_section
+from results import cpu_name, translate_options, write_section
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
 from nmt.export import export_ctranslate2
 from nmt.translate import Translator
-from nmt_cli.main import search_options
 
 # CTranslate2's compute types against nmt's precisions
 CT2_TYPES = (("float32", "fp32"), ("float16", "fp16"), ("int8_float16", "int8 weights, fp16"))
@@ -96,8 +95,7 @@ def main() -> None:
         for batch in (32, 1, None):  # None: nmt translate's default batching, by 4096 padded source tokens
             n = args.sentences // 10 if batch == 1 else args.sentences
             sources, references = test.source[:n], test.target[:n]
-            # the length penalty and caps `nmt translate` decodes with (the checkpoint's, else the library's)
-            options = search_options(checkpoint, beam, None, None, None, None, 1, False)
+            options = translate_options(checkpoint, beam)
             lenpen = options.lenpen
             measured = []
             for precision in ("fp32", "bf16", "fp16"):

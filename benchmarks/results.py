@@ -5,7 +5,9 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
+from nmt.search import SearchOptions
 from nmt.translate import cpu_has_native_bf16
+from nmt_cli.main import search_options
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 
@@ -22,6 +24,12 @@ def write_section(title: str, lines: list[str]) -> None:
         following = "\n" + previous[end + 1 :] if end >= 0 else ""
         RESULTS.write_text(previous[:start] + section + following)
     print(f"written to {RESULTS}")
+
+
+def translate_options(checkpoint, beam: int | None = None) -> SearchOptions:
+    """The decoding options `nmt translate --beam BEAM` uses with no other flag: the checkpoint's stored length
+    penalty and caps, else the library's (beam None: the checkpoint's or the library's beam too)."""
+    return search_options(checkpoint, beam, None, None, None, None, 1, False)
 
 
 def cpu_info(field: str) -> str:

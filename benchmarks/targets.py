@@ -20,12 +20,11 @@ from pathlib import Path
 import sacrebleu
 import torch
 from engines import ALL_CT2, ct2_command, ct2_name, nmt_command, nmt_name, target_tokens, whole_process
-from results import cpu_name, left_out_note, modes_left_out, vector_extensions, write_section
+from results import cpu_name, left_out_note, modes_left_out, translate_options, vector_extensions, write_section
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
 from nmt.export import export_ctranslate2
-from nmt_cli.main import search_options
 
 # CTranslate2 int8 with intra_threads=2 runs batch 1 at 100-200 tok/s here (over a minute per pass of the
 # test set, against about 15 s for the others): at batch 1, where the targets name CT2 float32 only, it is
@@ -55,8 +54,7 @@ def main() -> None:
     parser.add_argument("--test-set", default="multi30k:test_2016_flickr", help="an embedded test set (nmt eval)")
     args = parser.parse_args()
     checkpoint = load_checkpoint(args.model)
-    # the length penalty and length caps `nmt translate` decodes with (the checkpoint's, else the library's)
-    options = search_options(checkpoint, None, None, None, None, None, 1, False)
+    options = translate_options(checkpoint)
     tokenizer = checkpoint.tokenizer()
     exported = export_ctranslate2(checkpoint, Path(tempfile.mkdtemp()) / "ct2")
     test = parse_test_set(args.test_set)
