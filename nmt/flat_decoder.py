@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from nmt.attention import inference_attention
 from nmt.cache import DecoderState
 from nmt.model import Transformer
-from nmt.quantize import DynamicInt8Linear, Int8Linear
+from nmt.quantize import DynamicInt8Linear, Int8Linear, bf16_linear_function
 
 Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)
 
@@ -52,13 +52,18 @@ def linear_function(module: nn.Module, outputs: Tensor | None = None) -> Linear:
 def relu_linear_function(module: nn.Module) -> Linear:
     """relu(module(rows)) as one function; int8_fp32's fbgemm GEMM applies the ReLU as it writes its output
     (128 rows x 256 -> 1024, one thread: 632-644 us against 694-736 with a ReLU of its own)."""
-    if isinstance(module, DynamicInt8Linear):
+    if isinstance(module, (Int8Linear, DynamicInt8Linear)):
         return module.function(relu=True)
+    if type(module.weight) is nn.Parameter and module.weight.dtype == torch.bfloat16:
+        return bf16_linear_function(module.weight, module.bias, relu=True)
     linear = linear_function(module)
     return lambda rows: F.relu(linear(rows))
 
 
 def weight_function(weight: Tensor, bias: Tensor | None = None) -> Linear:
+    if weight.dtype == torch.bfloat16:
+        return bf16_linear_function(weight, bias)  # oneDNN's packed weights on CPUs with bf16 arithmetic
+
     def linear(rows: Tensor) -> Tensor:  # positional: torchao's int8 weights (--precision int8) take no keywords
         return F.linear(rows, weight, bias)
 

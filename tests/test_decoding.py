@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from nmt.search import SearchOptions, search
 from tests.conftest import tiny_model
@@ -170,6 +171,39 @@ def test_int8_weight_only_layer_matches_its_float_weights_on_both_kernels():
     many = layer(x.bfloat16())  # bf16 matmul on the dequantized weights
     torch.testing.assert_close(few.float(), many[:4].float(), atol=0.05, rtol=0.02)
     torch.testing.assert_close(many.float(), linear(x).detach(), atol=0.1, rtol=0.05)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_bf16_linear_function_computes_f_linear_at_every_row_count(relu):
+    """On a CPU with bf16 arithmetic, oneDNN's matmul on packed weights with the rows padded to a multiple
+    of ROW_STEP; elsewhere F.linear itself: either way F.linear's values, for row counts on and off the
+    steps, with the ReLU fused where asked for."""
+    from nmt.quantize import ROW_STEP, bf16_linear_function
+
+    torch.manual_seed(9)
+    weight, bias = torch.randn(40, 24).bfloat16(), torch.randn(40).bfloat16()
+    linear = bf16_linear_function(weight, bias, relu=relu)
+    for rows in (1, ROW_STEP - 1, ROW_STEP, ROW_STEP + 1, 3 * ROW_STEP + 5, 4 * ROW_STEP):
+        x = torch.randn(rows, 24).bfloat16()
+        expected = F.linear(x, weight, bias)
+        expected = F.relu(expected) if relu else expected
+        out = linear(x)
+        assert out.shape == (rows, 40) and out.dtype == torch.bfloat16
+        torch.testing.assert_close(out.float(), expected.float(), atol=0.02, rtol=0.01)
+
+
+def test_int8_weight_only_function_fuses_relu_and_selects_outputs_on_both_kernels():
+    from nmt.quantize import INT8_KERNEL_MAX_ROWS, Int8Linear
+
+    torch.manual_seed(10)
+    linear = torch.nn.Linear(32, 48)
+    layer = Int8Linear(linear.weight, linear.bias)
+    outputs = torch.tensor([3, 0, 47, 20])
+    for rows in (2, INT8_KERNEL_MAX_ROWS + 3):  # the int8 kernel, then the bf16 GEMM
+        x = torch.randn(rows, 32).bfloat16()
+        full = layer(x).float()
+        torch.testing.assert_close(layer.function(relu=True)(x).float(), F.relu(full), atol=0.02, rtol=0.01)
+        torch.testing.assert_close(layer.function(outputs)(x).float(), full[:, outputs], atol=0.02, rtol=0.01)
 
 
 @pytest.mark.parametrize("precision, layer_type", [("int8_bf16", "Int8Linear"), ("int8_fp32", "DynamicInt8Linear")])
