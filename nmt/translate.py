@@ -91,8 +91,10 @@ def cpu_has_native_bf16() -> bool | None:
 def auto_precision(device: torch.device) -> str:
     """The fastest mode that keeps BLEU within 0.5 of fp32 on `device`, as CTranslate2's compute_type "auto"
     picks one: fp16 on CUDA; on a CPU, int8_bf16 with bf16 arithmetic (AVX-512 BF16, AMX), else int8_fp32
-    where torch has fbgemm (x86), else fp32. benchmarks/RESULTS.md has both kinds of CPU; int8_fp32 came
-    after the AVX-512 BF16 measurements and has not been timed on such a CPU."""
+    where torch has fbgemm (x86), else fp32. On a 2-vCPU AMX Xeon (whole runs, multi30k test 2017, with
+    --shortlist, benchmarks/RESULTS.md) int8_bf16 and int8_fp32 were within 5% of each other: beam 4,
+    batch 32 2.53-2.64 s against 2.63-2.72, greedy batch 1 5.61-5.78 against 5.42-5.54, beam 4 batch 1
+    8.19-8.34 against 8.09-8.63. int8_fp32 has not been timed on an AVX-512 BF16 CPU without AMX."""
     if device.type == "cuda":
         return "fp16"
     if cpu_has_native_bf16():
