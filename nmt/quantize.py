@@ -103,7 +103,7 @@ def bf16_linear_function(weight: Tensor, bias: Tensor | None = None, relu: bool 
     if weight.dtype != torch.bfloat16 or weight.device.type != "cpu" or not onednn_bf16_available():
         if relu:
             return lambda rows: F.relu(F.linear(rows, weight, bias))
-        return functools.partial(F.linear, weight=weight, bias=bias)
+        return lambda rows: F.linear(rows, weight, bias)
     packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACKING_ROWS)
     attribute = "relu" if relu else "none"
 
