@@ -21,7 +21,15 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from results import cpu_name, left_out_note, modes_left_out, translate_options, vector_extensions, write_section
+from results import (
+    cpu_name,
+    ct2_threads_slowdown,
+    left_out_note,
+    modes_left_out,
+    translate_options,
+    vector_extensions,
+    write_section,
+)
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
@@ -199,6 +207,17 @@ def main() -> None:
     for name, search, batch, n, inside, whole, inside_ratio, whole_ratio, rss, bleu in rows:
         lines.append(f"| {name} | {search} | {batch} | {n} | {inside:.0f} | {show(whole, '{:.0f}')} | "
                      f"{inside_ratio:.2f}x / {show(whole_ratio, '{:.2f}x')} | {show(rss, '{:.0f}')} | {bleu:.2f} |")
+    in_process = {(name, search, batch): inside for name, search, batch, _, inside, *_ in rows}
+    slow = []
+    for search, batch in dict.fromkeys((search, batch) for _, search, batch, *_ in rows):
+        slower = ct2_threads_slowdown(in_process.get(("CTranslate2 float32", search, batch)),
+                                      in_process.get(("CTranslate2 float32 2 workers", search, batch)))
+        if slower:
+            slow.append(f"{search}, batch {batch}: {slower:.1f}x")
+    if slow:
+        lines += ["", "On this machine CTranslate2 float32 with intra_threads=2 ran far slower in-process than with 2 "
+                  f"workers of one thread each ({'; '.join(slow)}): the ratios to its 2-worker rows are the fair "
+                  "comparison here."]
     lines += ["", "Same output as nmt fp32 (how faithful each engine and mode is):", ""]
     lines += [f"- {line}" for line in agreement]
     write_section(f"Engines: nmt and CTranslate2 on the shipped model ({vector_extensions()} CPU)", lines)

@@ -83,3 +83,13 @@ def left_out_note(left_out: list[str]) -> str:
     return (f" Not run: nmt {', '.join(left_out)}, which this CPU computes in emulated bf16 or through slow int8 "
             "GEMMs (on a 2-core AVX2 EPYC, beam 4, batch 32, whole process: int8_bf16 took 4.9x the time of fp32, "
             "torchao's int8 15x).")
+
+
+def ct2_threads_slowdown(one_worker: float | None, two_workers: float | None) -> float | None:
+    """How many times slower CTranslate2 ran on both threads of one worker (intra_threads=2, the ratios'
+    reference) than on two one-thread workers, given both tok/s, where it is 2x or more: as on a 2-vCPU KVM
+    guest with AMX, where its OpenMP threads synchronize slowly (benchmarks/EXPERIMENTS.md). There the
+    ratios to the 2-worker runs are the fair comparison. None otherwise."""
+    if not one_worker or not two_workers or two_workers < 2 * one_worker:
+        return None
+    return two_workers / one_worker

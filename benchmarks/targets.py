@@ -20,7 +20,15 @@ from pathlib import Path
 import sacrebleu
 import torch
 from engines import ALL_CT2, ct2_command, ct2_name, nmt_command, nmt_name, target_tokens, whole_process
-from results import cpu_name, left_out_note, modes_left_out, translate_options, vector_extensions, write_section
+from results import (
+    cpu_name,
+    ct2_threads_slowdown,
+    left_out_note,
+    modes_left_out,
+    translate_options,
+    vector_extensions,
+    write_section,
+)
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
@@ -46,17 +54,6 @@ TARGETS = [
 
 def ratio(rate: dict[str, float], name: str, reference: str) -> str:
     return f"{rate[name] / rate[reference]:.2f}x" if reference in rate else "not run"
-
-
-def threads_note(rate: dict[str, float]) -> list[str]:
-    """A warning where CTranslate2 on both threads of one worker, the ratios' reference, ran far slower than
-    its two workers of one thread each (as on a 2-vCPU KVM guest with AMX, where its OpenMP threads
-    synchronize slowly): there the 2-worker ratios are the fair comparison."""
-    one, two = rate.get("CTranslate2 float32"), rate.get("CTranslate2 float32 2 workers")
-    if one is None or two is None or two < 2 * one:
-        return []
-    return ["", f"On this machine CTranslate2 float32 with intra_threads=2 ran {two / one:.1f}x slower than with 2 "
-            "workers of one thread each: the ratios to its 2-worker runs are the fair comparison here."]
 
 
 def main() -> None:
@@ -103,7 +100,11 @@ def main() -> None:
                   f"CT2 int8: {ratio(rate, best, 'CTranslate2 int8')} (against CTranslate2's 2-worker runs: "
                   f"{ratio(rate, best, 'CTranslate2 float32 2 workers')} and "
                   f"{ratio(rate, best, 'CTranslate2 int8 2 workers')}).", ""]
-        lines[-1:-1] = threads_note(rate)
+        slower = ct2_threads_slowdown(rate.get("CTranslate2 float32"), rate.get("CTranslate2 float32 2 workers"))
+        if slower:
+            lines[-1:-1] = ["", f"On this machine CTranslate2 float32 with intra_threads=2 ran {slower:.1f}x slower "
+                            "than with 2 workers of one thread each: the ratios to its 2-worker runs are the fair "
+                            "comparison here."]
         print("\n".join(lines[-len(rate) - 6 :]), flush=True)
     header = [f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {args.model}, exported with "
               "`nmt export --format ctranslate2` for CTranslate2. Command: "
