@@ -23,6 +23,7 @@ import sacrebleu
 import torch
 from results import (
     cpu_name,
+    ct2_threads_note,
     ct2_threads_slowdown,
     left_out_note,
     modes_left_out,
@@ -215,9 +216,7 @@ def main() -> None:
         if slower:
             slow.append(f"{search}, batch {batch}: {slower:.1f}x")
     if slow:
-        lines += ["", "On this machine CTranslate2 float32 with intra_threads=2 ran far slower in-process than with 2 "
-                  f"workers of one thread each ({'; '.join(slow)}): the ratios to its 2-worker rows are the fair "
-                  "comparison here."]
+        lines += ["", ct2_threads_note("in-process, " + "; ".join(slow))]
     lines += ["", "Same output as nmt fp32 (how faithful each engine and mode is):", ""]
     lines += [f"- {line}" for line in agreement]
     write_section(f"Engines: nmt and CTranslate2 on the shipped model ({vector_extensions()} CPU)", lines)

@@ -93,3 +93,10 @@ def ct2_threads_slowdown(one_worker: float | None, two_workers: float | None) ->
     if not one_worker or not two_workers or two_workers < 2 * one_worker:
         return None
     return two_workers / one_worker
+
+
+def ct2_threads_note(slowdowns: str) -> str:
+    """The warning under a table where ct2_threads_slowdown found CTranslate2's one-worker runs slow; slowdowns:
+    how much slower, and where."""
+    return (f"On this machine CTranslate2 float32 with intra_threads=2 ran far slower than with 2 workers of one "
+            f"thread each ({slowdowns}): the ratios to its 2-worker runs are the fair comparison here.")

@@ -22,6 +22,7 @@ import torch
 from engines import ALL_CT2, ct2_command, ct2_name, nmt_command, nmt_name, target_tokens, whole_process
 from results import (
     cpu_name,
+    ct2_threads_note,
     ct2_threads_slowdown,
     left_out_note,
     modes_left_out,
@@ -102,9 +103,7 @@ def main() -> None:
                   f"{ratio(rate, best, 'CTranslate2 int8 2 workers')}).", ""]
         slower = ct2_threads_slowdown(rate.get("CTranslate2 float32"), rate.get("CTranslate2 float32 2 workers"))
         if slower:
-            lines[-1:-1] = ["", f"On this machine CTranslate2 float32 with intra_threads=2 ran {slower:.1f}x slower "
-                            "than with 2 workers of one thread each: the ratios to its 2-worker runs are the fair "
-                            "comparison here."]
+            lines[-1:-1] = ["", ct2_threads_note(f"{slower:.1f}x")]
         print("\n".join(lines[-len(rate) - 6 :]), flush=True)
     header = [f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {args.model}, exported with "
               "`nmt export --format ctranslate2` for CTranslate2. Command: "
