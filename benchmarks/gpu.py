@@ -12,6 +12,7 @@ start to last line (importing torch and starting CUDA count). CTranslate2 rows (
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,18 +60,24 @@ def ct2_translate(translator, tokenizer, sources: list[str], beam: int, batch: i
     return [tokenizer.processor.decode(result.hypotheses[0]) for result in results]
 
 
-def timed(translate, sources: list[str]) -> tuple[list, float]:
-    torch.cuda.synchronize()
-    started = time.perf_counter()
-    out = translate(sources)
-    torch.cuda.synchronize()
-    return out, time.perf_counter() - started
+def timed(translate, sources: list[str], repeats: int) -> tuple[list, float]:
+    """The output and the median seconds of `repeats` calls (one call of a few tenths of a second varies by
+    up to half between calls on a shared host)."""
+    seconds = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        out = translate(sources)
+        torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - started)
+    return out, statistics.median(seconds)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="checkpoint; default: the shipped model")
     parser.add_argument("--sentences", type=int, default=1000, help="batch-32 rows (batch-1 rows use a tenth)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per in-process row (median)")
     parser.add_argument("--cli", default=f"{sys.executable} -m nmt_cli.main", help="how to run nmt")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -103,7 +110,7 @@ def main() -> None:
                     translator = Translator.from_checkpoint(checkpoint, options, "cuda", precision, batch_size=batch,
                                                             max_tokens=4096, cuda_graphs=graphs)
                     translator.translate(warmup)
-                    results, seconds = timed(translator.translate, sources)
+                    results, seconds = timed(translator.translate, sources, args.repeats)
                     out = [t.text for t in results]
                     name = f"nmt {precision} {'CUDA graphs' if graphs else 'eager'}"
                     measured.append((name, out, seconds))
@@ -112,7 +119,7 @@ def main() -> None:
                     translate = partial(hf_generate, marian.to(dtype), tokenizer, beam=beam, batch=batch,
                                         lenpen=lenpen, eos=checkpoint.config.eos_id)
                     translate(warmup[:8])
-                    out, seconds = timed(translate, sources)
+                    out, seconds = timed(translate, sources, args.repeats)
                     measured.append((f"HF generate() {label}", out, seconds))
             if ct2_model is not None:
                 import ctranslate2
@@ -121,7 +128,7 @@ def main() -> None:
                     translator = ctranslate2.Translator(str(ct2_model), device="cuda", compute_type=compute_type)
                     translate = partial(ct2_translate, translator, tokenizer, beam=beam, batch=batch, lenpen=lenpen)
                     translate(warmup)
-                    out, seconds = timed(translate, sources)
+                    out, seconds = timed(translate, sources, args.repeats)
                     measured.append((f"CTranslate2 {label}", out, seconds))
             for name, out, seconds in measured:
                 tokens = sum(len(ids) for ids in tokenizer.encode_batch(out))
@@ -149,11 +156,13 @@ def main() -> None:
         ct2_note = f"CTranslate2 is not in this table: {ct2_about}."
     lines = [
         f"Device: {device}, host CPU {cpu_name()}, torch {torch.__version__}. Model: {shown}. Sentences: the first N "
-        f"of multi30k:test_2016_flickr. Command: `python benchmarks/gpu.py --sentences {args.sentences}`. "
+        f"of multi30k:test_2016_flickr. Command: "
+        f"`python benchmarks/gpu.py --sentences {args.sentences} --repeats {args.repeats}`. "
         "Batch '4096 tokens': `nmt translate`'s default batching by padded source tokens. "
         "In-process target tokens/s (sentencepiece tokens of the output), timing tokenization, search and "
-        "detokenization after a warm-up call on 64 validation sentences; captures of graphs for new shapes "
-        "count. BLEU: cased sacreBLEU against the references. " + ct2_note,
+        f"detokenization after a warm-up call on 64 validation sentences: the median of {args.repeats} calls "
+        "(captures of graphs for new shapes count in the first). BLEU: cased sacreBLEU against the references. "
+        + ct2_note,
         "",
         "| engine | search | batch | sentences | tok/s | ratio to nmt fp32 eager | BLEU |",
         "|---|---|---|---|---|---|---|",
