@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from nmt.attention import inference_attention
 from nmt.cache import DecoderState
 from nmt.model import Transformer
+from nmt.native import HEAD_DIM_STEP, self_attention_kernel
 from nmt.quantize import DynamicInt8Linear, Int8Linear, bf16_linear_function
 
 Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)
@@ -132,6 +133,10 @@ class FlatDecoder:
         self.project = (weight_function(model.embed.weight) if model.output_proj is None  # tied embeddings
                         else linear_function(model.output_proj))
         self.target_ids: Tensor | None = None
+        # bf16 activations on a CPU: bf16 self-attention caches and the C kernel over them (nmt.native)
+        head_dim = model.config.d_model // model.config.n_heads
+        bf16_cpu = self.embedding.dtype == torch.bfloat16 and self.embedding.device.type == "cpu"
+        self.self_attention = self_attention_kernel() if bf16_cpu and head_dim % HEAD_DIM_STEP == 0 else None
 
     def restricted(self, target_ids: Tensor) -> FlatDecoder:
         """This decoder over the target tokens `target_ids` (V',) alone (nmt.shortlist): token i of its
@@ -145,7 +150,11 @@ class FlatDecoder:
 
     def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True) -> DecoderState:
         memory = None if self.model.training else self.encode(src)
-        return self.model.init_state(src, beam_size=beam_size, use_cache=use_cache, memory=memory)
+        state = self.model.init_state(src, beam_size=beam_size, use_cache=use_cache, memory=memory)
+        if self.self_attention is not None and use_cache and not self.model.training:
+            state.self_keys = [buffer.bfloat16() for buffer in state.self_keys]
+            state.self_values = [buffer.bfloat16() for buffer in state.self_values]
+        return state
 
     @torch.inference_mode()  # as nmt.search
     def encode(self, src: Tensor) -> Tensor:
@@ -186,12 +195,18 @@ class FlatDecoder:
             x = x + self.positions[step]
         for i, layer in enumerate(self.layers):
             h = layer.self_norm(x) if pre_norm else x
-            q = layer.self_q(h).view(rows, heads, 1, head_dim)
+            q = layer.self_q(h)  # (R, D)
             keys, values = layer.self_kv(h).view(rows, 2, heads, head_dim).unbind(1)  # (R, H, Dh) each
             state.self_keys[i][step] = keys  # position-major buffers (T, R, H, Dh)
             state.self_values[i][step] = values
-            out = inference_attention(q, state.self_keys[i][: step + 1].permute(1, 2, 0, 3),
-                                      state.self_values[i][: step + 1].permute(1, 2, 0, 3), None)  # (R, H, 1, Dh)
+            cached_keys, cached_values = state.self_keys[i][: step + 1], state.self_values[i][: step + 1]
+            if cached_keys.dtype == torch.bfloat16 and self.self_attention is not None:
+                out = self.self_attention(q.view(rows * heads, head_dim),  # (R*H, Dh) by (T, R*H, Dh)
+                                          cached_keys.view(step + 1, rows * heads, head_dim),
+                                          cached_values.view(step + 1, rows * heads, head_dim))
+            else:
+                out = inference_attention(q.view(rows, heads, 1, head_dim), cached_keys.permute(1, 2, 0, 3),
+                                          cached_values.permute(1, 2, 0, 3), None)  # (R, H, 1, Dh)
             x = residual(x, layer.self_out(out.view(rows, -1)), layer.self_norm, pre_norm)
 
             h = layer.cross_norm(x) if pre_norm else x

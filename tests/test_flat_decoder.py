@@ -74,3 +74,16 @@ def test_flat_decoder_leaves_a_training_model_to_its_own_step():
         torch.manual_seed(0)  # the same dropout masks for both
         results.append(decoder.decode_step(SRC[:, 0], decoder.init_state(SRC))[0])
     assert torch.equal(results[0], results[1])
+
+
+def test_bf16_activations_keep_bf16_self_attention_caches_for_the_c_kernel():
+    from nmt import native
+
+    if native.self_attention_kernel() is None:
+        pytest.skip("no C compiler: the kernel (tests/test_native.py) is not built")
+    for precision, expected in (("bf16", torch.bfloat16), ("int8_bf16", torch.bfloat16), ("fp32", torch.float32),
+                                ("int8_fp32", torch.float32)):
+        flat = FlatDecoder(cast_for_inference(tiny_model(seed=7), precision))
+        state = flat.init_state(SRC, 2)
+        assert {buffer.dtype for buffer in state.self_keys + state.self_values} == {expected}
+        assert (flat.self_attention is not None) == (expected == torch.bfloat16)

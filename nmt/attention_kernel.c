@@ -1,0 +1,128 @@
+/* A cached decoder step's self-attention over bf16 keys and values, for nmt.native (see there why).
+
+   decode_self_attention: one query per row and head, n = R*H of them, each over the T positions cached
+   so far. q (n, D) bf16; keys, values (T, n, D) bf16, position-major and contiguous (nmt.cache); out
+   (n, D) bf16; work: at least n*D + T*n16 + n*D floats, n16 = n rounded up to 16. D % 16 == 0.
+
+   Every loop streams the cache in memory order (position by position) and computes in float32 vectors
+   of 16 (GCC/Clang vector extensions: AVX-512, AVX2, SSE or NEON, whatever the compiler targets): 16
+   rows' dot products at once, reduced together; the softmax over positions 16 rows at a time. */
+
+#include <stdint.h>
+#include <string.h>
+
+typedef float vf __attribute__((vector_size(64)));   /* 16 floats */
+typedef int32_t vi __attribute__((vector_size(64)));
+typedef uint32_t vu __attribute__((vector_size(64)));
+typedef uint16_t vh __attribute__((vector_size(32))); /* 16 bf16 */
+
+static inline vf load_bf16(const uint16_t *p) {
+    vh h;
+    memcpy(&h, p, sizeof h);
+    vu u = __builtin_convertvector(h, vu) << 16;
+    vf f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline vf load(const float *p) {
+    vf f;
+    memcpy(&f, p, sizeof f);
+    return f;
+}
+
+static inline void store(float *p, vf f) { memcpy(p, &f, sizeof f); }
+
+static inline vf splat(float x) {
+    vf v = {0};
+    return v + x;
+}
+
+static inline vf vmax(vf a, vf b) {
+    vi greater = a > b, ai, bi;
+    memcpy(&ai, &a, sizeof ai);
+    memcpy(&bi, &b, sizeof bi);
+    vi r = (ai & greater) | (bi & ~greater);
+    vf f;
+    memcpy(&f, &r, sizeof f);
+    return f;
+}
+
+/* exp(x) for x <= 0 (scores minus their maximum): 2^n * exp(r), |r| <= ln(2)/2, by a degree-6 polynomial
+   (relative error about 1e-7); 0 below -87, where float32 underflows. */
+static inline vf vexp(vf x) {
+    x = vmax(x, splat(-87.0f));
+    vf t = x * 1.44269504f;
+    vf n = (t + 12582912.0f) - 12582912.0f; /* round to the nearest integer */
+    vf r = (t - n) * 0.69314718f;
+    vf p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
+    vf scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* a[0..15] -> one vector of their 16 horizontal sums, by halving and interleaving */
+static inline vf sums16(const vf *a) {
+    vf c[8], d[4], e[2];
+    for (int i = 0; i < 8; i++)
+        c[i] = __builtin_shufflevector(a[2 * i], a[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+               __builtin_shufflevector(a[2 * i], a[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    for (int i = 0; i < 4; i++)
+        d[i] = __builtin_shufflevector(c[2 * i], c[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+               __builtin_shufflevector(c[2 * i], c[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    for (int i = 0; i < 2; i++)
+        e[i] = __builtin_shufflevector(d[2 * i], d[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+               __builtin_shufflevector(d[2 * i], d[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+    return __builtin_shufflevector(e[0], e[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+           __builtin_shufflevector(e[0], e[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+static inline uint16_t to_bf16(float f) { /* round to nearest even, as torch converts */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+void decode_self_attention(const uint16_t *q, const uint16_t *keys, const uint16_t *values, uint16_t *out,
+                           float *work, int64_t T, int64_t n, int64_t D, float scale) {
+    int64_t n16 = (n + 15) / 16 * 16;
+    float *qf = work, *scores = work + n * D, *acc = scores + T * n16; /* scores (T, n16) */
+    for (int64_t i = 0; i < n * D; i += 16) store(qf + i, load_bf16(q + i) * scale);
+    for (int64_t t = 0; t < T; t++) {
+        const uint16_t *k = keys + t * n * D;
+        for (int64_t first = 0; first < n; first += 16) {
+            vf a[16];
+            for (int j = 0; j < 16; j++) {
+                a[j] = splat(0.0f);
+                if (first + j >= n) continue; /* lanes past the last row score 0 */
+                const float *qr = qf + (first + j) * D;
+                const uint16_t *kr = k + (first + j) * D;
+                for (int64_t d = 0; d < D; d += 16) a[j] += load(qr + d) * load_bf16(kr + d);
+            }
+            store(scores + t * n16 + first, sums16(a));
+        }
+    }
+    for (int64_t first = 0; first < n16; first += 16) { /* softmax over the positions, 16 rows at once */
+        vf top = load(scores + first);
+        for (int64_t t = 1; t < T; t++) top = vmax(top, load(scores + t * n16 + first));
+        vf total = splat(0.0f);
+        for (int64_t t = 0; t < T; t++) {
+            vf e = vexp(load(scores + t * n16 + first) - top);
+            store(scores + t * n16 + first, e);
+            total += e;
+        }
+        vf inverse = 1.0f / total;
+        for (int64_t t = 0; t < T; t++) store(scores + t * n16 + first, load(scores + t * n16 + first) * inverse);
+    }
+    memset(acc, 0, sizeof(float) * n * D);
+    for (int64_t t = 0; t < T; t++) {
+        const uint16_t *v = values + t * n * D;
+        const float *p = scores + t * n16;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t d = 0; d < D; d += 16)
+                store(acc + r * D + d, load(acc + r * D + d) + p[r] * load_bf16(v + r * D + d));
+    }
+    for (int64_t i = 0; i < n * D; i++) out[i] = to_bf16(acc[i]);
+}

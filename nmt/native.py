@@ -1,0 +1,116 @@
+"""A C kernel for the CPU decoder's self-attention over bf16 caches, compiled on first use.
+
+In a batched beam search on a CPU, a step's self-attention reads every cached key and value once, and
+that read bounds it: in float32 (torch's batched products, which cannot take bf16 without oneDNN building
+a kernel for every new cached length) the products read their caches at about the speed of a copy. Where
+the model's activations are bf16 (`--precision bf16` and `int8_bf16`), the keys and values already are
+bf16, so the flat decoder keeps them so (half the bytes to read and to move in beam reorders) and runs
+their attention through `decode_self_attention`, a loop over the cache in memory order
+(`attention_kernel.c`).
+
+The kernel is compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
+else `~/.cache/nmt`), once per source, compiler flags and CPU; `make setup` does it ahead. Without a
+compiler, with `NMT_NATIVE=0`, or where compiling fails, `self_attention_kernel()` is None and the decoder
+keeps its float32 caches and torch's products.
+
+    kernel = self_attention_kernel()
+    out = kernel(q, keys, values)   # q (N, Dh) bf16, keys/values (T, N, Dh) bf16 -> (N, Dh) bf16
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("attention_kernel.c")
+# -march=native: the vector width of this CPU (AVX-512 where it has it); a compiler without it (or a CPU
+# it does not know) gets the second set
+FLAG_SETS = (["-O3", "-march=native", "-mprefer-vector-width=512"], ["-O3"])
+HEAD_DIM_STEP = 16  # the kernel's vectors: head dimensions that are a multiple of it
+
+
+def cpu_signature() -> str:
+    """What the compiled code depends on: the machine and its instruction-set flags (a cache folder shared
+    between machines must not hand one CPU's build to another)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        flags = next(line for line in lines if line.startswith(("flags", "Features")))  # x86, Arm
+    except (OSError, StopIteration):
+        flags = platform.processor()
+    return f"{platform.machine()} {flags}"
+
+
+def cache_folder() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nmt"
+
+
+def compile_library() -> Path | None:
+    """The compiled kernel's path, compiling it if this CPU has no build yet; None if it cannot be built."""
+    compiler = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        log.debug("no C compiler (%s): the decoder keeps float32 self-attention caches", compiler)
+        return None
+    source = SOURCE.read_bytes()
+    for flags in FLAG_SETS:
+        key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), cpu_signature().encode()])).hexdigest()
+        target = cache_folder() / f"attention-{key[:16]}.so"
+        if target.is_file():
+            return target
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+                built = Path(scratch) / target.name
+                subprocess.run([compiler, *flags, "-shared", "-fPIC", "-o", str(built), str(SOURCE)], check=True,
+                               capture_output=True, timeout=120)
+                os.replace(built, target)  # atomic: processes building at once each rename a whole library
+            return target
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.debug("compiling %s with %s failed: %s", SOURCE.name, flags, exc)
+    return None
+
+
+@functools.cache
+def self_attention_kernel() -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
+    """decode_self_attention as a function of tensors, or None where it is unavailable (module docstring)."""
+    if os.environ.get("NMT_NATIVE", "1") == "0":
+        return None
+    path = compile_library()
+    if path is None:
+        return None
+    try:
+        function = ctypes.CDLL(str(path)).decode_self_attention
+    except (OSError, AttributeError) as exc:
+        log.debug("loading %s failed: %s", path, exc)
+        return None
+    function.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_float]
+    function.restype = None
+
+    def attention(q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
+        """softmax(q k^T / sqrt(Dh)) v per row: q (N, Dh), keys/values (T, N, Dh), all bf16 and contiguous
+        -> (N, Dh) bf16."""
+        rows, head_dim = q.shape
+        length = keys.size(0)
+        if any(t.dtype != torch.bfloat16 or not t.is_contiguous() or t.is_cuda for t in (q, keys, values)):
+            raise ValueError("decode_self_attention needs contiguous bf16 CPU tensors")
+        out = torch.empty_like(q)
+        work = torch.empty(2 * rows * head_dim + length * -(-rows // 16) * 16, dtype=torch.float32)
+        function(q.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(), work.data_ptr(), length, rows,
+                 head_dim, head_dim**-0.5)
+        return out
+
+    return attention

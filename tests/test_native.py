@@ -1,0 +1,74 @@
+"""The C self-attention kernel (nmt.native): the same attention as torch's in float32 over the same bf16
+values, whatever the row count and cached length; its build, reuse and opt-out."""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+
+import pytest
+import torch
+
+from nmt import native
+
+COMPILER = (sysconfig.get_config_var("CC") or "cc").split()[0]
+pytestmark = pytest.mark.skipif(shutil.which(COMPILER) is None, reason=f"no C compiler ({COMPILER})")
+
+
+@pytest.fixture
+def kernel():
+    found = native.self_attention_kernel()
+    assert found is not None, "a C compiler is present, so the kernel must build"
+    return found
+
+
+def reference(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(Dh)) v per row in float32: q (N, Dh), keys/values (T, N, Dh)."""
+    q, keys, values = q.float(), keys.float(), values.float()
+    scores = torch.einsum("nd,tnd->nt", q, keys) / q.size(1) ** 0.5
+    return torch.einsum("nt,tnd->nd", scores.softmax(dim=1), values)
+
+
+@pytest.mark.parametrize("length, rows, head_dim", [(1, 4, 16), (7, 20, 16), (33, 512, 64), (130, 37, 32)])
+def test_kernel_equals_attention_in_float32(kernel, length, rows, head_dim):
+    generator = torch.Generator().manual_seed(length)
+    q, keys, values = (torch.randn(*shape, generator=generator).mul(2).bfloat16()
+                       for shape in [(rows, head_dim), (length, rows, head_dim), (length, rows, head_dim)])
+    out = kernel(q, keys, values)
+    assert out.dtype == torch.bfloat16 and out.shape == (rows, head_dim)
+    # the one rounding to bf16 at the end: within half a bf16 step of the float32 result
+    torch.testing.assert_close(out.float(), reference(q, keys, values), rtol=8e-3, atol=1e-3)
+
+
+def test_kernel_softmax_takes_the_one_matching_key_when_scores_are_far_apart(kernel):
+    rows, length, head_dim = 18, 9, 16
+    q = torch.randn(rows, head_dim).bfloat16()
+    keys = torch.randn(length, rows, head_dim).bfloat16()
+    keys[4] = (q.float() * 40).bfloat16()  # scores hundreds apart: the others' weights underflow to 0
+    values = torch.randn(length, rows, head_dim).bfloat16()
+    assert torch.equal(kernel(q, keys, values), values[4])
+
+
+def test_kernel_refuses_other_dtypes_and_strides(kernel):
+    q, keys = torch.randn(4, 16).bfloat16(), torch.randn(3, 4, 16).bfloat16()
+    with pytest.raises(ValueError):
+        kernel(q.float(), keys, keys)
+    with pytest.raises(ValueError):
+        kernel(q, keys.transpose(0, 1), keys)
+
+
+def test_library_is_built_once_per_cpu_into_the_cache_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    built = native.compile_library()
+    assert built is not None and built.parent == tmp_path / "nmt" and built.is_file()
+    modified = built.stat().st_mtime_ns
+    assert native.compile_library() == built and built.stat().st_mtime_ns == modified  # reused, not rebuilt
+
+
+def test_nmt_native_0_turns_the_kernel_off(monkeypatch):
+    monkeypatch.setenv("NMT_NATIVE", "0")
+    native.self_attention_kernel.cache_clear()
+    try:
+        assert native.self_attention_kernel() is None
+    finally:
+        native.self_attention_kernel.cache_clear()
