@@ -1,4 +1,4 @@
-/* A cached decoder step's self-attention over bf16 keys and values, for nmt.native (see there why).
+/* A cached decoder step's attention over bf16 keys and values, for nmt.native (see there why).
 
    decode_self_attention: one query per row and head, n = R*H of them, each over the T positions cached
    so far. q (n, D) bf16; keys, values (T, n, D) bf16, position-major and contiguous (nmt.cache); out
@@ -125,4 +125,64 @@ void decode_self_attention(const uint16_t *q, const uint16_t *keys, const uint16
                 store(acc + r * D + d, load(acc + r * D + d) + p[r] * load_bf16(v + r * D + d));
     }
     for (int64_t i = 0; i < n * D; i++) out[i] = to_bf16(acc[i]);
+}
+
+/* decode_cross_attention: the K rows (beams) of each of N sentences over their sentence's encoder keys and
+   values, the first lengths[s] of S positions (sources are padded at the end). q (N, K, H, D) bf16; keys,
+   values (N, H, S, D) bf16; out (N, K, H, D) bf16 (the rows of the next product); work: at least
+   K*S16 + K*D floats, S16 = S rounded up to 16. D % 16 == 0. Each sentence's keys are read once for its
+   K rows, 16 positions at a time. */
+void decode_cross_attention(const uint16_t *q, const uint16_t *keys, const uint16_t *values,
+                            const int64_t *lengths, uint16_t *out, float *work, int64_t N, int64_t K, int64_t H,
+                            int64_t S, int64_t D, float scale) {
+    int64_t s16 = (S + 15) / 16 * 16;
+    float *scores = work, *acc = work + K * s16; /* scores (K, s16); acc (K, D) */
+    for (int64_t s = 0; s < N; s++) {
+        int64_t length = lengths[s] < S ? lengths[s] : S;
+        for (int64_t h = 0; h < H && length <= 0; h++) /* nothing to attend to: zeros */
+            for (int64_t row = 0; row < K; row++) memset(out + ((s * K + row) * H + h) * D, 0, sizeof(uint16_t) * D);
+        for (int64_t h = 0; h < H && length > 0; h++) {
+            const uint16_t *k = keys + (s * H + h) * S * D, *v = values + (s * H + h) * S * D;
+            for (int64_t first = 0; first < length; first += 16) {
+                for (int64_t row = 0; row < K; row++) {
+                    const uint16_t *qr = q + ((s * K + row) * H + h) * D;
+                    vf a[16];
+                    for (int j = 0; j < 16; j++) {
+                        a[j] = splat(0.0f);
+                        if (first + j >= length) continue;
+                        for (int64_t d = 0; d < D; d += 16) a[j] += load_bf16(qr + d) * load_bf16(k + (first + j) * D + d);
+                    }
+                    vf block = sums16(a) * scale;
+                    for (int j = 0; j < 16; j++) /* positions past the source score -inf: weight 0 */
+                        if (first + j >= length) block[j] = -__builtin_inff();
+                    store(scores + row * s16 + first, block);
+                }
+            }
+            int64_t used = (length + 15) / 16 * 16;
+            for (int64_t row = 0; row < K; row++) {
+                float *p = scores + row * s16;
+                vf top = load(p);
+                for (int64_t first = 16; first < used; first += 16) top = vmax(top, load(p + first));
+                float best = top[0];
+                for (int j = 1; j < 16; j++) best = top[j] > best ? top[j] : best;
+                vf total = splat(0.0f);
+                for (int64_t first = 0; first < used; first += 16) {
+                    vf e = vexp(load(p + first) - best);
+                    store(p + first, e);
+                    total += e;
+                }
+                float sum = 0;
+                for (int j = 0; j < 16; j++) sum += total[j];
+                float inverse = 1.0f / sum;
+                for (int64_t d = 0; d < D; d += 16) store(acc + row * D + d, splat(0.0f));
+                for (int64_t l = 0; l < length; l++) {
+                    float weight = p[l] * inverse;
+                    for (int64_t d = 0; d < D; d += 16)
+                        store(acc + row * D + d, load(acc + row * D + d) + weight * load_bf16(v + l * D + d));
+                }
+            }
+            for (int64_t row = 0; row < K; row++)
+                for (int64_t d = 0; d < D; d++) out[((s * K + row) * H + h) * D + d] = to_bf16(acc[row * D + d]);
+        }
+    }
 }

@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from nmt.attention import inference_attention
 from nmt.cache import DecoderState
 from nmt.model import Transformer
-from nmt.native import HEAD_DIM_STEP, self_attention_kernel
+from nmt.native import HEAD_DIM_STEP, cross_attention_kernel, self_attention_kernel
 from nmt.quantize import DynamicInt8Linear, Int8Linear, bf16_linear_function
 
 Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)
@@ -133,10 +133,12 @@ class FlatDecoder:
         self.project = (weight_function(model.embed.weight) if model.output_proj is None  # tied embeddings
                         else linear_function(model.output_proj))
         self.target_ids: Tensor | None = None
-        # bf16 activations on a CPU: bf16 self-attention caches and the C kernel over them (nmt.native)
+        # bf16 activations on a CPU: bf16 attention caches and the C kernels over them (nmt.native)
         head_dim = model.config.d_model // model.config.n_heads
         bf16_cpu = self.embedding.dtype == torch.bfloat16 and self.embedding.device.type == "cpu"
-        self.self_attention = self_attention_kernel() if bf16_cpu and head_dim % HEAD_DIM_STEP == 0 else None
+        native = bf16_cpu and head_dim % HEAD_DIM_STEP == 0
+        self.self_attention = self_attention_kernel() if native else None
+        self.cross_attention = cross_attention_kernel() if native else None
 
     def restricted(self, target_ids: Tensor) -> FlatDecoder:
         """This decoder over the target tokens `target_ids` (V',) alone (nmt.shortlist): token i of its
@@ -151,9 +153,13 @@ class FlatDecoder:
     def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True) -> DecoderState:
         memory = None if self.model.training else self.encode(src)
         state = self.model.init_state(src, beam_size=beam_size, use_cache=use_cache, memory=memory)
-        if self.self_attention is not None and use_cache and not self.model.training:
-            state.self_keys = [buffer.bfloat16() for buffer in state.self_keys]
-            state.self_values = [buffer.bfloat16() for buffer in state.self_values]
+        if self.self_attention is None or not use_cache or self.model.training:
+            return state
+        state.self_keys = [buffer.bfloat16() for buffer in state.self_keys]
+        state.self_values = [buffer.bfloat16() for buffer in state.self_values]
+        if padded_at_the_end(state.cross_mask):  # the cross kernel takes each source's length
+            state.cross_keys = [tensor.bfloat16() for tensor in state.cross_keys]
+            state.cross_values = [tensor.bfloat16() for tensor in state.cross_values]
         return state
 
     @torch.inference_mode()  # as nmt.search
@@ -193,6 +199,10 @@ class FlatDecoder:
         x = F.embedding(tokens, self.embedding) * self.embedding_scale  # (R, D)
         if config.positional_encoding:
             x = x + self.positions[step]
+        cross_kernel = state.cross_keys[0].dtype == torch.bfloat16 and self.cross_attention is not None
+        if cross_kernel:
+            lengths = (state.cross_mask.view(sentences, -1).sum(dim=1) if state.cross_mask is not None
+                       else torch.full((sentences,), state.cross_keys[0].size(2)))  # (N,) source tokens
         for i, layer in enumerate(self.layers):
             h = layer.self_norm(x) if pre_norm else x
             q = layer.self_q(h)  # (R, D)
@@ -211,14 +221,28 @@ class FlatDecoder:
 
             h = layer.cross_norm(x) if pre_norm else x
             # The K rows of a sentence query the same keys: they are the query positions of one batch entry.
-            q = layer.cross_q(h).view(sentences, rows // sentences, heads, head_dim).transpose(1, 2)  # (N, H, K, Dh)
-            out = inference_attention(q, state.cross_keys[i], state.cross_values[i], state.cross_mask)
-            x = residual(x, layer.cross_out(out.transpose(1, 2).reshape(rows, -1)), layer.cross_norm, pre_norm)
+            q = layer.cross_q(h).view(sentences, rows // sentences, heads, head_dim)  # (N, K, H, Dh)
+            if cross_kernel:
+                out = self.cross_attention(q, state.cross_keys[i], state.cross_values[i], lengths)  # (N, K, H, Dh)
+            else:
+                out = inference_attention(q.transpose(1, 2), state.cross_keys[i], state.cross_values[i],
+                                          state.cross_mask).transpose(1, 2)  # (N, K, H, Dh)
+            x = residual(x, layer.cross_out(out.reshape(rows, -1)), layer.cross_norm, pre_norm)
 
             h = layer.ffn_norm(x) if pre_norm else x
             x = residual(x, layer.ffn_down(layer.ffn_up(h)), layer.ffn_norm, pre_norm)
         state.step += 1
         return F.log_softmax(self.project(self.final_norm(x)), dim=-1, dtype=torch.float32), state
+
+
+def padded_at_the_end(mask: Tensor | None) -> bool:
+    """Whether a source mask (N, 1, 1, S), True on real tokens, holds each source's tokens first (None:
+    nothing padded)."""
+    if mask is None:
+        return True
+    mask = mask.view(mask.size(0), -1)  # (N, S)
+    lengths = mask.sum(dim=1, keepdim=True)
+    return torch.equal(mask, torch.arange(mask.size(1)) < lengths)
 
 
 def residual(x: Tensor, update: Tensor, norm: Callable[[Tensor], Tensor], pre_norm: bool) -> Tensor:

@@ -1,4 +1,4 @@
-"""A C kernel for the CPU decoder's self-attention over bf16 caches, compiled on first use.
+"""C kernels for the CPU decoder's attention over bf16 caches, compiled on first use.
 
 In a batched beam search on a CPU, a step's self-attention reads every cached key and value once, and
 that read bounds it: in float32 (torch's batched products, which cannot take bf16 without oneDNN building
@@ -10,11 +10,11 @@ their attention through `decode_self_attention`, a loop over the cache in memory
 
 The kernel is compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
 else `~/.cache/nmt`), once per source, compiler flags and CPU; `make setup` does it ahead. Without a
-compiler, with `NMT_NATIVE=0`, or where compiling fails, `self_attention_kernel()` is None and the decoder
-keeps its float32 caches and torch's products.
+compiler, with `NMT_NATIVE=0`, or where compiling fails, `library()` is None and the decoder keeps its
+float32 caches and torch's products.
 
-    kernel = self_attention_kernel()
-    out = kernel(q, keys, values)   # q (N, Dh) bf16, keys/values (T, N, Dh) bf16 -> (N, Dh) bf16
+    self_attention = self_attention_kernel()
+    out = self_attention(q, keys, values)   # q (N, Dh) bf16, keys/values (T, N, Dh) bf16 -> (N, Dh) bf16
 """
 
 from __future__ import annotations
@@ -85,32 +85,69 @@ def compile_library() -> Path | None:
 
 
 @functools.cache
-def self_attention_kernel() -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
-    """decode_self_attention as a function of tensors, or None where it is unavailable (module docstring)."""
+def library() -> ctypes.CDLL | None:
+    """The compiled kernels, or None where they are unavailable (module docstring)."""
     if os.environ.get("NMT_NATIVE", "1") == "0":
         return None
     path = compile_library()
     if path is None:
         return None
     try:
-        function = ctypes.CDLL(str(path)).decode_self_attention
+        loaded = ctypes.CDLL(str(path))
+        loaded.decode_self_attention.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_float]
+        loaded.decode_cross_attention.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 5 + [ctypes.c_float]
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
-    function.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_float]
-    function.restype = None
+    loaded.decode_self_attention.restype = loaded.decode_cross_attention.restype = None
+    return loaded
 
-    def attention(q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
-        """softmax(q k^T / sqrt(Dh)) v per row: q (N, Dh), keys/values (T, N, Dh), all bf16 and contiguous
-        -> (N, Dh) bf16."""
+
+def check_inputs(*tensors: Tensor) -> None:
+    """The kernels read raw memory: only contiguous bf16 CPU tensors may reach them."""
+    if any(t.dtype != torch.bfloat16 or not t.is_contiguous() or t.device.type != "cpu" for t in tensors):
+        raise ValueError("the attention kernels need contiguous bf16 CPU tensors")
+
+
+def self_attention_kernel() -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
+    """decode_self_attention as a function of tensors, or None where the kernels are unavailable."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def self_attention(q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
+        """softmax(q k^T / sqrt(Dh)) v per row: q (N, Dh), keys/values (T, N, Dh), bf16 -> (N, Dh) bf16."""
+        check_inputs(q, keys, values)
         rows, head_dim = q.shape
         length = keys.size(0)
-        if any(t.dtype != torch.bfloat16 or not t.is_contiguous() or t.is_cuda for t in (q, keys, values)):
-            raise ValueError("decode_self_attention needs contiguous bf16 CPU tensors")
         out = torch.empty_like(q)
         work = torch.empty(2 * rows * head_dim + length * -(-rows // 16) * 16, dtype=torch.float32)
-        function(q.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(), work.data_ptr(), length, rows,
-                 head_dim, head_dim**-0.5)
+        loaded.decode_self_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(),
+                                     work.data_ptr(), length, rows, head_dim, head_dim**-0.5)
         return out
 
-    return attention
+    return self_attention
+
+
+def cross_attention_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None:
+    """decode_cross_attention as a function of tensors, or None where the kernels are unavailable."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def cross_attention(q: Tensor, keys: Tensor, values: Tensor, lengths: Tensor) -> Tensor:
+        """The K rows of each sentence over its first lengths[n] encoder positions: q (N, K, H, Dh),
+        keys/values (N, H, S, Dh), bf16; lengths (N,) int64 -> (N, K, H, Dh) bf16."""
+        check_inputs(q, keys, values)
+        if lengths.dtype != torch.int64 or not lengths.is_contiguous() or lengths.numel() != q.size(0):
+            raise ValueError("lengths must be a contiguous int64 tensor of one length per sentence")
+        sentences, beam, heads, head_dim = q.shape
+        positions = keys.size(2)
+        out = torch.empty_like(q)
+        work = torch.empty(beam * (-(-positions // 16) * 16 + head_dim), dtype=torch.float32)
+        loaded.decode_cross_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), lengths.data_ptr(),
+                                      out.data_ptr(), work.data_ptr(), sentences, beam, heads, positions, head_dim,
+                                      head_dim**-0.5)
+        return out
+
+    return cross_attention

@@ -16,8 +16,14 @@ from tests.conftest import tiny_model
 SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0, 0]])
 
 
-def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam: int, device: str = "cpu"):
+def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam: int, device: str = "cpu",
+                                        kernels: bool = False):
+    """Exactly equal; with `kernels` (bf16 on a CPU), through nmt.native's attention kernels, which sum in
+    another order than torch's products: equal within a few bf16 roundings."""
     flat = FlatDecoder(model)
+    if not kernels:
+        flat.self_attention = flat.cross_attention = None
+    tolerance = 0.03 if kernels else 0
     src = SRC.repeat(6, 1)[:sentences].to(device)
     torch.testing.assert_close(flat.encode(src), model.encode(src), atol=0, rtol=0)
     reference, state = model.init_state(src, beam), flat.init_state(src, beam)
@@ -26,7 +32,7 @@ def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam
     for t in range(tokens.size(0)):  # 20 steps: the cache grows past its first 16 positions
         expected, reference = model.decode_step(tokens[t], reference)
         log_probs, state = flat.decode_step(tokens[t], state)
-        torch.testing.assert_close(log_probs, expected, atol=0, rtol=0)
+        torch.testing.assert_close(log_probs, expected, atol=tolerance, rtol=0)
         reference.reorder(rows)
         state.reorder(rows)
 
@@ -39,6 +45,18 @@ def test_flat_step_equals_decode_step(pre_norm, precision, sentences, beam):
         pytest.importorskip("torchao")  # an optional extra
     model = cast_for_inference(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), precision)
     assert_flat_step_equals_decode_step(model, sentences, beam)
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+@pytest.mark.parametrize("precision", ["bf16", "int8_bf16"])
+@pytest.mark.parametrize("sentences, beam", [(1, 1), (3, 2), (18, 1), (5, 4)])
+def test_flat_step_through_the_c_kernels_stays_close_to_decode_step(pre_norm, precision, sentences, beam):
+    from nmt import native
+
+    if native.library() is None:
+        pytest.skip("no C compiler: the kernels (tests/test_native.py) are not built")
+    model = cast_for_inference(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), precision)
+    assert_flat_step_equals_decode_step(model, sentences, beam, kernels=True)
 
 
 def test_flat_step_equals_decode_step_with_fbgemm_on_every_product(monkeypatch):
@@ -76,14 +94,19 @@ def test_flat_decoder_leaves_a_training_model_to_its_own_step():
     assert torch.equal(results[0], results[1])
 
 
-def test_bf16_activations_keep_bf16_self_attention_caches_for_the_c_kernel():
+def test_bf16_activations_keep_bf16_attention_caches_for_the_c_kernels():
     from nmt import native
 
-    if native.self_attention_kernel() is None:
-        pytest.skip("no C compiler: the kernel (tests/test_native.py) is not built")
+    if native.library() is None:
+        pytest.skip("no C compiler: the kernels (tests/test_native.py) are not built")
     for precision, expected in (("bf16", torch.bfloat16), ("int8_bf16", torch.bfloat16), ("fp32", torch.float32),
                                 ("int8_fp32", torch.float32)):
         flat = FlatDecoder(cast_for_inference(tiny_model(seed=7), precision))
         state = flat.init_state(SRC, 2)
-        assert {buffer.dtype for buffer in state.self_keys + state.self_values} == {expected}
-        assert (flat.self_attention is not None) == (expected == torch.bfloat16)
+        caches = state.self_keys + state.self_values + state.cross_keys + state.cross_values
+        assert {buffer.dtype for buffer in caches} == {expected}
+        assert (flat.self_attention is not None) == (flat.cross_attention is not None) == (expected == torch.bfloat16)
+    # a source padded at the start: the cross-attention kernel (which takes lengths) is not used
+    flat = FlatDecoder(cast_for_inference(tiny_model(seed=7), "bf16"))
+    state = flat.init_state(SRC.flip(1), 2)
+    assert state.self_keys[0].dtype == torch.bfloat16 and state.cross_keys[0].dtype == torch.float32

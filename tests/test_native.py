@@ -1,5 +1,5 @@
-"""The C self-attention kernel (nmt.native): the same attention as torch's in float32 over the same bf16
-values, whatever the row count and cached length; its build, reuse and opt-out."""
+"""The C attention kernels (nmt.native): the same attention as torch's in float32 over the same bf16 values,
+whatever the row count, cached length, beam and source lengths; their build, reuse and opt-out."""
 
 from __future__ import annotations
 
@@ -13,6 +13,13 @@ from nmt import native
 
 COMPILER = (sysconfig.get_config_var("CC") or "cc").split()[0]
 pytestmark = pytest.mark.skipif(shutil.which(COMPILER) is None, reason=f"no C compiler ({COMPILER})")
+
+
+@pytest.fixture
+def cross_kernel():
+    found = native.cross_attention_kernel()
+    assert found is not None, "a C compiler is present, so the kernel must build"
+    return found
 
 
 @pytest.fixture
@@ -38,6 +45,24 @@ def test_kernel_equals_attention_in_float32(kernel, length, rows, head_dim):
     assert out.dtype == torch.bfloat16 and out.shape == (rows, head_dim)
     # the one rounding to bf16 at the end: within half a bf16 step of the float32 result
     torch.testing.assert_close(out.float(), reference(q, keys, values), rtol=8e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("sentences, beam, heads, positions, head_dim", [(1, 1, 2, 5, 16), (3, 4, 4, 21, 64),
+                                                                        (7, 5, 2, 40, 32)])
+def test_cross_kernel_equals_masked_attention_in_float32(cross_kernel, sentences, beam, heads, positions, head_dim):
+    generator = torch.Generator().manual_seed(positions)
+    q = torch.randn(sentences, beam, heads, head_dim, generator=generator).mul(2).bfloat16()
+    keys, values = (torch.randn(sentences, heads, positions, head_dim, generator=generator).mul(2).bfloat16()
+                    for _ in range(2))
+    lengths = torch.randint(1, positions + 1, (sentences,), generator=generator)
+    lengths[0] = positions  # one source fills the batch's length
+    out = cross_kernel(q, keys, values, lengths)
+    assert out.dtype == torch.bfloat16 and out.shape == q.shape
+    scores = torch.einsum("nkhd,nhsd->nhks", q.float(), keys.float()) / head_dim**0.5
+    padding = torch.arange(positions) >= lengths[:, None]  # (N, S)
+    weights = scores.masked_fill(padding[:, None, None, :], float("-inf")).softmax(dim=-1)
+    expected = torch.einsum("nhks,nhsd->nkhd", weights, values.float())
+    torch.testing.assert_close(out.float(), expected, rtol=8e-3, atol=1e-3)
 
 
 def test_kernel_softmax_takes_the_one_matching_key_when_scores_are_far_apart(kernel):
@@ -67,8 +92,8 @@ def test_library_is_built_once_per_cpu_into_the_cache_folder(monkeypatch, tmp_pa
 
 def test_nmt_native_0_turns_the_kernel_off(monkeypatch):
     monkeypatch.setenv("NMT_NATIVE", "0")
-    native.self_attention_kernel.cache_clear()
+    native.library.cache_clear()
     try:
         assert native.self_attention_kernel() is None
     finally:
-        native.self_attention_kernel.cache_clear()
+        native.library.cache_clear()
