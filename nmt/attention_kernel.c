@@ -1,8 +1,9 @@
 /* A cached decoder step's attention over bf16 keys and values, for nmt.native (see there why).
 
    decode_self_attention: one query per row and head, n = R*H of them, each over the T positions cached
-   so far. q (n, D) bf16; keys, values (T, n, D) bf16, position-major and contiguous (nmt.cache); out
-   (n, D) bf16; work: at least n*D + T*n16 + n*D floats, n16 = n rounded up to 16. D % 16 == 0.
+   so far. q (n, D); keys, values (T, n, D) bf16, position-major and contiguous (nmt.cache); out (n, D);
+   work: at least n*D + T*n16 + n*D floats, n16 = n rounded up to 16. D % 16 == 0. q and out are bf16,
+   or float32 where f32 is not 0 (a model with float32 activations over bf16 caches).
 
    Every loop streams the cache in memory order (position by position) and computes in float32 vectors
    of 16 (GCC/Clang vector extensions: AVX-512, AVX2, SSE or NEON, whatever the compiler targets): 16
@@ -85,11 +86,23 @@ static inline uint16_t to_bf16(float f) { /* round to nearest even, as torch con
     return (uint16_t)(u >> 16);
 }
 
-void decode_self_attention(const uint16_t *q, const uint16_t *keys, const uint16_t *values, uint16_t *out,
-                           float *work, int64_t T, int64_t n, int64_t D, float scale) {
+/* Queries and outputs are bf16 (bf16 activations) or float32 (float32 activations, int8_fp32): `f32`. */
+static inline vf load_rows(const void *p, int64_t i, int f32) {
+    return f32 ? load((const float *)p + i) : load_bf16((const uint16_t *)p + i);
+}
+
+static inline void store_value(void *p, int64_t i, float x, int f32) {
+    if (f32)
+        ((float *)p)[i] = x;
+    else
+        ((uint16_t *)p)[i] = to_bf16(x);
+}
+
+static inline void self_attention(const void *q, const uint16_t *keys, const uint16_t *values, void *out,
+                                  float *work, int64_t T, int64_t n, int64_t D, float scale, int f32) {
     int64_t n16 = (n + 15) / 16 * 16;
     float *qf = work, *scores = work + n * D, *acc = scores + T * n16; /* scores (T, n16) */
-    for (int64_t i = 0; i < n * D; i += 16) store(qf + i, load_bf16(q + i) * scale);
+    for (int64_t i = 0; i < n * D; i += 16) store(qf + i, load_rows(q, i, f32) * scale);
     for (int64_t t = 0; t < T; t++) {
         const uint16_t *k = keys + t * n * D;
         for (int64_t first = 0; first < n; first += 16) {
@@ -124,33 +137,35 @@ void decode_self_attention(const uint16_t *q, const uint16_t *keys, const uint16
             for (int64_t d = 0; d < D; d += 16)
                 store(acc + r * D + d, load(acc + r * D + d) + p[r] * load_bf16(v + r * D + d));
     }
-    for (int64_t i = 0; i < n * D; i++) out[i] = to_bf16(acc[i]);
+    for (int64_t i = 0; i < n * D; i++) store_value(out, i, acc[i], f32);
 }
 
 /* decode_cross_attention: the K rows (beams) of each of N sentences over their sentence's encoder keys and
    values, the first lengths[s] of S positions (sources are padded at the end). q (N, K, H, D) bf16; keys,
-   values (N, H, S, D) bf16; out (N, K, H, D) bf16 (the rows of the next product); work: at least
+   values (N, H, S, D) bf16; out (N, K, H, D) (the rows of the next product; q and out bf16 or, with f32,
+   float32); work: at least
    K*S16 + K*D floats, S16 = S rounded up to 16. D % 16 == 0. Each sentence's keys are read once for its
    K rows, 16 positions at a time. */
-void decode_cross_attention(const uint16_t *q, const uint16_t *keys, const uint16_t *values,
-                            const int64_t *lengths, uint16_t *out, float *work, int64_t N, int64_t K, int64_t H,
-                            int64_t S, int64_t D, float scale) {
+static inline void cross_attention(const void *q, const uint16_t *keys, const uint16_t *values,
+                                   const int64_t *lengths, void *out, float *work, int64_t N, int64_t K, int64_t H,
+                                   int64_t S, int64_t D, float scale, int f32) {
     int64_t s16 = (S + 15) / 16 * 16;
     float *scores = work, *acc = work + K * s16; /* scores (K, s16); acc (K, D) */
     for (int64_t s = 0; s < N; s++) {
         int64_t length = lengths[s] < S ? lengths[s] : S;
         for (int64_t h = 0; h < H && length <= 0; h++) /* nothing to attend to: zeros */
-            for (int64_t row = 0; row < K; row++) memset(out + ((s * K + row) * H + h) * D, 0, sizeof(uint16_t) * D);
+            for (int64_t row = 0; row < K; row++)
+                for (int64_t d = 0; d < D; d++) store_value(out, ((s * K + row) * H + h) * D + d, 0.0f, f32);
         for (int64_t h = 0; h < H && length > 0; h++) {
             const uint16_t *k = keys + (s * H + h) * S * D, *v = values + (s * H + h) * S * D;
             for (int64_t first = 0; first < length; first += 16) {
                 for (int64_t row = 0; row < K; row++) {
-                    const uint16_t *qr = q + ((s * K + row) * H + h) * D;
+                    int64_t qr = ((s * K + row) * H + h) * D;
                     vf a[16];
                     for (int j = 0; j < 16; j++) {
                         a[j] = splat(0.0f);
                         if (first + j >= length) continue;
-                        for (int64_t d = 0; d < D; d += 16) a[j] += load_bf16(qr + d) * load_bf16(k + (first + j) * D + d);
+                        for (int64_t d = 0; d < D; d += 16) a[j] += load_rows(q, qr + d, f32) * load_bf16(k + (first + j) * D + d);
                     }
                     vf block = sums16(a) * scale;
                     for (int j = 0; j < 16; j++) /* positions past the source score -inf: weight 0 */
@@ -182,7 +197,24 @@ void decode_cross_attention(const uint16_t *q, const uint16_t *keys, const uint1
                 }
             }
             for (int64_t row = 0; row < K; row++)
-                for (int64_t d = 0; d < D; d++) out[((s * K + row) * H + h) * D + d] = to_bf16(acc[row * D + d]);
+                for (int64_t d = 0; d < D; d++) store_value(out, ((s * K + row) * H + h) * D + d, acc[row * D + d], f32);
         }
     }
+}
+
+void decode_self_attention(const void *q, const uint16_t *keys, const uint16_t *values, void *out, float *work,
+                           int64_t T, int64_t n, int64_t D, float scale, int32_t f32) {
+    if (f32)
+        self_attention(q, keys, values, out, work, T, n, D, scale, 1);
+    else
+        self_attention(q, keys, values, out, work, T, n, D, scale, 0);
+}
+
+void decode_cross_attention(const void *q, const uint16_t *keys, const uint16_t *values, const int64_t *lengths,
+                            void *out, float *work, int64_t N, int64_t K, int64_t H, int64_t S, int64_t D,
+                            float scale, int32_t f32) {
+    if (f32)
+        cross_attention(q, keys, values, lengths, out, work, N, K, H, S, D, scale, 1);
+    else
+        cross_attention(q, keys, values, lengths, out, work, N, K, H, S, D, scale, 0);
 }

@@ -11,6 +11,9 @@ search sees it as a model (`config`, `init_state`, `decode_step`).
     decoder = FlatDecoder(model.eval())
     hypotheses = search(decoder, src, SearchOptions(beam_size=4))
 
+In reduced precision on a CPU (bf16, int8_bf16, int8_fp32) it keeps its attention caches in bf16 and
+computes attention over them in nmt.native's C kernels, where they are built.
+
 The tests check its memory against `Transformer.encode` and its log-probabilities against
 `Transformer.decode_step`. States it does not cover (no cache, the fixed-shape state of nmt.graphs) and a
 model in training mode go to the model's own step (and encoder).
@@ -133,10 +136,12 @@ class FlatDecoder:
         self.project = (weight_function(model.embed.weight) if model.output_proj is None  # tied embeddings
                         else linear_function(model.output_proj))
         self.target_ids: Tensor | None = None
-        # bf16 activations on a CPU: bf16 attention caches and the C kernels over them (nmt.native)
+        # Reduced precision on a CPU (bf16 activations, or int8_fp32's int8 products): bf16 attention caches
+        # and the C kernels over them (nmt.native). fp32 keeps float32 caches.
         head_dim = model.config.d_model // model.config.n_heads
-        bf16_cpu = self.embedding.dtype == torch.bfloat16 and self.embedding.device.type == "cpu"
-        native = bf16_cpu and head_dim % HEAD_DIM_STEP == 0
+        reduced = (self.embedding.dtype == torch.bfloat16
+                   or any(isinstance(layer.ffn.up, DynamicInt8Linear) for layer in model.decoder_layers))
+        native = reduced and self.embedding.device.type == "cpu" and head_dim % HEAD_DIM_STEP == 0
         self.self_attention = self_attention_kernel() if native else None
         self.cross_attention = cross_attention_kernel() if native else None
 

@@ -1,14 +1,17 @@
 """C kernels for the CPU decoder's attention over bf16 caches, compiled on first use.
 
 In a batched beam search on a CPU, a step's self-attention reads every cached key and value once, and
-that read bounds it: in float32 (torch's batched products, which cannot take bf16 without oneDNN building
-a kernel for every new cached length) the products read their caches at about the speed of a copy. Where
-the model's activations are bf16 (`--precision bf16` and `int8_bf16`), the keys and values already are
-bf16, so the flat decoder keeps them so (half the bytes to read and to move in beam reorders) and runs
-their attention through `decode_self_attention`, a loop over the cache in memory order
-(`attention_kernel.c`).
+that read bounds it: in float32, torch's batched products read the caches at about the speed of a copy
+(torch's bf16 products go through oneDNN, which builds a kernel for every new cached length). Where the
+model's activations are bf16 (`--precision bf16` and `int8_bf16`), the keys and values already are bf16,
+so the flat decoder keeps them so (half the bytes to read, and to move in beam reorders) and computes
+attention over them here (`attention_kernel.c`): `decode_self_attention` streams the self-attention cache
+in memory order, 16 rows at a time; `decode_cross_attention` reads each sentence's encoder keys and values
+once for all of its beams, up to the sentence's own length (so it needs sources padded at the end). On an
+AMX Xeon (one thread, beam 4, batch 32, int8_bf16 `--shortlist`, 320 sentences of test 2017) translation
+took 0.81-0.86 s against 1.02-1.10 without them; `benchmarks/EXPERIMENTS.md` has the rest.
 
-The kernel is compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
+The kernels are compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
 else `~/.cache/nmt`), once per source, compiler flags and CPU; `make setup` does it ahead. Without a
 compiler, with `NMT_NATIVE=0`, or where compiling fails, `library()` is None and the decoder keeps its
 float32 caches and torch's products.
@@ -60,18 +63,18 @@ def cache_folder() -> Path:
 
 
 def compile_library() -> Path | None:
-    """The compiled kernel's path, compiling it if this CPU has no build yet; None if it cannot be built."""
-    compiler = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
+    """The compiled kernels' path, compiling them if this CPU has no build yet; None if they cannot be built."""
+    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
-        log.debug("no C compiler (%s): the decoder keeps float32 self-attention caches", compiler)
+        log.debug("no C compiler (%s): the decoder keeps float32 attention caches", compiler)
         return None
     source = SOURCE.read_bytes()
     for flags in FLAG_SETS:
         key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), cpu_signature().encode()])).hexdigest()
-        target = cache_folder() / f"attention-{key[:16]}.so"
-        if target.is_file():
-            return target
         try:
+            target = cache_folder() / f"attention-{key[:16]}.so"  # RuntimeError: no home folder
+            if target.is_file():
+                return target
             target.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
                 built = Path(scratch) / target.name
@@ -79,7 +82,7 @@ def compile_library() -> Path | None:
                                capture_output=True, timeout=120)
                 os.replace(built, target)  # atomic: processes building at once each rename a whole library
             return target
-        except (OSError, subprocess.SubprocessError) as exc:
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
             log.debug("compiling %s with %s failed: %s", SOURCE.name, flags, exc)
     return None
 
@@ -94,8 +97,10 @@ def library() -> ctypes.CDLL | None:
         return None
     try:
         loaded = ctypes.CDLL(str(path))
-        loaded.decode_self_attention.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_float]
-        loaded.decode_cross_attention.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 5 + [ctypes.c_float]
+        loaded.decode_self_attention.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_float,
+                                                                                                ctypes.c_int32]
+        loaded.decode_cross_attention.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 5 + [ctypes.c_float,
+                                                                                                 ctypes.c_int32]
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
@@ -103,10 +108,12 @@ def library() -> ctypes.CDLL | None:
     return loaded
 
 
-def check_inputs(*tensors: Tensor) -> None:
-    """The kernels read raw memory: only contiguous bf16 CPU tensors may reach them."""
-    if any(t.dtype != torch.bfloat16 or not t.is_contiguous() or t.device.type != "cpu" for t in tensors):
-        raise ValueError("the attention kernels need contiguous bf16 CPU tensors")
+def check_inputs(q: Tensor, keys: Tensor, values: Tensor) -> None:
+    """The kernels read raw memory: only contiguous CPU tensors, bf16 caches and bf16 or float32 queries
+    may reach them."""
+    if (q.dtype not in (torch.bfloat16, torch.float32) or keys.dtype != torch.bfloat16 or values.dtype != keys.dtype
+            or any(not t.is_contiguous() or t.device.type != "cpu" for t in (q, keys, values))):
+        raise ValueError("the attention kernels need contiguous CPU tensors: bf16 caches, bf16 or float32 queries")
 
 
 def self_attention_kernel() -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
@@ -116,14 +123,16 @@ def self_attention_kernel() -> Callable[[Tensor, Tensor, Tensor], Tensor] | None
         return None
 
     def self_attention(q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
-        """softmax(q k^T / sqrt(Dh)) v per row: q (N, Dh), keys/values (T, N, Dh), bf16 -> (N, Dh) bf16."""
+        """softmax(q k^T / sqrt(Dh)) v per row: q (N, Dh) bf16 or float32, keys/values (T, N, Dh) bf16
+        -> (N, Dh) in q's dtype."""
         check_inputs(q, keys, values)
         rows, head_dim = q.shape
         length = keys.size(0)
         out = torch.empty_like(q)
         work = torch.empty(2 * rows * head_dim + length * -(-rows // 16) * 16, dtype=torch.float32)
         loaded.decode_self_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(),
-                                     work.data_ptr(), length, rows, head_dim, head_dim**-0.5)
+                                     work.data_ptr(), length, rows, head_dim, head_dim**-0.5,
+                                     q.dtype == torch.float32)
         return out
 
     return self_attention
@@ -136,8 +145,8 @@ def cross_attention_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor], Tenso
         return None
 
     def cross_attention(q: Tensor, keys: Tensor, values: Tensor, lengths: Tensor) -> Tensor:
-        """The K rows of each sentence over its first lengths[n] encoder positions: q (N, K, H, Dh),
-        keys/values (N, H, S, Dh), bf16; lengths (N,) int64 -> (N, K, H, Dh) bf16."""
+        """The K rows of each sentence over its first lengths[n] encoder positions: q (N, K, H, Dh) bf16 or
+        float32, keys/values (N, H, S, Dh) bf16; lengths (N,) int64 -> (N, K, H, Dh) in q's dtype."""
         check_inputs(q, keys, values)
         if lengths.dtype != torch.int64 or not lengths.is_contiguous() or lengths.numel() != q.size(0):
             raise ValueError("lengths must be a contiguous int64 tensor of one length per sentence")
@@ -147,7 +156,7 @@ def cross_attention_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor], Tenso
         work = torch.empty(beam * (-(-positions // 16) * 16 + head_dim), dtype=torch.float32)
         loaded.decode_cross_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), lengths.data_ptr(),
                                       out.data_ptr(), work.data_ptr(), sentences, beam, heads, positions, head_dim,
-                                      head_dim**-0.5)
+                                      head_dim**-0.5, q.dtype == torch.float32)
         return out
 
     return cross_attention

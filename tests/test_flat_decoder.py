@@ -18,8 +18,8 @@ SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0,
 
 def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam: int, device: str = "cpu",
                                         kernels: bool = False):
-    """Exactly equal; with `kernels` (bf16 on a CPU), through nmt.native's attention kernels, which sum in
-    another order than torch's products: equal within a few bf16 roundings."""
+    """Exactly equal; with `kernels` (reduced precision on a CPU), through nmt.native's attention kernels
+    over bf16 caches, which sum in another order than torch's products: equal within a few bf16 roundings."""
     flat = FlatDecoder(model)
     if not kernels:
         flat.self_attention = flat.cross_attention = None
@@ -48,7 +48,7 @@ def test_flat_step_equals_decode_step(pre_norm, precision, sentences, beam):
 
 
 @pytest.mark.parametrize("pre_norm", [False, True])
-@pytest.mark.parametrize("precision", ["bf16", "int8_bf16"])
+@pytest.mark.parametrize("precision", ["bf16", "int8_bf16", "int8_fp32"])
 @pytest.mark.parametrize("sentences, beam", [(1, 1), (3, 2), (18, 1), (5, 4)])
 def test_flat_step_through_the_c_kernels_stays_close_to_decode_step(pre_norm, precision, sentences, beam):
     from nmt import native
@@ -100,7 +100,7 @@ def test_bf16_activations_keep_bf16_attention_caches_for_the_c_kernels():
     if native.library() is None:
         pytest.skip("no C compiler: the kernels (tests/test_native.py) are not built")
     for precision, expected in (("bf16", torch.bfloat16), ("int8_bf16", torch.bfloat16), ("fp32", torch.float32),
-                                ("int8_fp32", torch.float32)):
+                                ("int8_fp32", torch.bfloat16)):
         flat = FlatDecoder(cast_for_inference(tiny_model(seed=7), precision))
         state = flat.init_state(SRC, 2)
         caches = state.self_keys + state.self_values + state.cross_keys + state.cross_values

@@ -74,10 +74,27 @@ def test_kernel_softmax_takes_the_one_matching_key_when_scores_are_far_apart(ker
     assert torch.equal(kernel(q, keys, values), values[4])
 
 
+def test_kernels_take_float32_queries_and_return_float32(kernel, cross_kernel):
+    q = torch.randn(24, 32)  # int8_fp32's float32 activations over bf16 caches
+    keys, values = torch.randn(11, 24, 32).bfloat16(), torch.randn(11, 24, 32).bfloat16()
+    out = kernel(q, keys, values)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, reference(q, keys, values), rtol=1e-4, atol=1e-5)  # no rounding to bf16
+    cross_q = q.view(3, 4, 2, 32)  # 3 sentences, 4 beams, 2 heads
+    cross_keys, cross_values = torch.randn(3, 2, 11, 32).bfloat16(), torch.randn(3, 2, 11, 32).bfloat16()
+    lengths = torch.tensor([11, 11, 11])
+    expected = torch.einsum("nkhd,nhsd->nhks", cross_q, cross_keys.float()).div(32**0.5).softmax(dim=-1)
+    expected = torch.einsum("nhks,nhsd->nkhd", expected, cross_values.float())
+    torch.testing.assert_close(cross_kernel(cross_q, cross_keys, cross_values, lengths), expected, rtol=1e-4,
+                               atol=1e-5)
+
+
 def test_kernel_refuses_other_dtypes_and_strides(kernel):
     q, keys = torch.randn(4, 16).bfloat16(), torch.randn(3, 4, 16).bfloat16()
     with pytest.raises(ValueError):
-        kernel(q.float(), keys, keys)
+        kernel(q, keys.float(), keys.float())  # the caches are bf16
+    with pytest.raises(ValueError):
+        kernel(q.half(), keys, keys)
     with pytest.raises(ValueError):
         kernel(q, keys.transpose(0, 1), keys)
 
