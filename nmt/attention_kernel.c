@@ -9,6 +9,7 @@
    of 16 (GCC/Clang vector extensions: AVX-512, AVX2, SSE or NEON, whatever the compiler targets): 16
    rows' dot products at once, reduced together; the softmax over positions 16 rows at a time. */
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -217,4 +218,46 @@ void decode_cross_attention(const void *q, const uint16_t *keys, const uint16_t 
         cross_attention(q, keys, values, lengths, out, work, N, K, H, S, D, scale, 1);
     else
         cross_attention(q, keys, values, lengths, out, work, N, K, H, S, D, scale, 0);
+}
+
+/* decode_log_softmax: log-probabilities (rows, width) float32 of logits (rows, width), bf16 or, with f32,
+   float32: per row its maximum, the sum of exponentials and the output, three passes over one row (a few
+   KB, in L1). Lanes past the row's end count as -inf. */
+static inline vf load_part(const void *p, int64_t i, int64_t count, int f32) {
+    if (count == 16) return load_rows(p, i, f32);
+    vf v = splat(-__builtin_inff());
+    for (int64_t j = 0; j < count; j++) {
+        uint32_t u = f32 ? 0 : (uint32_t)((const uint16_t *)p)[i + j] << 16;
+        float x;
+        memcpy(&x, &u, sizeof x);
+        v[j] = f32 ? ((const float *)p)[i + j] : x;
+    }
+    return v;
+}
+
+static inline void log_softmax(const void *logits, float *out, int64_t rows, int64_t width, int f32) {
+    int64_t whole = width / 16 * 16, rest = width - whole;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t row = r * width;
+        vf top = rest ? load_part(logits, row + whole, rest, f32) : splat(-__builtin_inff());
+        for (int64_t i = 0; i < whole; i += 16) top = vmax(top, load_rows(logits, row + i, f32));
+        float best = top[0];
+        for (int j = 1; j < 16; j++) best = top[j] > best ? top[j] : best;
+        vf total = splat(0.0f);
+        for (int64_t i = 0; i < whole; i += 16) total += vexp(load_rows(logits, row + i, f32) - best);
+        float sum = 0;
+        for (int j = 0; j < 16; j++) sum += total[j];
+        vf tail = load_part(logits, row + whole, rest, f32);
+        for (int64_t j = 0; j < rest; j++) sum += expf(tail[j] - best);
+        float shift = best + logf(sum);
+        for (int64_t i = 0; i < whole; i += 16) store(out + row + i, load_rows(logits, row + i, f32) - shift);
+        for (int64_t j = 0; j < rest; j++) out[row + whole + j] = tail[j] - shift;
+    }
+}
+
+void decode_log_softmax(const void *logits, float *out, int64_t rows, int64_t width, int32_t f32) {
+    if (f32)
+        log_softmax(logits, out, rows, width, 1);
+    else
+        log_softmax(logits, out, rows, width, 0);
 }

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from nmt.attention import inference_attention
 from nmt.cache import DecoderState
 from nmt.model import Transformer
-from nmt.native import HEAD_DIM_STEP, cross_attention_kernel, self_attention_kernel
+from nmt.native import HEAD_DIM_STEP, cross_attention_kernel, log_softmax_kernel, self_attention_kernel
 from nmt.quantize import DynamicInt8Linear, Int8Linear, bf16_linear_function
 
 Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)
@@ -144,6 +144,7 @@ class FlatDecoder:
         native = reduced and self.embedding.device.type == "cpu" and head_dim % HEAD_DIM_STEP == 0
         self.self_attention = self_attention_kernel() if native else None
         self.cross_attention = cross_attention_kernel() if native else None
+        self.log_softmax = log_softmax_kernel() if native else None
 
     def restricted(self, target_ids: Tensor) -> FlatDecoder:
         """This decoder over the target tokens `target_ids` (V',) alone (nmt.shortlist): token i of its
@@ -237,7 +238,10 @@ class FlatDecoder:
             h = layer.ffn_norm(x) if pre_norm else x
             x = residual(x, layer.ffn_down(layer.ffn_up(h)), layer.ffn_norm, pre_norm)
         state.step += 1
-        return F.log_softmax(self.project(self.final_norm(x)), dim=-1, dtype=torch.float32), state
+        logits = self.project(self.final_norm(x))  # (R, V)
+        if self.log_softmax is not None:
+            return self.log_softmax(logits), state
+        return F.log_softmax(logits, dim=-1, dtype=torch.float32), state
 
 
 def padded_at_the_end(mask: Tensor | None) -> bool:

@@ -78,8 +78,8 @@ def compile_library() -> Path | None:
             target.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
                 built = Path(scratch) / target.name
-                subprocess.run([compiler, *flags, "-shared", "-fPIC", "-o", str(built), str(SOURCE)], check=True,
-                               capture_output=True, timeout=120)
+                subprocess.run([compiler, *flags, "-shared", "-fPIC", "-o", str(built), str(SOURCE), "-lm"],
+                               check=True, capture_output=True, timeout=120)
                 os.replace(built, target)  # atomic: processes building at once each rename a whole library
             return target
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
@@ -101,10 +101,12 @@ def library() -> ctypes.CDLL | None:
                                                                                                 ctypes.c_int32]
         loaded.decode_cross_attention.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 5 + [ctypes.c_float,
                                                                                                  ctypes.c_int32]
+        loaded.decode_log_softmax.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
-    loaded.decode_self_attention.restype = loaded.decode_cross_attention.restype = None
+    for function in (loaded.decode_self_attention, loaded.decode_cross_attention, loaded.decode_log_softmax):
+        function.restype = None
     return loaded
 
 
@@ -160,3 +162,24 @@ def cross_attention_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor], Tenso
         return out
 
     return cross_attention
+
+
+def log_softmax_kernel() -> Callable[[Tensor], Tensor] | None:
+    """decode_log_softmax as a function of tensors, or None where the kernels are unavailable. 128 rows of
+    3008 bf16 logits, one thread, AMX Xeon: 153 us against F.log_softmax's 285 (float32 logits: 169 against
+    217), the same log-probabilities within 2e-6."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def log_softmax(logits: Tensor) -> Tensor:
+        """F.log_softmax(logits, dim=-1, dtype=torch.float32) of contiguous bf16 or float32 CPU logits (R, V)."""
+        shape_ok = logits.dim() == 2 and logits.is_contiguous() and logits.device.type == "cpu"
+        if logits.dtype not in (torch.bfloat16, torch.float32) or not shape_ok:
+            raise ValueError("decode_log_softmax needs contiguous 2-dimensional bf16 or float32 CPU logits")
+        out = torch.empty(logits.shape, dtype=torch.float32)
+        loaded.decode_log_softmax(logits.data_ptr(), out.data_ptr(), logits.size(0), logits.size(1),
+                                  logits.dtype == torch.float32)
+        return out
+
+    return log_softmax

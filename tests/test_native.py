@@ -65,6 +65,21 @@ def test_cross_kernel_equals_masked_attention_in_float32(cross_kernel, sentences
     torch.testing.assert_close(out.float(), expected, rtol=8e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("width", [1, 17, 3008])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_log_softmax_kernel_equals_torch(width, dtype):
+    log_softmax = native.log_softmax_kernel()
+    assert log_softmax is not None
+    logits = torch.randn(5, width, generator=torch.Generator().manual_seed(width)).mul(4).to(dtype)
+    logits[0, -1] = -float("inf")  # a forbidden token stays forbidden (row 0 of width 1: NaN, as torch)
+    out = log_softmax(logits)
+    expected = torch.log_softmax(logits, dim=-1, dtype=torch.float32)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-5, equal_nan=True)
+    with pytest.raises(ValueError):
+        log_softmax(logits[None])  # (1, R, V): two dimensions only
+
+
 def test_kernel_softmax_takes_the_one_matching_key_when_scores_are_far_apart(kernel):
     rows, length, head_dim = 18, 9, 16
     q = torch.randn(rows, head_dim).bfloat16()
