@@ -3,13 +3,16 @@
 In a batched beam search on a CPU, a step's self-attention reads every cached key and value once, and
 that read bounds it: in float32, torch's batched products read the caches at about the speed of a copy
 (torch's bf16 products go through oneDNN, which builds a kernel for every new cached length). Where the
-model's activations are bf16 (`--precision bf16` and `int8_bf16`), the keys and values already are bf16,
-so the flat decoder keeps them so (half the bytes to read, and to move in beam reorders) and computes
-attention over them here (`attention_kernel.c`): `decode_self_attention` streams the self-attention cache
-in memory order, 16 rows at a time; `decode_cross_attention` reads each sentence's encoder keys and values
-once for all of its beams, up to the sentence's own length (so it needs sources padded at the end). On an
-AMX Xeon (one thread, beam 4, batch 32, int8_bf16 `--shortlist`, 320 sentences of test 2017) translation
-took 0.81-0.86 s against 1.02-1.10 without them; `benchmarks/EXPERIMENTS.md` has the rest.
+model's activations are bf16 (`--precision bf16` and `int8_bf16`), the keys and values already are bf16;
+in `int8_fp32` they are rounded to bf16 as they are cached. The flat decoder keeps them so in these modes
+(half the bytes to read, and to move in beam reorders) and computes attention over them here
+(`attention_kernel.c`): `decode_self_attention` streams the self-attention cache in memory order, 16 rows
+at a time; `decode_cross_attention` reads each sentence's encoder keys and values once for all of its
+beams, up to the sentence's own length (so it needs sources padded at the end); `decode_log_softmax` turns
+a step's logits into log-probabilities one row at a time. On an AMX Xeon (one thread, beam 4, batch 32,
+int8_bf16 `--shortlist`, 320 sentences of test 2017) translation took 0.81-0.86 s with the attention
+kernels against 1.02-1.10 without; `benchmarks/EXPERIMENTS.md` has the rest. The kernels run on the
+calling thread: translation on a CPU decodes in one-thread worker processes by default (`--workers`).
 
 The kernels are compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
 else `~/.cache/nmt`), once per source, compiler flags and CPU; `make setup` does it ahead. Without a
