@@ -12,20 +12,21 @@ import torch
 from nmt import native
 
 COMPILER = (sysconfig.get_config_var("CC") or "cc").split()[0]
-pytestmark = pytest.mark.skipif(shutil.which(COMPILER) is None, reason=f"no C compiler ({COMPILER})")
+pytestmark = [pytest.mark.skipif(shutil.which(COMPILER) is None, reason=f"no C compiler ({COMPILER})"),
+              pytest.mark.skipif(not native.has_avx512(), reason="the kernels are for CPUs with AVX-512")]
 
 
 @pytest.fixture
 def cross_kernel():
     found = native.cross_attention_kernel()
-    assert found is not None, "a C compiler is present, so the kernel must build"
+    assert found is not None, "a C compiler and AVX-512 are present, so the kernels must build"
     return found
 
 
 @pytest.fixture
 def kernel():
     found = native.self_attention_kernel()
-    assert found is not None, "a C compiler is present, so the kernel must build"
+    assert found is not None, "a C compiler and AVX-512 are present, so the kernels must build"
     return found
 
 
@@ -120,6 +121,15 @@ def test_library_is_built_once_per_cpu_into_the_cache_folder(monkeypatch, tmp_pa
     assert built is not None and built.parent == tmp_path / "nmt" and built.is_file()
     modified = built.stat().st_mtime_ns
     assert native.compile_library() == built and built.stat().st_mtime_ns == modified  # reused, not rebuilt
+
+
+def test_no_kernels_without_avx512(monkeypatch):
+    monkeypatch.setattr(native, "cpu_signature", lambda: "x86_64 flags : fpu sse2 avx avx2 fma")
+    native.library.cache_clear()
+    try:
+        assert native.library() is None and native.self_attention_kernel() is None
+    finally:
+        native.library.cache_clear()
 
 
 def test_nmt_native_0_turns_the_kernel_off(monkeypatch):
