@@ -65,9 +65,14 @@ def cache_folder() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nmt"
 
 
+def c_compiler() -> str:
+    """$CC, else the compiler Python was built with, else cc (the command alone, without its flags)."""
+    return (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+
+
 def compile_library() -> Path | None:
     """The compiled kernels' path, compiling them if this CPU has no build yet; None if they cannot be built."""
-    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+    compiler = c_compiler()
     if shutil.which(compiler) is None:
         log.debug("no C compiler (%s): the decoder keeps float32 attention caches", compiler)
         return None
@@ -122,11 +127,14 @@ def library() -> ctypes.CDLL | None:
 
 
 def check_inputs(q: Tensor, keys: Tensor, values: Tensor) -> None:
-    """The kernels read raw memory: only contiguous CPU tensors, bf16 caches and bf16 or float32 queries
-    may reach them."""
+    """The kernels read raw memory: only contiguous CPU tensors, bf16 caches of one shape, bf16 or float32
+    queries and head dimensions of whole vectors may reach them."""
     if (q.dtype not in (torch.bfloat16, torch.float32) or keys.dtype != torch.bfloat16 or values.dtype != keys.dtype
             or any(not t.is_contiguous() or t.device.type != "cpu" for t in (q, keys, values))):
         raise ValueError("the attention kernels need contiguous CPU tensors: bf16 caches, bf16 or float32 queries")
+    if keys.shape != values.shape or q.size(-1) != keys.size(-1) or q.size(-1) % HEAD_DIM_STEP:
+        raise ValueError(f"the attention kernels need keys and values of one shape and a head dimension that is "
+                         f"a multiple of {HEAD_DIM_STEP}: q {tuple(q.shape)}, keys {tuple(keys.shape)}")
 
 
 def self_attention_kernel() -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
@@ -139,6 +147,9 @@ def self_attention_kernel() -> Callable[[Tensor, Tensor, Tensor], Tensor] | None
         """softmax(q k^T / sqrt(Dh)) v per row: q (N, Dh) bf16 or float32, keys/values (T, N, Dh) bf16
         -> (N, Dh) in q's dtype."""
         check_inputs(q, keys, values)
+        if keys.dim() != 3 or keys.shape[1:] != q.shape:
+            raise ValueError(f"self-attention needs q (N, Dh) and keys (T, N, Dh): {tuple(q.shape)}, "
+                             f"{tuple(keys.shape)}")
         rows, head_dim = q.shape
         length = keys.size(0)
         out = torch.empty_like(q)
@@ -161,7 +172,10 @@ def cross_attention_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor], Tenso
         """The K rows of each sentence over its first lengths[n] encoder positions: q (N, K, H, Dh) bf16 or
         float32, keys/values (N, H, S, Dh) bf16; lengths (N,) int64 -> (N, K, H, Dh) in q's dtype."""
         check_inputs(q, keys, values)
-        if lengths.dtype != torch.int64 or not lengths.is_contiguous() or lengths.numel() != q.size(0):
+        if q.dim() != 4 or keys.dim() != 4 or keys.shape[:2] != (q.size(0), q.size(2)):
+            raise ValueError(f"cross-attention needs q (N, K, H, Dh) and keys (N, H, S, Dh): {tuple(q.shape)}, "
+                             f"{tuple(keys.shape)}")
+        if lengths.dtype != torch.int64 or not lengths.is_contiguous() or lengths.shape != (q.size(0),):
             raise ValueError("lengths must be a contiguous int64 tensor of one length per sentence")
         sentences, beam, heads, head_dim = q.shape
         positions = keys.size(2)

@@ -4,14 +4,13 @@ whatever the row count, cached length, beam and source lengths; their build, reu
 from __future__ import annotations
 
 import shutil
-import sysconfig
 
 import pytest
 import torch
 
 from nmt import native
 
-COMPILER = (sysconfig.get_config_var("CC") or "cc").split()[0]
+COMPILER = native.c_compiler()
 pytestmark = [pytest.mark.skipif(shutil.which(COMPILER) is None, reason=f"no C compiler ({COMPILER})"),
               pytest.mark.skipif(not native.has_avx512(), reason="the kernels are for CPUs with AVX-512")]
 
@@ -113,6 +112,10 @@ def test_kernel_refuses_other_dtypes_and_strides(kernel):
         kernel(q.half(), keys, keys)
     with pytest.raises(ValueError):
         kernel(q, keys.transpose(0, 1), keys)
+    with pytest.raises(ValueError):  # shapes that would read past the tensors
+        kernel(q, keys[:, :2], keys[:, :2])
+    with pytest.raises(ValueError):
+        kernel(torch.randn(4, 8).bfloat16(), torch.randn(3, 4, 8).bfloat16(), torch.randn(3, 4, 8).bfloat16())
 
 
 def test_library_is_built_once_per_cpu_into_the_cache_folder(monkeypatch, tmp_path):
