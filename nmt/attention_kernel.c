@@ -152,9 +152,8 @@ static inline void self_attention(const void *q, const uint16_t *keys, const uin
 /* decode_cross_attention: the K rows (beams) of each of N sentences over their sentence's encoder keys and
    values, the first lengths[s] of S positions (sources are padded at the end). q (N, K, H, D) bf16; keys,
    values (N, H, S, D) bf16; out (N, K, H, D) (the rows of the next product; q and out bf16 or, with f32,
-   float32); work: at least
-   K*S16 + K*D floats, S16 = S rounded up to 16. D % 16 == 0. Each sentence's keys are read once for its
-   K rows, 16 positions at a time. */
+   float32); work: at least K*S16 + K*D floats, S16 = S rounded up to 16. D % 16 == 0. Each sentence's
+   keys are read once for its K rows, 16 positions at a time. */
 static inline void cross_attention(const void *q, const uint16_t *keys, const uint16_t *values,
                                    const int64_t *lengths, void *out, float *work, int64_t N, int64_t K, int64_t H,
                                    int64_t S, int64_t D, float scale, int f32) {
