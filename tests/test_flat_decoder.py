@@ -94,7 +94,7 @@ def test_flat_decoder_leaves_a_training_model_to_its_own_step():
     assert torch.equal(results[0], results[1])
 
 
-def test_bf16_activations_keep_bf16_attention_caches_for_the_c_kernels():
+def test_reduced_precision_keeps_bf16_attention_caches_for_the_c_kernels():
     from nmt import native
 
     if native.library() is None:
