@@ -10,11 +10,15 @@ EXAMPLES := data/examples.en
 
 # The editable install leaves nmt's own modules uncompiled (pip compiles a regular install's): where
 # Python may not write bytecode (PYTHONDONTWRITEBYTECODE, a read-only checkout) every command compiled
-# them again, 0.04-0.05 s of importing them against 0.09-0.10 (2-core EPYC). The C attention kernels
-# (nmt/native.py; CPUs with AVX-512 and a C compiler) are compiled here too, so that no translation waits.
-setup: $(STAMP)
+# them again, 0.04-0.05 s of importing them against 0.09-0.10 (2-core EPYC).
+setup: $(STAMP) $(VENV)/.kernels
 	@$(BIN)/python -m compileall -q nmt cli
+
+# The C attention kernels (nmt/native.py; CPUs with AVX-512 and a C compiler), compiled ahead so that no
+# translation waits for them; again only when their source changes (each check imports torch, about 1 s).
+$(VENV)/.kernels: nmt/attention_kernel.c $(STAMP)
 	@$(BIN)/python -c "from nmt.native import library; library()"
+	@touch $@
 
 # torch==2.13.0 first when torch is missing: on a CPU-only machine pip takes the CPU wheel already on
 # disk, where an unpinned install would download a multi-GB CUDA build.

@@ -61,8 +61,8 @@ def ct2_translate(translator, tokenizer, sources: list[str], beam: int, batch: i
 
 
 def timed(translate, sources: list[str], repeats: int) -> tuple[list, float]:
-    """The output and the median seconds of `repeats` calls (one call of a few tenths of a second varies by
-    up to half between calls on a shared host)."""
+    """The output and the median seconds of `repeats` calls (on the H100's host the slowest of 3 calls of
+    0.1-1 s took up to 2.4x as long as the fastest)."""
     seconds = []
     for _ in range(repeats):
         torch.cuda.synchronize()
