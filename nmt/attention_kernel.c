@@ -6,17 +6,24 @@
    or float32 where f32 is not 0 (a model with float32 activations over bf16 caches).
 
    Every loop streams the cache in memory order (position by position) and computes in float32 vectors
-   of 16 (GCC/Clang vector extensions: AVX-512, AVX2, SSE or NEON, whatever the compiler targets): 16
-   rows' dot products at once, reduced together; the softmax over positions 16 rows at a time. */
+   of W lanes (GCC/Clang vector extensions): 16 where the compiler targets AVX-512, else 8 (AVX2; SSE or
+   NEON split them in two): W rows' dot products at once, reduced together; the softmax over positions W
+   rows at a time. */
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-typedef float vf __attribute__((vector_size(64)));   /* 16 floats */
-typedef int32_t vi __attribute__((vector_size(64)));
-typedef uint32_t vu __attribute__((vector_size(64)));
-typedef uint16_t vh __attribute__((vector_size(32))); /* 16 bf16 */
+#if defined(__AVX512F__)
+#define W 16
+#else
+#define W 8
+#endif
+
+typedef float vf __attribute__((vector_size(4 * W))); /* W floats */
+typedef int32_t vi __attribute__((vector_size(4 * W)));
+typedef uint32_t vu __attribute__((vector_size(4 * W)));
+typedef uint16_t vh __attribute__((vector_size(2 * W))); /* W bf16 */
 
 static inline vf load_bf16(const uint16_t *p) {
     vh h;
@@ -64,7 +71,7 @@ static inline vf vexp(vf x) {
     return p * scale;
 }
 
-/* Two 16-float vectors -> one, taking lanes 0-31 of the pair: Clang's builtin, or GCC's (GCC has Clang's
+/* Two W-float vectors -> one, taking lanes 0..2W-1 of the pair: Clang's builtin, or GCC's (GCC has Clang's
    only from release 12). */
 #if defined(__clang__)
 #define SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
@@ -72,8 +79,9 @@ static inline vf vexp(vf x) {
 #define SHUFFLE(a, b, ...) __builtin_shuffle(a, b, (vi){__VA_ARGS__})
 #endif
 
-/* a[0..15] -> one vector of their 16 horizontal sums, by halving and interleaving */
-static inline vf sums16(const vf *a) {
+/* a[0..W-1] -> one vector of their W horizontal sums, by halving and interleaving */
+#if W == 16
+static inline vf sums(const vf *a) {
     vf c[8], d[4], e[2];
     for (int i = 0; i < 8; i++)
         c[i] = SHUFFLE(a[2 * i], a[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
@@ -87,6 +95,18 @@ static inline vf sums16(const vf *a) {
     return SHUFFLE(e[0], e[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
            SHUFFLE(e[0], e[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 }
+#else
+static inline vf sums(const vf *a) {
+    vf c[4], d[2];
+    for (int i = 0; i < 4; i++)
+        c[i] = SHUFFLE(a[2 * i], a[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11) +
+               SHUFFLE(a[2 * i], a[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15);
+    for (int i = 0; i < 2; i++)
+        d[i] = SHUFFLE(c[2 * i], c[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13) +
+               SHUFFLE(c[2 * i], c[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15);
+    return SHUFFLE(d[0], d[1], 0, 2, 4, 6, 8, 10, 12, 14) + SHUFFLE(d[0], d[1], 1, 3, 5, 7, 9, 11, 13, 15);
+}
+#endif
 
 static inline uint16_t to_bf16(float f) { /* round to nearest even, as torch converts */
     uint32_t u;
@@ -109,41 +129,41 @@ static inline void store_value(void *p, int64_t i, float x, int f32) {
 
 static inline void self_attention(const void *q, const uint16_t *keys, const uint16_t *values, void *out,
                                   float *work, int64_t T, int64_t n, int64_t D, float scale, int f32) {
-    int64_t n16 = (n + 15) / 16 * 16;
-    float *qf = work, *scores = work + n * D, *acc = scores + T * n16; /* scores (T, n16) */
-    for (int64_t i = 0; i < n * D; i += 16) store(qf + i, load_rows(q, i, f32) * scale);
+    int64_t nw = (n + W - 1) / W * W;
+    float *qf = work, *scores = work + n * D, *acc = scores + T * nw; /* scores (T, nw) */
+    for (int64_t i = 0; i < n * D; i += W) store(qf + i, load_rows(q, i, f32) * scale);
     for (int64_t t = 0; t < T; t++) {
         const uint16_t *k = keys + t * n * D;
-        for (int64_t first = 0; first < n; first += 16) {
-            vf a[16];
-            for (int j = 0; j < 16; j++) {
+        for (int64_t first = 0; first < n; first += W) {
+            vf a[W];
+            for (int j = 0; j < W; j++) {
                 a[j] = splat(0.0f);
                 if (first + j >= n) continue; /* lanes past the last row score 0 */
                 const float *qr = qf + (first + j) * D;
                 const uint16_t *kr = k + (first + j) * D;
-                for (int64_t d = 0; d < D; d += 16) a[j] += load(qr + d) * load_bf16(kr + d);
+                for (int64_t d = 0; d < D; d += W) a[j] += load(qr + d) * load_bf16(kr + d);
             }
-            store(scores + t * n16 + first, sums16(a));
+            store(scores + t * nw + first, sums(a));
         }
     }
-    for (int64_t first = 0; first < n16; first += 16) { /* softmax over the positions, 16 rows at once */
+    for (int64_t first = 0; first < nw; first += W) { /* softmax over the positions, W rows at once */
         vf top = load(scores + first);
-        for (int64_t t = 1; t < T; t++) top = vmax(top, load(scores + t * n16 + first));
+        for (int64_t t = 1; t < T; t++) top = vmax(top, load(scores + t * nw + first));
         vf total = splat(0.0f);
         for (int64_t t = 0; t < T; t++) {
-            vf e = vexp(load(scores + t * n16 + first) - top);
-            store(scores + t * n16 + first, e);
+            vf e = vexp(load(scores + t * nw + first) - top);
+            store(scores + t * nw + first, e);
             total += e;
         }
         vf inverse = 1.0f / total;
-        for (int64_t t = 0; t < T; t++) store(scores + t * n16 + first, load(scores + t * n16 + first) * inverse);
+        for (int64_t t = 0; t < T; t++) store(scores + t * nw + first, load(scores + t * nw + first) * inverse);
     }
     memset(acc, 0, sizeof(float) * n * D);
     for (int64_t t = 0; t < T; t++) {
         const uint16_t *v = values + t * n * D;
-        const float *p = scores + t * n16;
+        const float *p = scores + t * nw;
         for (int64_t r = 0; r < n; r++)
-            for (int64_t d = 0; d < D; d += 16)
+            for (int64_t d = 0; d < D; d += W)
                 store(acc + r * D + d, load(acc + r * D + d) + p[r] * load_bf16(v + r * D + d));
     }
     for (int64_t i = 0; i < n * D; i++) store_value(out, i, acc[i], f32);
@@ -153,12 +173,12 @@ static inline void self_attention(const void *q, const uint16_t *keys, const uin
    values, the first lengths[s] of S positions (sources are padded at the end). q (N, K, H, D) bf16; keys,
    values (N, H, S, D) bf16; out (N, K, H, D) (the rows of the next product; q and out bf16 or, with f32,
    float32); work: at least K*S16 + K*D floats, S16 = S rounded up to 16. D % 16 == 0. Each sentence's
-   keys are read once for its K rows, 16 positions at a time. */
+   keys are read once for its K rows, W positions at a time. */
 static inline void cross_attention(const void *q, const uint16_t *keys, const uint16_t *values,
                                    const int64_t *lengths, void *out, float *work, int64_t N, int64_t K, int64_t H,
                                    int64_t S, int64_t D, float scale, int f32) {
-    int64_t s16 = (S + 15) / 16 * 16;
-    float *scores = work, *acc = work + K * s16; /* scores (K, s16); acc (K, D) */
+    int64_t sw = (S + W - 1) / W * W;
+    float *scores = work, *acc = work + K * sw; /* scores (K, sw); acc (K, D) */
     for (int64_t s = 0; s < N; s++) {
         int64_t length = lengths[s] < S ? lengths[s] : S;
         for (int64_t h = 0; h < H && length <= 0; h++) /* nothing to attend to: zeros */
@@ -166,41 +186,41 @@ static inline void cross_attention(const void *q, const uint16_t *keys, const ui
                 for (int64_t d = 0; d < D; d++) store_value(out, ((s * K + row) * H + h) * D + d, 0.0f, f32);
         for (int64_t h = 0; h < H && length > 0; h++) {
             const uint16_t *k = keys + (s * H + h) * S * D, *v = values + (s * H + h) * S * D;
-            for (int64_t first = 0; first < length; first += 16) {
+            for (int64_t first = 0; first < length; first += W) {
                 for (int64_t row = 0; row < K; row++) {
                     int64_t qr = ((s * K + row) * H + h) * D;
-                    vf a[16];
-                    for (int j = 0; j < 16; j++) {
+                    vf a[W];
+                    for (int j = 0; j < W; j++) {
                         a[j] = splat(0.0f);
                         if (first + j >= length) continue;
-                        for (int64_t d = 0; d < D; d += 16) a[j] += load_rows(q, qr + d, f32) * load_bf16(k + (first + j) * D + d);
+                        for (int64_t d = 0; d < D; d += W) a[j] += load_rows(q, qr + d, f32) * load_bf16(k + (first + j) * D + d);
                     }
-                    vf block = sums16(a) * scale;
-                    for (int j = 0; j < 16; j++) /* positions past the source score -inf: weight 0 */
+                    vf block = sums(a) * scale;
+                    for (int j = 0; j < W; j++) /* positions past the source score -inf: weight 0 */
                         if (first + j >= length) block[j] = -__builtin_inff();
-                    store(scores + row * s16 + first, block);
+                    store(scores + row * sw + first, block);
                 }
             }
-            int64_t used = (length + 15) / 16 * 16;
+            int64_t used = (length + W - 1) / W * W;
             for (int64_t row = 0; row < K; row++) {
-                float *p = scores + row * s16;
+                float *p = scores + row * sw;
                 vf top = load(p);
-                for (int64_t first = 16; first < used; first += 16) top = vmax(top, load(p + first));
+                for (int64_t first = W; first < used; first += W) top = vmax(top, load(p + first));
                 float best = top[0];
-                for (int j = 1; j < 16; j++) best = top[j] > best ? top[j] : best;
+                for (int j = 1; j < W; j++) best = top[j] > best ? top[j] : best;
                 vf total = splat(0.0f);
-                for (int64_t first = 0; first < used; first += 16) {
+                for (int64_t first = 0; first < used; first += W) {
                     vf e = vexp(load(p + first) - best);
                     store(p + first, e);
                     total += e;
                 }
                 float sum = 0;
-                for (int j = 0; j < 16; j++) sum += total[j];
+                for (int j = 0; j < W; j++) sum += total[j];
                 float inverse = 1.0f / sum;
-                for (int64_t d = 0; d < D; d += 16) store(acc + row * D + d, splat(0.0f));
+                for (int64_t d = 0; d < D; d += W) store(acc + row * D + d, splat(0.0f));
                 for (int64_t l = 0; l < length; l++) {
                     float weight = p[l] * inverse;
-                    for (int64_t d = 0; d < D; d += 16)
+                    for (int64_t d = 0; d < D; d += W)
                         store(acc + row * D + d, load(acc + row * D + d) + weight * load_bf16(v + l * D + d));
                 }
             }
@@ -231,7 +251,7 @@ void decode_cross_attention(const void *q, const uint16_t *keys, const uint16_t 
    float32: per row its maximum, the sum of exponentials and the output, three passes over one row (a few
    KB, in L1). Lanes past the row's end count as -inf. */
 static inline vf load_part(const void *p, int64_t i, int64_t count, int f32) {
-    if (count == 16) return load_rows(p, i, f32);
+    if (count == W) return load_rows(p, i, f32);
     vf v = splat(-__builtin_inff());
     for (int64_t j = 0; j < count; j++) {
         uint32_t u = f32 ? 0 : (uint32_t)((const uint16_t *)p)[i + j] << 16;
@@ -243,21 +263,21 @@ static inline vf load_part(const void *p, int64_t i, int64_t count, int f32) {
 }
 
 static inline void log_softmax(const void *logits, float *out, int64_t rows, int64_t width, int f32) {
-    int64_t whole = width / 16 * 16, rest = width - whole;
+    int64_t whole = width / W * W, rest = width - whole;
     for (int64_t r = 0; r < rows; r++) {
         int64_t row = r * width;
         vf top = rest ? load_part(logits, row + whole, rest, f32) : splat(-__builtin_inff());
-        for (int64_t i = 0; i < whole; i += 16) top = vmax(top, load_rows(logits, row + i, f32));
+        for (int64_t i = 0; i < whole; i += W) top = vmax(top, load_rows(logits, row + i, f32));
         float best = top[0];
-        for (int j = 1; j < 16; j++) best = top[j] > best ? top[j] : best;
+        for (int j = 1; j < W; j++) best = top[j] > best ? top[j] : best;
         vf total = splat(0.0f);
-        for (int64_t i = 0; i < whole; i += 16) total += vexp(load_rows(logits, row + i, f32) - best);
+        for (int64_t i = 0; i < whole; i += W) total += vexp(load_rows(logits, row + i, f32) - best);
         float sum = 0;
-        for (int j = 0; j < 16; j++) sum += total[j];
+        for (int j = 0; j < W; j++) sum += total[j];
         vf tail = load_part(logits, row + whole, rest, f32);
         for (int64_t j = 0; j < rest; j++) sum += expf(tail[j] - best);
         float shift = best + logf(sum);
-        for (int64_t i = 0; i < whole; i += 16) store(out + row + i, load_rows(logits, row + i, f32) - shift);
+        for (int64_t i = 0; i < whole; i += W) store(out + row + i, load_rows(logits, row + i, f32) - shift);
         for (int64_t j = 0; j < rest; j++) out[row + whole + j] = tail[j] - shift;
     }
 }

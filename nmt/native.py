@@ -7,17 +7,20 @@ model's activations are bf16 (`--precision bf16` and `int8_bf16`), the keys and 
 in `int8_fp32` they are rounded to bf16 as they are cached. The flat decoder keeps them so in these modes
 (half the bytes to read, and to move in beam reorders) and computes attention over them here
 (`attention_kernel.c`): `decode_self_attention` streams the self-attention cache in memory order, 16 rows
-at a time; `decode_cross_attention` reads each sentence's encoder keys and values once for all of its
-beams, up to the sentence's own length (so it needs sources padded at the end); `decode_log_softmax` turns
-a step's logits into log-probabilities one row at a time. On an AMX Xeon (one thread, beam 4, batch 32,
-int8_bf16 `--shortlist`, 320 sentences of test 2017) translation took 0.81-0.86 s with the attention
-kernels against 1.02-1.10 without; `benchmarks/EXPERIMENTS.md` has the rest. The kernels run on the
-calling thread: translation on a CPU decodes in one-thread worker processes by default (`--workers`).
+at a time (8 with AVX2); `decode_cross_attention` reads each sentence's encoder keys and values once for
+all of its beams, up to the sentence's own length (so it needs sources padded at the end);
+`decode_log_softmax` turns a step's logits into log-probabilities one row at a time. On an AMX Xeon (one
+thread, beam 4, batch 32, int8_bf16 `--shortlist`, 320 sentences of test 2017) translation took
+0.81-0.86 s with the attention kernels against 1.02-1.10 without; on a Zen 1 EPYC with AVX2 (int8_fp32
+`--shortlist`, 320 sentences of multi30k valid, `benchmarks/ab.py`) 1.116x faster, median of 6 rounds
+(the same kernels over float32 caches: 0.975x, no gain). `benchmarks/EXPERIMENTS.md` has the rest. The
+kernels run on the calling thread: translation on a CPU decodes in one-thread worker processes by default
+(`--workers`).
 
 The kernels are compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
 else `~/.cache/nmt`), once per source, compiler flags and CPU; `make setup` does it ahead. They are for
-CPUs with AVX-512 (`has_avx512`). Elsewhere, without a compiler, with `NMT_NATIVE=0`, or where compiling
-fails, `library()` is None and the decoder keeps its float32 caches and torch's products.
+CPUs with AVX-512 or AVX2 (`has_vector_units`). Elsewhere, without a compiler, with `NMT_NATIVE=0`, or
+where compiling fails, `library()` is None and the decoder keeps its float32 caches and torch's products.
 
     self_attention = self_attention_kernel()
     out = self_attention(q, keys, values)   # q (N, Dh) bf16, keys/values (T, N, Dh) bf16 -> (N, Dh) bf16
@@ -45,8 +48,8 @@ log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("attention_kernel.c")
 # -march=native: the vector width of this CPU (AVX-512 where it has it); a compiler without it (or a CPU
-# it does not know) gets the second set
-FLAG_SETS = (["-O3", "-march=native", "-mprefer-vector-width=512"], ["-O3"])
+# it does not know) gets the second set, AVX2, which every CPU that has_vector_units() runs
+FLAG_SETS = (["-O3", "-march=native", "-mprefer-vector-width=512"], ["-O3", "-mavx2", "-mfma"])
 HEAD_DIM_STEP = 16  # the kernel's vectors: head dimensions that are a multiple of it
 
 
@@ -95,18 +98,21 @@ def compile_library() -> Path | None:
     return None
 
 
-def has_avx512() -> bool:
-    """Whether this CPU has AVX-512, the vectors the kernels are written for (16 floats). Built for AVX2
-    (on the AMX Xeon, `-mavx2 -mfma`), self-attention over 512 rows and 30 positions took 940 us against
-    torch's 378 in float32 (226 us with AVX-512): there GCC splits each vector and its shuffles into many
-    instructions. So other CPUs, Arm ones included, keep torch's products."""
-    return "avx512f" in cpu_signature().split()
+def has_vector_units() -> bool:
+    """Whether this CPU has the vectors the kernels are written for: AVX-512 (16 floats) or AVX2 with FMA
+    (8 floats; the source picks the width from what the compiler targets). Built with 16-float vectors for
+    AVX2, GCC split each vector and its shuffles into many instructions (on an AMX Xeon, self-attention
+    over 512 rows and 30 positions took 940 us against torch's 378); with 8-float ones, on a Zen 1 EPYC
+    (AVX2, one thread), 726 us against 1671 for torch's float32 scaled_dot_product_attention. Other CPUs,
+    Arm ones included, keep torch's products."""
+    flags = cpu_signature().split()
+    return "avx512f" in flags or {"avx2", "fma"} <= set(flags)
 
 
 @functools.cache
 def library() -> ctypes.CDLL | None:
     """The compiled kernels, or None where they are unavailable (module docstring)."""
-    if os.environ.get("NMT_NATIVE", "1") == "0" or not has_avx512():
+    if os.environ.get("NMT_NATIVE", "1") == "0" or not has_vector_units():
         return None
     path = compile_library()
     if path is None:

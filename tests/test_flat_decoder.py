@@ -54,7 +54,7 @@ def test_flat_step_through_the_c_kernels_stays_close_to_decode_step(pre_norm, pr
     from nmt import native
 
     if native.library() is None:
-        pytest.skip("no C compiler or no AVX-512: the kernels (tests/test_native.py) are not used")
+        pytest.skip("no C compiler, or neither AVX-512 nor AVX2: the kernels (tests/test_native.py) are not used")
     model = cast_for_inference(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), precision)
     assert_flat_step_equals_decode_step(model, sentences, beam, kernels=True)
 
@@ -98,7 +98,7 @@ def test_reduced_precision_keeps_bf16_attention_caches_for_the_c_kernels():
     from nmt import native
 
     if native.library() is None:
-        pytest.skip("no C compiler or no AVX-512: the kernels (tests/test_native.py) are not used")
+        pytest.skip("no C compiler, or neither AVX-512 nor AVX2: the kernels (tests/test_native.py) are not used")
     for precision, expected in (("bf16", torch.bfloat16), ("int8_bf16", torch.bfloat16), ("fp32", torch.float32),
                                 ("int8_fp32", torch.bfloat16)):
         flat = FlatDecoder(cast_for_inference(tiny_model(seed=7), precision))

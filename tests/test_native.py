@@ -12,20 +12,31 @@ from nmt import native
 
 COMPILER = native.c_compiler()
 pytestmark = [pytest.mark.skipif(shutil.which(COMPILER) is None, reason=f"no C compiler ({COMPILER})"),
-              pytest.mark.skipif(not native.has_avx512(), reason="the kernels are for CPUs with AVX-512")]
+              pytest.mark.skipif(not native.has_vector_units(), reason="the kernels are for CPUs with AVX-512 or AVX2")]
+
+
+@pytest.fixture(params=["native", "avx2"])
+def build(request, monkeypatch):
+    """The kernels as `make setup` builds them for this CPU (16-float vectors with AVX-512), and built for
+    AVX2 alone (8-float vectors), which every CPU that has AVX-512 also runs."""
+    if request.param == "avx2":
+        monkeypatch.setattr(native, "FLAG_SETS", native.FLAG_SETS[1:])
+    native.library.cache_clear()
+    yield request.param
+    native.library.cache_clear()
 
 
 @pytest.fixture
-def cross_kernel():
+def cross_kernel(build):
     found = native.cross_attention_kernel()
-    assert found is not None, "a C compiler and AVX-512 are present, so the kernels must build"
+    assert found is not None, "a C compiler and AVX-512 or AVX2 are present, so the kernels must build"
     return found
 
 
 @pytest.fixture
-def kernel():
+def kernel(build):
     found = native.self_attention_kernel()
-    assert found is not None, "a C compiler and AVX-512 are present, so the kernels must build"
+    assert found is not None, "a C compiler and AVX-512 or AVX2 are present, so the kernels must build"
     return found
 
 
@@ -67,7 +78,7 @@ def test_cross_kernel_equals_masked_attention_in_float32(cross_kernel, sentences
 
 @pytest.mark.parametrize("width", [1, 17, 3008])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_log_softmax_kernel_equals_torch(width, dtype):
+def test_log_softmax_kernel_equals_torch(build, width, dtype):
     log_softmax = native.log_softmax_kernel()
     assert log_softmax is not None
     logits = torch.randn(5, width, generator=torch.Generator().manual_seed(width)).mul(4).to(dtype)
@@ -126,8 +137,11 @@ def test_library_is_built_once_per_cpu_into_the_cache_folder(monkeypatch, tmp_pa
     assert native.compile_library() == built and built.stat().st_mtime_ns == modified  # reused, not rebuilt
 
 
-def test_no_kernels_without_avx512(monkeypatch):
-    monkeypatch.setattr(native, "cpu_signature", lambda: "x86_64 flags : fpu sse2 avx avx2 fma")
+def test_no_kernels_without_avx2_or_avx512(monkeypatch):
+    monkeypatch.setattr(native, "cpu_signature", lambda: "x86_64 flags : fpu sse2 avx f16c")
+    assert not native.has_vector_units()
+    monkeypatch.setattr(native, "cpu_signature", lambda: "aarch64 Features : fp asimd")
+    assert not native.has_vector_units()
     native.library.cache_clear()
     try:
         assert native.library() is None and native.self_attention_kernel() is None
