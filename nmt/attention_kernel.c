@@ -1,9 +1,10 @@
 /* A cached decoder step's attention over bf16 keys and values, for nmt.native (see there why).
 
    decode_self_attention: one query per row and head, n = R*H of them, each over the T positions cached
-   so far. q (n, D); keys, values (T, n, D) bf16, position-major and contiguous (nmt.cache); out (n, D);
-   work: at least n*D + T*n16 + n*D floats, n16 = n rounded up to 16. D % 16 == 0. q and out are bf16,
-   or float32 where f32 is not 0 (a model with float32 activations over bf16 caches).
+   so far. q (n, D); keys, values (T, n, D) bf16, position-major and contiguous (nmt.cache); out (n, D).
+   D % 16 == 0. q and out are bf16, or float32 where f32 is not 0 (a model with float32 activations over
+   bf16 caches). Each entry point allocates its own scratch floats (`work`) and returns 0, or 1 where that
+   allocation failed.
 
    Every loop streams the cache in memory order (position by position) and computes in float32 vectors
    of W lanes (GCC/Clang vector extensions): 16 where the compiler targets AVX-512, else 8 (AVX2; SSE or
@@ -12,6 +13,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -172,7 +174,7 @@ static inline void self_attention(const void *q, const uint16_t *keys, const uin
 /* decode_cross_attention: the K rows (beams) of each of N sentences over their sentence's encoder keys and
    values, the first lengths[s] of S positions (sources are padded at the end). q (N, K, H, D) bf16; keys,
    values (N, H, S, D) bf16; out (N, K, H, D) (the rows of the next product; q and out bf16 or, with f32,
-   float32); work: at least K*S16 + K*D floats, S16 = S rounded up to 16. D % 16 == 0. Each sentence's
+   float32); work: K*SW + K*D floats, SW = S rounded up to W. D % 16 == 0. Each sentence's
    keys are read once for its K rows, W positions at a time. */
 static inline void cross_attention(const void *q, const uint16_t *keys, const uint16_t *values,
                                    const int64_t *lengths, void *out, float *work, int64_t N, int64_t K, int64_t H,
@@ -230,21 +232,30 @@ static inline void cross_attention(const void *q, const uint16_t *keys, const ui
     }
 }
 
-void decode_self_attention(const void *q, const uint16_t *keys, const uint16_t *values, void *out, float *work,
-                           int64_t T, int64_t n, int64_t D, float scale, int32_t f32) {
+int32_t decode_self_attention(const void *q, const uint16_t *keys, const uint16_t *values, void *out, int64_t T,
+                              int64_t n, int64_t D, float scale, int32_t f32) {
+    /* q scaled (n*D), scores (T*nw), acc (n*D) */
+    float *work = malloc(sizeof(float) * (size_t)(2 * n * D + T * ((n + W - 1) / W * W)));
+    if (!work) return 1;
     if (f32)
         self_attention(q, keys, values, out, work, T, n, D, scale, 1);
     else
         self_attention(q, keys, values, out, work, T, n, D, scale, 0);
+    free(work);
+    return 0;
 }
 
-void decode_cross_attention(const void *q, const uint16_t *keys, const uint16_t *values, const int64_t *lengths,
-                            void *out, float *work, int64_t N, int64_t K, int64_t H, int64_t S, int64_t D,
-                            float scale, int32_t f32) {
+int32_t decode_cross_attention(const void *q, const uint16_t *keys, const uint16_t *values, const int64_t *lengths,
+                               void *out, int64_t N, int64_t K, int64_t H, int64_t S, int64_t D, float scale,
+                               int32_t f32) {
+    float *work = malloc(sizeof(float) * (size_t)(K * ((S + W - 1) / W * W) + K * D)); /* scores, acc */
+    if (!work) return 1;
     if (f32)
         cross_attention(q, keys, values, lengths, out, work, N, K, H, S, D, scale, 1);
     else
         cross_attention(q, keys, values, lengths, out, work, N, K, H, S, D, scale, 0);
+    free(work);
+    return 0;
 }
 
 /* decode_log_softmax: log-probabilities (rows, width) float32 of logits (rows, width), bf16 or, with f32,

@@ -51,6 +51,7 @@ SOURCE = Path(__file__).with_name("attention_kernel.c")
 # it does not know) gets the second set, AVX2, which every CPU that has_vector_units() runs
 FLAG_SETS = (["-O3", "-march=native", "-mprefer-vector-width=512"], ["-O3", "-mavx2", "-mfma"])
 HEAD_DIM_STEP = 16  # the kernel's vectors: head dimensions that are a multiple of it
+QUERY_DTYPES = (torch.bfloat16, torch.float32)
 
 
 def cpu_signature() -> str:
@@ -119,24 +120,26 @@ def library() -> ctypes.CDLL | None:
         return None
     try:
         loaded = ctypes.CDLL(str(path))
-        loaded.decode_self_attention.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_float,
+        loaded.decode_self_attention.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_float,
                                                                                                 ctypes.c_int32]
-        loaded.decode_cross_attention.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 5 + [ctypes.c_float,
+        loaded.decode_cross_attention.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 5 + [ctypes.c_float,
                                                                                                  ctypes.c_int32]
         loaded.decode_log_softmax.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
-    for function in (loaded.decode_self_attention, loaded.decode_cross_attention, loaded.decode_log_softmax):
-        function.restype = None
+    loaded.decode_self_attention.restype = loaded.decode_cross_attention.restype = ctypes.c_int32  # 1: no memory
+    loaded.decode_log_softmax.restype = None
     return loaded
 
 
 def check_inputs(q: Tensor, keys: Tensor, values: Tensor) -> None:
     """The kernels read raw memory: only contiguous CPU tensors, bf16 caches of one shape, bf16 or float32
-    queries and head dimensions of whole vectors may reach them."""
-    if (q.dtype not in (torch.bfloat16, torch.float32) or keys.dtype != torch.bfloat16 or values.dtype != keys.dtype
-            or any(not t.is_contiguous() or t.device.type != "cpu" for t in (q, keys, values))):
+    queries and head dimensions of whole vectors may reach them. (Checked at every call of every layer and
+    step: written for speed, about 3 us.)"""
+    if not (q.dtype in QUERY_DTYPES and keys.dtype == torch.bfloat16 and values.dtype == torch.bfloat16
+            and q.is_cpu and keys.is_cpu and values.is_cpu
+            and q.is_contiguous() and keys.is_contiguous() and values.is_contiguous()):
         raise ValueError("the attention kernels need contiguous CPU tensors: bf16 caches, bf16 or float32 queries")
     if keys.shape != values.shape or q.size(-1) != keys.size(-1) or q.size(-1) % HEAD_DIM_STEP:
         raise ValueError(f"the attention kernels need keys and values of one shape and a head dimension that is "
@@ -157,12 +160,10 @@ def self_attention_kernel() -> Callable[[Tensor, Tensor, Tensor], Tensor] | None
             raise ValueError(f"self-attention needs q (N, Dh) and keys (T, N, Dh): {tuple(q.shape)}, "
                              f"{tuple(keys.shape)}")
         rows, head_dim = q.shape
-        length = keys.size(0)
         out = torch.empty_like(q)
-        work = torch.empty(2 * rows * head_dim + length * -(-rows // 16) * 16, dtype=torch.float32)
-        loaded.decode_self_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(),
-                                     work.data_ptr(), length, rows, head_dim, head_dim**-0.5,
-                                     q.dtype == torch.float32)
+        if loaded.decode_self_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(),
+                                        keys.size(0), rows, head_dim, head_dim**-0.5, q.dtype == torch.float32):
+            raise MemoryError("the self-attention kernel could not allocate its scratch memory")
         return out
 
     return self_attention
@@ -178,18 +179,18 @@ def cross_attention_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor], Tenso
         """The K rows of each sentence over its first lengths[n] encoder positions: q (N, K, H, Dh) bf16 or
         float32, keys/values (N, H, S, Dh) bf16; lengths (N,) int64 -> (N, K, H, Dh) in q's dtype."""
         check_inputs(q, keys, values)
-        if q.dim() != 4 or keys.dim() != 4 or keys.shape[:2] != (q.size(0), q.size(2)):
+        if q.dim() != 4 or keys.dim() != 4 or keys.size(0) != q.size(0) or keys.size(1) != q.size(2):
             raise ValueError(f"cross-attention needs q (N, K, H, Dh) and keys (N, H, S, Dh): {tuple(q.shape)}, "
                              f"{tuple(keys.shape)}")
-        if lengths.dtype != torch.int64 or not lengths.is_contiguous() or lengths.shape != (q.size(0),):
-            raise ValueError("lengths must be a contiguous int64 tensor of one length per sentence")
         sentences, beam, heads, head_dim = q.shape
-        positions = keys.size(2)
+        if not (lengths.dtype == torch.int64 and lengths.is_cpu and lengths.is_contiguous() and lengths.dim() == 1
+                and lengths.size(0) == sentences):
+            raise ValueError("lengths must be a contiguous int64 CPU tensor of one length per sentence")
         out = torch.empty_like(q)
-        work = torch.empty(beam * (-(-positions // 16) * 16 + head_dim), dtype=torch.float32)
-        loaded.decode_cross_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), lengths.data_ptr(),
-                                      out.data_ptr(), work.data_ptr(), sentences, beam, heads, positions, head_dim,
-                                      head_dim**-0.5, q.dtype == torch.float32)
+        if loaded.decode_cross_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), lengths.data_ptr(),
+                                         out.data_ptr(), sentences, beam, heads, keys.size(2), head_dim,
+                                         head_dim**-0.5, q.dtype == torch.float32):
+            raise MemoryError("the cross-attention kernel could not allocate its scratch memory")
         return out
 
     return cross_attention
@@ -205,7 +206,7 @@ def log_softmax_kernel() -> Callable[[Tensor], Tensor] | None:
 
     def log_softmax(logits: Tensor) -> Tensor:
         """F.log_softmax(logits, dim=-1, dtype=torch.float32) of contiguous bf16 or float32 CPU logits (R, V)."""
-        shape_ok = logits.dim() == 2 and logits.is_contiguous() and logits.device.type == "cpu"
+        shape_ok = logits.dim() == 2 and logits.is_contiguous() and logits.is_cpu
         if logits.dtype not in (torch.bfloat16, torch.float32) or not shape_ok:
             raise ValueError("decode_log_softmax needs contiguous 2-dimensional bf16 or float32 CPU logits")
         out = torch.empty(logits.shape, dtype=torch.float32)

@@ -156,3 +156,12 @@ def test_nmt_native_0_turns_the_kernel_off(monkeypatch):
         assert native.self_attention_kernel() is None
     finally:
         native.library.cache_clear()
+
+
+def test_kernels_report_scratch_memory_they_cannot_allocate(build):
+    loaded = native.library()
+    assert loaded is not None
+    # 2^60 cached positions: more scratch than any address space holds; the kernel must give up before
+    # touching its (null) tensors
+    assert loaded.decode_self_attention(None, None, None, None, 2**30, 2**30, 64, 1.0, 1) == 1
+    assert loaded.decode_cross_attention(None, None, None, None, None, 1, 2**30, 4, 2**30, 64, 1.0, 1) == 1
