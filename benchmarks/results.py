@@ -56,7 +56,11 @@ def vector_extensions() -> str:
 
 
 def cpu_name() -> str:
-    return f"{cpu_info('model name') or platform.processor() or 'unknown CPU'} ({vector_extensions()})"
+    """The model name, with the CPU family and model numbers where the name alone does not tell the
+    generation (VMs report Zen 1 and Zen 3 EPYCs alike as "AMD EPYC": family 23 and 25)."""
+    family, model = cpu_info("cpu family"), cpu_info("model\t")
+    generation = f"; family {family}, model {model}" if family and model else ""
+    return f"{cpu_info('model name') or platform.processor() or 'unknown CPU'} ({vector_extensions()}{generation})"
 
 
 def native_bf16() -> bool:
