@@ -14,7 +14,7 @@ EXAMPLES := data/examples.en
 setup: $(STAMP) $(VENV)/.kernels
 	@$(BIN)/python -m compileall -q nmt cli
 
-# The C attention kernels (nmt/native.py; CPUs with AVX-512 and a C compiler), compiled ahead so that no
+# The C attention kernels (nmt/native.py; CPUs with AVX-512 or AVX2 and a C compiler), compiled ahead so no
 # translation waits for them; again only when their source changes (each check imports torch, about 1 s).
 $(VENV)/.kernels: nmt/attention_kernel.c $(STAMP)
 	@$(BIN)/python -c "from nmt.native import library; library()"

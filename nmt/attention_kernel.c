@@ -59,6 +59,20 @@ static inline vf vmax(vf a, vf b) {
     return f;
 }
 
+static inline float largest(vf v) { /* of the W lanes */
+    float best = v[0];
+    for (int j = 1; j < W; j++) best = v[j] > best ? v[j] : best;
+    return best;
+}
+
+static inline float total_of(vf v) { /* the W lanes' sum */
+    float sum = 0;
+    for (int j = 0; j < W; j++) sum += v[j];
+    return sum;
+}
+
+static inline int64_t round_up(int64_t x) { return (x + W - 1) / W * W; } /* to whole vectors */
+
 /* exp(x) for x <= 0 (scores minus their maximum): 2^n * exp(r), |r| <= ln(2)/2, by a degree-6 polynomial
    (relative error about 1e-7); 0 below -87, where float32 underflows. */
 static inline vf vexp(vf x) {
@@ -131,7 +145,7 @@ static inline void store_value(void *p, int64_t i, float x, int f32) {
 
 static inline void self_attention(const void *q, const uint16_t *keys, const uint16_t *values, void *out,
                                   float *work, int64_t T, int64_t n, int64_t D, float scale, int f32) {
-    int64_t nw = (n + W - 1) / W * W;
+    int64_t nw = round_up(n);
     float *qf = work, *scores = work + n * D, *acc = scores + T * nw; /* scores (T, nw) */
     for (int64_t i = 0; i < n * D; i += W) store(qf + i, load_rows(q, i, f32) * scale);
     for (int64_t t = 0; t < T; t++) {
@@ -179,7 +193,7 @@ static inline void self_attention(const void *q, const uint16_t *keys, const uin
 static inline void cross_attention(const void *q, const uint16_t *keys, const uint16_t *values,
                                    const int64_t *lengths, void *out, float *work, int64_t N, int64_t K, int64_t H,
                                    int64_t S, int64_t D, float scale, int f32) {
-    int64_t sw = (S + W - 1) / W * W;
+    int64_t sw = round_up(S);
     float *scores = work, *acc = work + K * sw; /* scores (K, sw); acc (K, D) */
     for (int64_t s = 0; s < N; s++) {
         int64_t length = lengths[s] < S ? lengths[s] : S;
@@ -203,22 +217,19 @@ static inline void cross_attention(const void *q, const uint16_t *keys, const ui
                     store(scores + row * sw + first, block);
                 }
             }
-            int64_t used = (length + W - 1) / W * W;
+            int64_t used = round_up(length);
             for (int64_t row = 0; row < K; row++) {
                 float *p = scores + row * sw;
                 vf top = load(p);
                 for (int64_t first = W; first < used; first += W) top = vmax(top, load(p + first));
-                float best = top[0];
-                for (int j = 1; j < W; j++) best = top[j] > best ? top[j] : best;
+                float best = largest(top);
                 vf total = splat(0.0f);
                 for (int64_t first = 0; first < used; first += W) {
                     vf e = vexp(load(p + first) - best);
                     store(p + first, e);
                     total += e;
                 }
-                float sum = 0;
-                for (int j = 0; j < W; j++) sum += total[j];
-                float inverse = 1.0f / sum;
+                float inverse = 1.0f / total_of(total);
                 for (int64_t d = 0; d < D; d += W) store(acc + row * D + d, splat(0.0f));
                 for (int64_t l = 0; l < length; l++) {
                     float weight = p[l] * inverse;
@@ -235,7 +246,7 @@ static inline void cross_attention(const void *q, const uint16_t *keys, const ui
 int32_t decode_self_attention(const void *q, const uint16_t *keys, const uint16_t *values, void *out, int64_t T,
                               int64_t n, int64_t D, float scale, int32_t f32) {
     /* q scaled (n*D), scores (T*nw), acc (n*D) */
-    float *work = malloc(sizeof(float) * (size_t)(2 * n * D + T * ((n + W - 1) / W * W)));
+    float *work = malloc(sizeof(float) * (size_t)(2 * n * D + T * round_up(n)));
     if (!work) return 1;
     if (f32)
         self_attention(q, keys, values, out, work, T, n, D, scale, 1);
@@ -248,7 +259,7 @@ int32_t decode_self_attention(const void *q, const uint16_t *keys, const uint16_
 int32_t decode_cross_attention(const void *q, const uint16_t *keys, const uint16_t *values, const int64_t *lengths,
                                void *out, int64_t N, int64_t K, int64_t H, int64_t S, int64_t D, float scale,
                                int32_t f32) {
-    float *work = malloc(sizeof(float) * (size_t)(K * ((S + W - 1) / W * W) + K * D)); /* scores, acc */
+    float *work = malloc(sizeof(float) * (size_t)(K * round_up(S) + K * D)); /* scores, acc */
     if (!work) return 1;
     if (f32)
         cross_attention(q, keys, values, lengths, out, work, N, K, H, S, D, scale, 1);
@@ -279,12 +290,10 @@ static inline void log_softmax(const void *logits, float *out, int64_t rows, int
         int64_t row = r * width;
         vf top = rest ? load_part(logits, row + whole, rest, f32) : splat(-__builtin_inff());
         for (int64_t i = 0; i < whole; i += W) top = vmax(top, load_rows(logits, row + i, f32));
-        float best = top[0];
-        for (int j = 1; j < W; j++) best = top[j] > best ? top[j] : best;
+        float best = largest(top);
         vf total = splat(0.0f);
         for (int64_t i = 0; i < whole; i += W) total += vexp(load_rows(logits, row + i, f32) - best);
-        float sum = 0;
-        for (int j = 0; j < W; j++) sum += total[j];
+        float sum = total_of(total);
         vf tail = load_part(logits, row + whole, rest, f32);
         for (int64_t j = 0; j < rest; j++) sum += expf(tail[j] - best);
         float shift = best + logf(sum);
