@@ -308,3 +308,63 @@ void decode_log_softmax(const void *logits, float *out, int64_t rows, int64_t wi
     else
         log_softmax(logits, out, rows, width, 0);
 }
+
+/* decode_sentence_logits: the logits of each sentence's own output pieces (nmt.shortlist: the part of its
+   vocabulary that the other sentences of its batch do not share). The K rows of sentence s take their dot
+   products with rows starts[s] .. starts[s] + counts[s] - 1 of weights (pieces, D) bf16, plus bias (one
+   float32 per weight row) unless it is NULL, written to out[row * stride + j] for j < counts[s]; the other
+   columns up to `width` get -inf. q (N*K, D) bf16 or, with f32, float32; out float32. D % W == 0. Each
+   block of W weight rows is read once for the sentence's K rows. */
+#define ROWS 4            /* rows (beams) of one sentence at once */
+#define PIECES (W / ROWS) /* pieces at once: ROWS x PIECES dot products, reduced together by sums() */
+
+static inline void sentence_logits(const void *q, const uint16_t *weights, const float *bias, const int64_t *starts,
+                                   const int64_t *counts, float *out, float *qf, int64_t N, int64_t K, int64_t D,
+                                   int64_t width, int64_t stride, int f32) {
+    for (int64_t i = 0; i < N * K * D; i += W) store(qf + i, load_rows(q, i, f32));
+    for (int64_t s = 0; s < N; s++) {
+        const uint16_t *w = weights + starts[s] * D;
+        const float *b = bias ? bias + starts[s] : NULL;
+        int64_t count = counts[s] < width ? counts[s] : width;
+        for (int64_t r0 = 0; r0 < K; r0 += ROWS) {
+            const float *qr[ROWS]; /* past the last row: the last row again, its sums dropped */
+            for (int i = 0; i < ROWS; i++) qr[i] = qf + (s * K + (r0 + i < K ? r0 + i : K - 1)) * D;
+            for (int64_t first = 0; first < count; first += PIECES) {
+                const uint16_t *wr[PIECES];
+                for (int c = 0; c < PIECES; c++) wr[c] = w + (first + c < count ? first + c : count - 1) * D;
+                vf a[W];
+                for (int j = 0; j < W; j++) a[j] = splat(0.0f);
+                for (int64_t d = 0; d < D; d += W) {
+                    vf wv[PIECES];
+                    for (int c = 0; c < PIECES; c++) wv[c] = load_bf16(wr[c] + d);
+                    for (int i = 0; i < ROWS; i++) {
+                        vf qv = load(qr[i] + d);
+                        for (int c = 0; c < PIECES; c++) a[i * PIECES + c] += qv * wv[c];
+                    }
+                }
+                vf sum = sums(a);
+                for (int i = 0; i < ROWS && r0 + i < K; i++)
+                    for (int c = 0; c < PIECES && first + c < count; c++)
+                        out[(s * K + r0 + i) * stride + first + c] = sum[i * PIECES + c] + (b ? b[first + c] : 0.0f);
+            }
+        }
+        for (int64_t row = 0; row < K; row++)
+            for (int64_t j = count; j < width; j++) out[(s * K + row) * stride + j] = -__builtin_inff();
+    }
+}
+
+int32_t decode_sentence_logits(const void *q, const uint16_t *weights, const float *bias, const int64_t *starts,
+                               const int64_t *counts, float *out, int64_t N, int64_t K, int64_t D, int64_t width,
+                               int64_t stride, int32_t f32) {
+    size_t rows, bytes; /* the queries as floats; sizes past the address space fail as malloc would */
+    if (__builtin_mul_overflow((size_t)N, (size_t)K, &rows) || __builtin_mul_overflow(rows, (size_t)D * sizeof(float), &bytes))
+        return 1;
+    float *work = malloc(bytes);
+    if (!work) return 1;
+    if (f32)
+        sentence_logits(q, weights, bias, starts, counts, out, work, N, K, D, width, stride, 1);
+    else
+        sentence_logits(q, weights, bias, starts, counts, out, work, N, K, D, width, stride, 0);
+    free(work);
+    return 0;
+}

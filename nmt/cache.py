@@ -36,6 +36,7 @@ class DecoderState:
     step: int = 0  # tokens already fed: the positional-encoding offset of the next one
     memory: Tensor | None = None  # (N, S, D), without cache only
     prefix: Tensor | None = None  # (N*K, step) tokens fed so far, without cache only
+    sentences: Tensor | None = None  # (N,) each open sentence's index in its batch, with a shortlist only
 
     @property
     def use_cache(self) -> bool:
@@ -85,6 +86,8 @@ class DecoderState:
         self.reorder(rows if reordered is None else reordered.index_select(0, rows))
         if self.cross_mask is not None:
             self.cross_mask = self.cross_mask.index_select(0, sentences)
+        if self.sentences is not None:
+            self.sentences = self.sentences.index_select(0, sentences)
         if self.memory is not None:
             self.memory = self.memory.index_select(0, sentences)
         for cache in (self.cross_keys, self.cross_values):

@@ -34,8 +34,15 @@ from torch import Tensor, nn
 from nmt.attention import inference_attention
 from nmt.cache import DecoderState
 from nmt.model import Transformer
-from nmt.native import HEAD_DIM_STEP, cross_attention_kernel, log_softmax_kernel, self_attention_kernel
+from nmt.native import (
+    HEAD_DIM_STEP,
+    cross_attention_kernel,
+    log_softmax_kernel,
+    self_attention_kernel,
+    sentence_logits_kernel,
+)
 from nmt.quantize import DynamicInt8Linear, Int8Linear, bf16_linear_function
+from nmt.shortlist import Vocabularies
 
 Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)
 
@@ -51,6 +58,22 @@ def linear_function(module: nn.Module, outputs: Tensor | None = None) -> Linear:
         raise ValueError("a shortlist needs plain, int8_bf16 or int8_fp32 weights, not torchao's int8")
     bias = None if module.bias is None else module.bias.index_select(0, outputs)
     return weight_function(module.weight.index_select(0, outputs), bias)
+
+
+def output_rows(model: Transformer, ids: Tensor) -> tuple[Tensor, Tensor | None]:
+    """The output projection's weights (n, D) and bias (n,) (None without one) of vocabulary ids (n,), in
+    float32; int8 weights as their int8 values times their scales."""
+    projection = model.output_proj
+    if projection is None:  # tied embeddings
+        return model.embed.weight.index_select(0, ids).float(), None
+    if isinstance(projection, (Int8Linear, DynamicInt8Linear)):
+        scale = projection.scale.index_select(0, ids).float()[:, None]  # (n, 1)
+        weight = projection.quantized.index_select(0, ids).float() * scale
+    elif type(projection.weight) is nn.Parameter:
+        weight = projection.weight.index_select(0, ids).float()
+    else:
+        raise ValueError("a shortlist needs plain, int8_bf16 or int8_fp32 weights, not torchao's int8")
+    return weight, None if projection.bias is None else projection.bias.index_select(0, ids).float()
 
 
 def relu_linear_function(module: nn.Module) -> Linear:
@@ -135,7 +158,13 @@ class FlatDecoder:
         self.final_norm = norm_function(model.decoder_norm)
         self.project = (weight_function(model.embed.weight) if model.output_proj is None  # tied embeddings
                         else linear_function(model.output_proj))
-        self.target_ids: Tensor | None = None
+        # With a shortlist (restricted): the batch's vocabularies, each sentence's local token ids as
+        # vocabulary ids (N, width), and its own tokens' output weights and bias (see restricted)
+        self.vocabularies: Vocabularies | None = None
+        self.token_ids: Tensor | None = None
+        self.own_weights: Tensor | None = None
+        self.own_bias: Tensor | None = None
+        self.shared_projections: dict[int, tuple[Tensor, Linear]] = {}  # id(shared ids) -> (ids, projection)
         # Reduced precision on a CPU (bf16 activations, or int8_fp32's int8 products): bf16 attention caches
         # and the C kernels over them (nmt.native). fp32 keeps float32 caches.
         head_dim = model.config.d_model // model.config.n_heads
@@ -145,20 +174,63 @@ class FlatDecoder:
         self.self_attention = self_attention_kernel() if native else None
         self.cross_attention = cross_attention_kernel() if native else None
         self.log_softmax = log_softmax_kernel() if native else None
+        self.sentence_logits = sentence_logits_kernel() if native else None
 
-    def restricted(self, target_ids: Tensor) -> FlatDecoder:
-        """This decoder over the target tokens `target_ids` (V',) alone (nmt.shortlist): token i of its
-        input and of its log-probabilities (R, V') is token target_ids[i] of the model's vocabulary."""
+    def restricted(self, vocabularies: Vocabularies) -> FlatDecoder:
+        """This decoder over each sentence's own target tokens (nmt.shortlist): token i of a row's input and
+        of its log-probabilities (R, width) is local token i of the row's sentence. The shared tokens of all
+        rows take one product (packed once: the shared ids are the same for every batch), each sentence's
+        own tokens a product of their own (nmt.native's kernel on bf16 weights, or a batched product over
+        weights padded to the longest list)."""
         restricted = copy.copy(self)
-        restricted.target_ids = target_ids
-        restricted.embedding = self.embedding.index_select(0, target_ids)
-        restricted.project = (weight_function(restricted.embedding) if self.model.output_proj is None
-                              else linear_function(self.model.output_proj, target_ids))
+        device = self.embedding.device
+        restricted.vocabularies = vocabularies = Vocabularies(
+            *(t.to(device) for t in (vocabularies.shared, vocabularies.extra, vocabularies.starts,
+                                     vocabularies.counts)), vocabularies.width)
+        restricted.token_ids = vocabularies.table(self.config.pad_id)  # (N, width)
+        restricted.project = self.shared_projection(vocabularies.shared)
+        weight, bias = output_rows(self.model, vocabularies.extra)  # (total, D), (total,)
+        if self.sentence_logits is not None:
+            restricted.own_weights, restricted.own_bias = weight.bfloat16(), bias
+            return restricted
+        sentences, own = vocabularies.counts.size(0), vocabularies.width - vocabularies.shared.size(0)
+        listed = torch.arange(own, device=device)[None, :] < vocabularies.counts[:, None]  # (N, E)
+        restricted.own_weights = weight.new_zeros(sentences, own, weight.size(1)).index_put_(  # (N, E, D)
+            torch.nonzero(listed, as_tuple=True), weight).to(self.embedding.dtype)
+        restricted.own_bias = weight.new_full((sentences, own), -math.inf).masked_scatter_(  # (N, E)
+            listed, torch.zeros_like(weight[:, 0]) if bias is None else bias).to(self.embedding.dtype)
         return restricted
+
+    def shared_projection(self, ids: Tensor) -> Linear:
+        """The output projection onto the vocabulary ids `ids` (F,), built (and packed) once per ids tensor."""
+        cached = self.shared_projections.get(id(ids))
+        if cached is None or cached[0] is not ids:
+            projection = (weight_function(self.embedding.index_select(0, ids)) if self.model.output_proj is None
+                          else linear_function(self.model.output_proj, ids))
+            cached = self.shared_projections[id(ids)] = (ids, projection)
+        return cached[1]
+
+    def with_own_tokens(self, rows: Tensor, shared_logits: Tensor, state: DecoderState) -> Tensor:
+        """Final decoder states (R, D) and their logits of the shared tokens (R, F) -> the logits (R, width)
+        of each row's sentence vocabulary: the shared tokens, then the sentence's own, then -inf."""
+        vocabularies, sentences = self.vocabularies, state.sentences
+        count, shared = rows.size(0), shared_logits.size(1)
+        if self.sentence_logits is not None:
+            logits = torch.empty(count, vocabularies.width)  # (R, width) float32
+            logits[:, :shared] = shared_logits
+            self.sentence_logits(rows, self.own_weights, self.own_bias, vocabularies.starts.index_select(0, sentences),
+                                 vocabularies.counts.index_select(0, sentences), logits, shared)
+            return logits
+        n = sentences.size(0)
+        own = torch.baddbmm(self.own_bias.index_select(0, sentences)[:, None, :],  # (N, K, E)
+                            rows.view(n, count // n, -1), self.own_weights.index_select(0, sentences).transpose(1, 2))
+        return torch.cat([shared_logits, own.view(count, -1).to(shared_logits.dtype)], dim=1)
 
     def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True) -> DecoderState:
         memory = None if self.model.training else self.encode(src)
         state = self.model.init_state(src, beam_size=beam_size, use_cache=use_cache, memory=memory)
+        if self.vocabularies is not None:
+            state.sentences = torch.arange(src.size(0), device=src.device)
         if self.self_attention is None or not use_cache or self.model.training:
             return state
         state.self_keys = [buffer.bfloat16() for buffer in state.self_keys]
@@ -195,13 +267,15 @@ class FlatDecoder:
     def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """Transformer.decode_step: one token per row (R,) -> log-probabilities (R, V) of the next."""
         if self.model.training or type(state) is not DecoderState or not state.use_cache:
-            if self.target_ids is not None:
+            if self.vocabularies is not None:
                 raise ValueError("a shortlist needs the cached decoder, not --no-cache or CUDA graphs")
             return self.model.decode_step(tokens, state)
         config = self.config
         heads, head_dim, pre_norm = config.n_heads, config.d_model // config.n_heads, config.pre_norm
         step, rows, sentences = state.step, tokens.size(0), state.n_sentences
         state.ensure_capacity(step + 1)
+        if self.vocabularies is not None:  # each sentence's local token ids -> vocabulary ids
+            tokens = self.token_ids[state.sentences.repeat_interleave(rows // sentences), tokens]
         x = F.embedding(tokens, self.embedding) * self.embedding_scale  # (R, D)
         if config.positional_encoding:
             x = x + self.positions[step]
@@ -238,7 +312,10 @@ class FlatDecoder:
             h = layer.ffn_norm(x) if pre_norm else x
             x = residual(x, layer.ffn_down(layer.ffn_up(h)), layer.ffn_norm, pre_norm)
         state.step += 1
-        logits = self.project(self.final_norm(x))  # (R, V)
+        x = self.final_norm(x)
+        logits = self.project(x)  # (R, V), or (R, F) the shared tokens of a shortlist
+        if self.vocabularies is not None:
+            logits = self.with_own_tokens(x, logits, state)  # (R, width)
         if self.log_softmax is not None:
             return self.log_softmax(logits), state
         return F.log_softmax(logits, dim=-1, dtype=torch.float32), state

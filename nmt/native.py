@@ -125,10 +125,12 @@ def library() -> ctypes.CDLL | None:
         loaded.decode_cross_attention.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 5 + [ctypes.c_float,
                                                                                                  ctypes.c_int32]
         loaded.decode_log_softmax.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
+        loaded.decode_sentence_logits.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 5 + [ctypes.c_int32]
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
-    loaded.decode_self_attention.restype = loaded.decode_cross_attention.restype = ctypes.c_int32  # 1: no memory
+    loaded.decode_self_attention.restype = loaded.decode_cross_attention.restype = ctypes.c_int32
+    loaded.decode_sentence_logits.restype = ctypes.c_int32  # 1: no memory
     loaded.decode_log_softmax.restype = None
     return loaded
 
@@ -215,3 +217,38 @@ def log_softmax_kernel() -> Callable[[Tensor], Tensor] | None:
         return out
 
     return log_softmax
+
+
+def sentence_logits_kernel() -> Callable[[Tensor, Tensor, Tensor | None, Tensor, Tensor, Tensor, int], None] | None:
+    """decode_sentence_logits as a function of tensors, or None where the kernels are unavailable."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def sentence_logits(rows: Tensor, weights: Tensor, bias: Tensor | None, starts: Tensor, counts: Tensor,
+                        out: Tensor, column: int) -> None:
+        """Each sentence's own logits, in place: for the K rows of sentence s of rows (N*K, D) bf16 or float32,
+        their products with weights[starts[s] : starts[s] + counts[s]] (pieces, D) bf16 (plus bias (pieces,)
+        float32) into out[row, column:column + counts[s]], and -inf in out[row, column + counts[s]:]
+        (out (N*K, width) float32)."""
+        sentences = starts.size(0)
+        tensors = (rows, weights, starts, counts, out) + (() if bias is None else (bias,))
+        if not (all(t.is_cpu and t.is_contiguous() for t in tensors) and rows.dtype in QUERY_DTYPES
+                and weights.dtype == torch.bfloat16 and out.dtype == torch.float32
+                and starts.dtype == counts.dtype == torch.int64 and counts.shape == starts.shape
+                and (bias is None or (bias.dtype == torch.float32 and bias.shape == weights.shape[:1]))
+                and rows.dim() == weights.dim() == out.dim() == 2 and rows.size(1) == weights.size(1)
+                and rows.size(1) % HEAD_DIM_STEP == 0 and sentences and rows.size(0) % sentences == 0
+                and out.size(0) == rows.size(0) and 0 <= column <= out.size(1)):
+            raise ValueError("decode_sentence_logits needs contiguous CPU tensors: rows (N*K, D) bf16 or float32, "
+                             "bf16 weights (pieces, D), float32 bias and out, int64 starts and counts (N,)")
+        if int(counts.max()) > out.size(1) - column or int((starts + counts).max()) > weights.size(0) \
+                or int(starts.min()) < 0:
+            raise ValueError("decode_sentence_logits: a sentence's pieces lie outside the weights or the output")
+        if loaded.decode_sentence_logits(rows.data_ptr(), weights.data_ptr(), 0 if bias is None else bias.data_ptr(),
+                                      starts.data_ptr(), counts.data_ptr(), out[:, column:].data_ptr(), sentences,
+                                      rows.size(0) // sentences, rows.size(1), out.size(1) - column, out.size(1),
+                                      rows.dtype == torch.float32):
+            raise MemoryError("the sentence logits kernel could not allocate its scratch memory")
+
+    return sentence_logits

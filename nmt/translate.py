@@ -247,10 +247,11 @@ class Translator:
             src[row, : len(ids) + 1] = torch.tensor([*ids, eos], dtype=torch.long)
         if self.shortlist is None:
             return search(self.decoder, src.to(self.device), self.options, self.graphs)
-        target_ids = self.shortlist.target_ids(src)  # on the CPU, where the shortlist is
-        found = search(self.decoder.restricted(target_ids.to(self.device)), src.to(self.device), self.options)
-        vocabulary = target_ids.tolist()  # the search's token i is vocabulary[i]
-        return [[replace(h, tokens=[vocabulary[t] for t in h.tokens]) for h in hypotheses] for hypotheses in found]
+        decoder = self.decoder.restricted(self.shortlist.vocabularies(src))  # on the CPU, where the shortlist is
+        found = search(decoder, src.to(self.device), self.options)
+        vocabularies = decoder.token_ids.tolist()  # sentence s's token i is vocabularies[s][i]
+        return [[replace(h, tokens=[ids[t] for t in h.tokens]) for h in hypotheses]
+                for ids, hypotheses in zip(vocabularies, found, strict=True)]
 
     def _search_batches(self, batches: list[list[list[int]]]) -> Iterator[list]:
         """_search_batch of each batch, in order; with several workers and batches, `workers` batches at

@@ -14,7 +14,7 @@ from nmt.checkpoint import load_checkpoint, save_checkpoint
 from nmt.errors import CheckpointError
 from nmt.flat_decoder import FlatDecoder
 from nmt.search import SearchOptions, search
-from nmt.shortlist import Shortlist, build_shortlist
+from nmt.shortlist import Shortlist, Vocabularies, build_shortlist
 from nmt.tokenizer import EOS_ID
 from nmt.translate import Translator, cast_for_inference
 from tests.conftest import tiny_model
@@ -40,35 +40,62 @@ def test_counting_in_chunks_changes_nothing():
         assert torch.equal(chunked.table, whole.table) and torch.equal(chunked.frequent, whole.frequent)
 
 
-def test_target_ids_are_specials_sources_frequent_and_associated_sorted_in_multiples_of_64():
+def test_each_sentence_adds_its_sources_and_their_partners_to_the_shared_specials_and_frequent():
     shortlist = build_shortlist(PAIRS, vocab_size=40, per_token=1, frequent=1)
-    ids = shortlist.target_ids(torch.tensor([[10, 12, EOS_ID], [5, EOS_ID, 0]]))
-    assert ids.tolist() == [0, 1, 2, 3, 5, 10, 12, 20, 22, 30]  # 5's best partner is 30, the frequent one
-    large = build_shortlist(PAIRS, vocab_size=200, per_token=1, frequent=1)
-    # 0-3, 150 and the frequent 30, filled up to 64 with the lowest unlisted ids
-    assert large.target_ids(torch.tensor([[150, EOS_ID]])).tolist() == list(range(63)) + [150]
+    assert shortlist.shared_ids.tolist() == [0, 1, 2, 3, 30]  # the specials and the frequent 30
+    vocabularies = shortlist.vocabularies(torch.tensor([[10, 12, EOS_ID], [5, EOS_ID, 0], [0, 0, 0]]))
+    # 10 -> 20 and 12 -> 22; 5's best partner is the shared 30; the third sentence adds nothing
+    assert vocabularies.counts.tolist() == [4, 1, 0]
+    assert [vocabularies.extra[start : start + count].tolist()
+            for start, count in zip(vocabularies.starts.tolist(), vocabularies.counts.tolist(), strict=True)] == \
+        [[10, 12, 20, 22], [5], []]
+    assert vocabularies.width == 64  # 5 shared + 4: a whole chunk of beam search's top-k
+    table = vocabularies.table(pad_id=0)  # (N, width)
+    assert table[:, :5].tolist() == [[0, 1, 2, 3, 30]] * 3
+    assert table[0, 5:9].tolist() == [10, 12, 20, 22] and table[1, 5].item() == 5
+    assert (table[0, 9:] == 0).all() and (table[1, 6:] == 0).all() and (table[2, 5:] == 0).all()
+    wide = build_shortlist(PAIRS, vocab_size=200, per_token=1, frequent=1).vocabularies(torch.arange(4, 70)[None])
+    assert wide.width == 128  # 5 shared + 65 own (the frequent 30 counts once)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8_bf16", "int8_fp32", "int8_fp32 fbgemm"])
+@pytest.mark.parametrize("precision, kernel", [("fp32", False), ("bf16", True), ("bf16", False), ("int8_bf16", True),
+                                               ("int8_fp32", True), ("int8_fp32 fbgemm", True),
+                                               ("int8_fp32 fbgemm", False)])
 @pytest.mark.parametrize("tied", [True, False])
-def test_restricted_decoder_gives_the_full_log_probs_renormalized_over_the_shortlist(precision, tied, monkeypatch):
+def test_restricted_decoder_gives_each_sentence_the_full_log_probs_renormalized_over_its_list(precision, tied, kernel,
+                                                                                             monkeypatch):
     if precision.endswith("fbgemm"):  # the tiny model's products are all small
         monkeypatch.setattr("nmt.quantize.FBGEMM_MIN_PRODUCT", 0)
         precision = precision.split()[0]
     model = cast_for_inference(tiny_model(seed=5, tie_embeddings=tied), precision)
     flat = FlatDecoder(model)
-    target_ids = torch.tensor([0, 1, 2, 3, 7, 11, 19, 23, 42, 59])
-    restricted = flat.restricted(target_ids)
-    src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0]])
+    if not kernel:
+        flat.sentence_logits = None  # the batched product over padded weights (fp32, other devices)
+    elif flat.sentence_logits is None:
+        pytest.skip("no C kernels on this CPU")
+    shared = torch.tensor([0, 1, 2, 3, 7, 11, 19])
+    vocabularies = Vocabularies(shared, torch.tensor([23, 42, 59, 8, 13]), torch.tensor([0, 3, 5]),
+                                torch.tensor([3, 2, 0]), 64)
+    restricted = flat.restricted(vocabularies)
+    src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0], [4, 3, 0, 0]])
+    ids, lengths = vocabularies.table(pad_id=0), torch.tensor([10, 9, 7])  # (N, 64); shared + own tokens
     full_state, state = flat.init_state(src, 2), restricted.init_state(src, 2)
-    local = torch.tensor([2, 2, 2, 2])  # BOS: the same id in both vocabularies
-    for _ in range(5):
-        full, full_state = flat.decode_step(target_ids[local], full_state)
+    local = torch.full((6,), 2)  # BOS: the same id in every vocabulary
+    for step in range(5):
+        rows_ids = ids.repeat_interleave(2, dim=0)[:, :10]  # (R, 10): the ids of each row's sentence's tokens
+        full, full_state = flat.decode_step(rows_ids.gather(1, local[:, None]).squeeze(1), full_state)
         log_probs, state = restricted.decode_step(local, state)
-        expected = full[:, target_ids].float()
-        torch.testing.assert_close(log_probs, expected - expected.logsumexp(dim=1, keepdim=True),
+        assert log_probs.shape == (local.size(0), 64)
+        listed = torch.arange(10)[None, :] < lengths.repeat_interleave(2)[:, None]  # (R, 10)
+        expected = full.gather(1, rows_ids).float().masked_fill(~listed, -math.inf)
+        torch.testing.assert_close(log_probs[:, :10], expected - expected.logsumexp(dim=1, keepdim=True),
                                    atol=1e-4 if precision == "fp32" else 2e-2, rtol=0)
-        local = log_probs[:, 4:].argmax(dim=1) + 4  # feed shortlist tokens other than the specials
+        assert (log_probs[:, 10:] == -math.inf).all()  # padding
+        local = log_probs[:, 4:].argmax(dim=1) + 4  # feed tokens other than the specials, own ones too
+        if step == 2:  # a finished sentence leaves the batch: the others keep their own tokens
+            keep = torch.tensor([0, 2])
+            full_state.select(keep), state.select(keep)
+            ids, lengths, local = ids[keep], lengths[keep], local[[0, 1, 4, 5]]
 
 
 @pytest.fixture(scope="module")
@@ -91,19 +118,25 @@ def test_a_shortlist_of_the_whole_vocabulary_translates_as_without(checkpoint):
 
 
 class Masked:
-    """The full model with every token outside `target_ids` forbidden: what a shortlist must decode as."""
+    """The full model with every token outside each sentence's vocabulary forbidden: what a shortlist must
+    decode as."""
 
-    def __init__(self, decoder: FlatDecoder, target_ids: torch.Tensor):
+    def __init__(self, decoder: FlatDecoder, vocabularies: Vocabularies):
         self.decoder, self.config = decoder, decoder.config
-        self.forbidden = torch.ones(decoder.config.vocab_size, dtype=torch.bool)
-        self.forbidden[target_ids] = False
+        table = vocabularies.table(pad_id=0)  # (N, width)
+        listed = torch.arange(vocabularies.width)[None, :] < vocabularies.shared.size(0) + vocabularies.counts[:, None]
+        self.forbidden = torch.ones(table.size(0), decoder.config.vocab_size, dtype=torch.bool)  # (N, V)
+        self.forbidden[torch.arange(table.size(0))[:, None].expand_as(table)[listed], table[listed]] = False
 
     def init_state(self, src, beam_size=1, use_cache=True):
-        return self.decoder.init_state(src, beam_size, use_cache)
+        state = self.decoder.init_state(src, beam_size, use_cache)
+        state.sentences = torch.arange(src.size(0))
+        return state
 
     def decode_step(self, tokens, state):
         log_probs, state = self.decoder.decode_step(tokens, state)
-        return log_probs.masked_fill(self.forbidden, -math.inf).log_softmax(dim=-1), state
+        forbidden = self.forbidden[state.sentences].repeat_interleave(tokens.size(0) // state.sentences.size(0), 0)
+        return log_probs.masked_fill(forbidden, -math.inf).log_softmax(dim=-1), state
 
 
 @pytest.mark.parametrize("beam", [1, 3])
@@ -111,17 +144,29 @@ def test_translations_over_a_shortlist_are_the_full_search_with_other_tokens_for
     options = SearchOptions(beam_size=beam, max_len_a=1.0, max_len_b=5)
     model, tokenizer = checkpoint.build_model(), checkpoint.tokenizer()
     vocab = checkpoint.config.vocab_size
-    some = torch.randperm(vocab - EOS_ID - 1, generator=torch.Generator().manual_seed(0))[:100] + EOS_ID + 1
-    shortlist = Shortlist(torch.full((vocab, 1), EOS_ID), some)
+    some = torch.tensor([10, 20, 30, 40, 50])  # few shared tokens: the sentences choose among their own
+    partners = torch.randint(EOS_ID + 1, vocab, (vocab, 3), generator=torch.Generator().manual_seed(0))
+    shortlist = Shortlist(partners, some)
     sources = tokenizer.encode_batch(LINES[:3])
     src = torch.tensor([ids + [EOS_ID] + [0] * (max(map(len, sources)) - len(ids)) for ids in sources])
-    target_ids = shortlist.target_ids(src)
-    assert len(target_ids) < vocab // 2
-    expected = search(Masked(FlatDecoder(model), target_ids), src, options)
+    vocabularies = shortlist.vocabularies(src)
+    assert vocabularies.width < vocab // 2 and len(set(vocabularies.counts.tolist())) > 1
+    expected = search(Masked(FlatDecoder(model), vocabularies), src, options)
     found = Translator(model, tokenizer, options, shortlist=shortlist)._search_batch(sources)
     assert [[h.tokens for h in hypotheses] for hypotheses in found] == \
         [[h.tokens for h in hypotheses] for hypotheses in expected]
-    assert {t for hypotheses in found for t in hypotheses[0].tokens} - set(range(64))  # ids the mapping moves
+    own = {int(t) for t in vocabularies.extra}
+    assert {t for hypotheses in found for t in hypotheses[0].tokens} & own  # tokens of the sentences' own lists
+
+
+def test_a_sentence_translates_alike_alone_and_in_a_batch(checkpoint):
+    shortlist = Shortlist(torch.randint(EOS_ID + 1, checkpoint.config.vocab_size, (checkpoint.config.vocab_size, 4),
+                                        generator=torch.Generator().manual_seed(1)), torch.arange(40))
+    translator = Translator(checkpoint.build_model(), checkpoint.tokenizer(), SearchOptions(beam_size=2),
+                            shortlist=shortlist)
+    together = translator.translate(LINES)
+    alone = [translator.translate([line])[0] for line in LINES]
+    assert [t.text for t in alone] == [t.text for t in together]
 
 
 def nmt(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
