@@ -309,23 +309,32 @@ void decode_log_softmax(const void *logits, float *out, int64_t rows, int64_t wi
         log_softmax(logits, out, rows, width, 0);
 }
 
-/* decode_sentence_logits: the logits of each sentence's own output pieces (nmt.shortlist: the part of its
-   vocabulary that the other sentences of its batch do not share). The K rows of sentence s take their dot
-   products with rows starts[s] .. starts[s] + counts[s] - 1 of weights (pieces, D) bf16, plus bias (one
-   float32 per weight row) unless it is NULL, written to out[row * stride + j] for j < counts[s]; the other
-   columns up to `width` get -inf. q (N*K, D) bf16 or, with f32, float32; out float32. D % W == 0. Each
-   block of W weight rows is read once for the sentence's K rows. */
+/* decode_sentence_logits: the logits (N*K, width) float32 of the K rows of N sentences over each sentence's
+   vocabulary (nmt.shortlist): columns 0..F-1 take the shared tokens' logits (N*K, F) as they are, the next
+   ones the sentence's own tokens, the rest -inf. Row block s of q belongs to sentence n = sentences[s] of
+   the batch; its own tokens are rows starts[n] .. starts[n] + counts[n] - 1 of weights (pieces, D) bf16,
+   plus bias (one float32 per weight row) unless it is NULL. Returns 2, having written nothing, where a
+   sentence index lies outside the batch or a sentence's tokens outside the weights or the width. q and shared are bf16 or, with f32, float32. D % W == 0. Each weight row is read
+   once for the K rows: blocks of ROWS rows by PIECES pieces (W dot products) are summed over D together. */
 #define ROWS 4            /* rows (beams) of one sentence at once */
 #define PIECES (W / ROWS) /* pieces at once: ROWS x PIECES dot products, reduced together by sums() */
 
-static inline void sentence_logits(const void *q, const uint16_t *weights, const float *bias, const int64_t *starts,
-                                   const int64_t *counts, float *out, float *qf, int64_t N, int64_t K, int64_t D,
-                                   int64_t width, int64_t stride, int f32) {
+static inline void sentence_logits(const void *q, const void *shared, const uint16_t *weights, const float *bias,
+                                   const int64_t *starts, const int64_t *counts, const int64_t *sentences, float *out,
+                                   float *qf, int64_t N, int64_t K, int64_t D, int64_t F, int64_t width, int f32) {
     for (int64_t i = 0; i < N * K * D; i += W) store(qf + i, load_rows(q, i, f32));
+    for (int64_t row = 0; row < N * K; row++) {
+        int64_t j = 0;
+        for (; j + W <= F; j += W) store(out + row * width + j, load_rows(shared, row * F + j, f32));
+        for (; j < F; j++) out[row * width + j] = load_part(shared, row * F + j, 1, f32)[0];
+    }
+    int64_t room = width - F;
     for (int64_t s = 0; s < N; s++) {
-        const uint16_t *w = weights + starts[s] * D;
-        const float *b = bias ? bias + starts[s] : NULL;
-        int64_t count = counts[s] < width ? counts[s] : width;
+        int64_t n = sentences[s];
+        const uint16_t *w = weights + starts[n] * D;
+        const float *b = bias ? bias + starts[n] : NULL;
+        int64_t count = counts[n];
+        float *own = out + s * K * width + F; /* row r0 + i of the sentence: own + (r0 + i) * width */
         for (int64_t r0 = 0; r0 < K; r0 += ROWS) {
             const float *qr[ROWS]; /* past the last row: the last row again, its sums dropped */
             for (int i = 0; i < ROWS; i++) qr[i] = qf + (s * K + (r0 + i < K ? r0 + i : K - 1)) * D;
@@ -345,26 +354,33 @@ static inline void sentence_logits(const void *q, const uint16_t *weights, const
                 vf sum = sums(a);
                 for (int i = 0; i < ROWS && r0 + i < K; i++)
                     for (int c = 0; c < PIECES && first + c < count; c++)
-                        out[(s * K + r0 + i) * stride + first + c] = sum[i * PIECES + c] + (b ? b[first + c] : 0.0f);
+                        own[(r0 + i) * width + first + c] = sum[i * PIECES + c] + (b ? b[first + c] : 0.0f);
             }
         }
         for (int64_t row = 0; row < K; row++)
-            for (int64_t j = count; j < width; j++) out[(s * K + row) * stride + j] = -__builtin_inff();
+            for (int64_t j = count; j < room; j++) own[row * width + j] = -__builtin_inff();
     }
 }
 
-int32_t decode_sentence_logits(const void *q, const uint16_t *weights, const float *bias, const int64_t *starts,
-                               const int64_t *counts, float *out, int64_t N, int64_t K, int64_t D, int64_t width,
-                               int64_t stride, int32_t f32) {
+int32_t decode_sentence_logits(const void *q, const void *shared, const uint16_t *weights, int64_t pieces,
+                               const float *bias, const int64_t *starts, const int64_t *counts, int64_t batch,
+                               const int64_t *sentences, float *out, int64_t N, int64_t K, int64_t D, int64_t F,
+                               int64_t width, int32_t f32) {
+    for (int64_t s = 0; s < N; s++) {
+        int64_t n = sentences[s];
+        if (n < 0 || n >= batch || starts[n] < 0 || counts[n] < 0 || counts[n] > width - F ||
+            starts[n] > pieces - counts[n])
+            return 2;
+    }
     size_t rows, bytes; /* the queries as floats; sizes past the address space fail as malloc would */
     if (__builtin_mul_overflow((size_t)N, (size_t)K, &rows) || __builtin_mul_overflow(rows, (size_t)D * sizeof(float), &bytes))
         return 1;
     float *work = malloc(bytes);
     if (!work) return 1;
     if (f32)
-        sentence_logits(q, weights, bias, starts, counts, out, work, N, K, D, width, stride, 1);
+        sentence_logits(q, shared, weights, bias, starts, counts, sentences, out, work, N, K, D, F, width, 1);
     else
-        sentence_logits(q, weights, bias, starts, counts, out, work, N, K, D, width, stride, 0);
+        sentence_logits(q, shared, weights, bias, starts, counts, sentences, out, work, N, K, D, F, width, 0);
     free(work);
     return 0;
 }

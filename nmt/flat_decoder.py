@@ -36,6 +36,7 @@ from nmt.cache import DecoderState
 from nmt.model import Transformer
 from nmt.native import (
     HEAD_DIM_STEP,
+    SentenceLogits,
     cross_attention_kernel,
     log_softmax_kernel,
     self_attention_kernel,
@@ -159,9 +160,11 @@ class FlatDecoder:
         self.project = (weight_function(model.embed.weight) if model.output_proj is None  # tied embeddings
                         else linear_function(model.output_proj))
         # With a shortlist (restricted): the batch's vocabularies, each sentence's local token ids as
-        # vocabulary ids (N, width), and its own tokens' output weights and bias (see restricted)
+        # vocabulary ids (N, width), and the product onto its own tokens: the C kernel bound to their
+        # weights, or their weights and bias padded to the longest list (see restricted)
         self.vocabularies: Vocabularies | None = None
         self.token_ids: Tensor | None = None
+        self.own_logits: SentenceLogits | None = None
         self.own_weights: Tensor | None = None
         self.own_bias: Tensor | None = None
         self.shared_projections: dict[int, tuple[Tensor, Linear]] = {}  # id(shared ids) -> (ids, projection)
@@ -184,15 +187,18 @@ class FlatDecoder:
         weights padded to the longest list)."""
         restricted = copy.copy(self)
         device = self.embedding.device
+        restricted.project = self.shared_projection(vocabularies.shared)
         restricted.vocabularies = vocabularies = Vocabularies(
             *(t.to(device) for t in (vocabularies.shared, vocabularies.extra, vocabularies.starts,
                                      vocabularies.counts)), vocabularies.width)
         restricted.token_ids = vocabularies.table(self.config.pad_id)  # (N, width)
-        restricted.project = self.shared_projection(vocabularies.shared)
-        weight, bias = output_rows(self.model, vocabularies.extra)  # (total, D), (total,)
         if self.sentence_logits is not None:
-            restricted.own_weights, restricted.own_bias = weight.bfloat16(), bias
+            weights, bias = self.output_rows_bf16
+            restricted.own_logits = self.sentence_logits(  # (total, D) weights, (total,) bias
+                weights.index_select(0, vocabularies.extra), None if bias is None
+                else bias.index_select(0, vocabularies.extra), vocabularies.starts, vocabularies.counts)
             return restricted
+        weight, bias = output_rows(self.model, vocabularies.extra)  # (total, D), (total,)
         sentences, own = vocabularies.counts.size(0), vocabularies.width - vocabularies.shared.size(0)
         listed = torch.arange(own, device=device)[None, :] < vocabularies.counts[:, None]  # (N, E)
         restricted.own_weights = weight.new_zeros(sentences, own, weight.size(1)).index_put_(  # (N, E, D)
@@ -201,27 +207,32 @@ class FlatDecoder:
             listed, torch.zeros_like(weight[:, 0]) if bias is None else bias).to(self.embedding.dtype)
         return restricted
 
+    @functools.cached_property
+    def output_rows_bf16(self) -> tuple[Tensor, Tensor | None]:
+        """output_rows of the whole vocabulary, the weights (V, D) in bf16: each batch takes its sentences' own
+        tokens from them (4 MB for the shipped model; gathering and converting them from the int8 weights took
+        90 us a batch, a few percent of greedy decoding at batch 1)."""
+        weights, bias = output_rows(self.model, torch.arange(self.config.vocab_size, device=self.embedding.device))
+        return weights.bfloat16(), bias
+
     def shared_projection(self, ids: Tensor) -> Linear:
-        """The output projection onto the vocabulary ids `ids` (F,), built (and packed) once per ids tensor."""
+        """The output projection onto the vocabulary ids `ids` (F,) (a shortlist's shared ids, which every
+        batch passes as the same tensor), built (and packed) once per ids tensor."""
         cached = self.shared_projections.get(id(ids))
         if cached is None or cached[0] is not ids:
-            projection = (weight_function(self.embedding.index_select(0, ids)) if self.model.output_proj is None
-                          else linear_function(self.model.output_proj, ids))
+            on_device = ids.to(self.embedding.device)
+            projection = (weight_function(self.embedding.index_select(0, on_device))
+                          if self.model.output_proj is None else linear_function(self.model.output_proj, on_device))
             cached = self.shared_projections[id(ids)] = (ids, projection)
         return cached[1]
 
     def with_own_tokens(self, rows: Tensor, shared_logits: Tensor, state: DecoderState) -> Tensor:
         """Final decoder states (R, D) and their logits of the shared tokens (R, F) -> the logits (R, width)
         of each row's sentence vocabulary: the shared tokens, then the sentence's own, then -inf."""
-        vocabularies, sentences = self.vocabularies, state.sentences
-        count, shared = rows.size(0), shared_logits.size(1)
-        if self.sentence_logits is not None:
-            logits = torch.empty(count, vocabularies.width)  # (R, width) float32
-            logits[:, :shared] = shared_logits
-            self.sentence_logits(rows, self.own_weights, self.own_bias, vocabularies.starts.index_select(0, sentences),
-                                 vocabularies.counts.index_select(0, sentences), logits, shared)
-            return logits
-        n = sentences.size(0)
+        sentences = state.sentences
+        if self.own_logits is not None:
+            return self.own_logits(rows, shared_logits.to(rows.dtype), sentences, self.vocabularies.width)
+        count, n = rows.size(0), sentences.size(0)
         own = torch.baddbmm(self.own_bias.index_select(0, sentences)[:, None, :],  # (N, K, E)
                             rows.view(n, count // n, -1), self.own_weights.index_select(0, sentences).transpose(1, 2))
         return torch.cat([shared_logits, own.view(count, -1).to(shared_logits.dtype)], dim=1)
@@ -275,7 +286,8 @@ class FlatDecoder:
         step, rows, sentences = state.step, tokens.size(0), state.n_sentences
         state.ensure_capacity(step + 1)
         if self.vocabularies is not None:  # each sentence's local token ids -> vocabulary ids
-            tokens = self.token_ids[state.sentences.repeat_interleave(rows // sentences), tokens]
+            owners = state.sentences if rows == sentences else state.sentences.repeat_interleave(rows // sentences)
+            tokens = self.token_ids[owners, tokens]  # owners (R,): each row's sentence in the batch
         x = F.embedding(tokens, self.embedding) * self.embedding_scale  # (R, D)
         if config.positional_encoding:
             x = x + self.positions[step]

@@ -125,12 +125,14 @@ def library() -> ctypes.CDLL | None:
         loaded.decode_cross_attention.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 5 + [ctypes.c_float,
                                                                                                  ctypes.c_int32]
         loaded.decode_log_softmax.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
-        loaded.decode_sentence_logits.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 5 + [ctypes.c_int32]
+        loaded.decode_sentence_logits.argtypes = ([ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
+                                                   + [ctypes.c_int64] + [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 5
+                                                   + [ctypes.c_int32])
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
     loaded.decode_self_attention.restype = loaded.decode_cross_attention.restype = ctypes.c_int32
-    loaded.decode_sentence_logits.restype = ctypes.c_int32  # 1: no memory
+    loaded.decode_sentence_logits.restype = ctypes.c_int32  # 1: no memory, 2: a sentence outside the batch
     loaded.decode_log_softmax.restype = None
     return loaded
 
@@ -219,36 +221,55 @@ def log_softmax_kernel() -> Callable[[Tensor], Tensor] | None:
     return log_softmax
 
 
-def sentence_logits_kernel() -> Callable[[Tensor, Tensor, Tensor | None, Tensor, Tensor, Tensor, int], None] | None:
-    """decode_sentence_logits as a function of tensors, or None where the kernels are unavailable."""
+SentenceLogits = Callable[[Tensor, Tensor, Tensor, int], Tensor]  # (rows, shared_logits, sentences, width)
+
+
+def sentence_logits_kernel() -> Callable[[Tensor, Tensor | None, Tensor, Tensor], SentenceLogits] | None:
+    """decode_sentence_logits for one batch's vocabularies, or None where the kernels are unavailable:
+    bind(weights, bias, starts, counts) checks a batch's own tokens once and returns the function that its
+    decoding steps call, whose checks of indices are the kernel's own (a call at batch 1 took 35 us with
+    them in Python, mostly reductions)."""
     loaded = library()
     if loaded is None:
         return None
 
-    def sentence_logits(rows: Tensor, weights: Tensor, bias: Tensor | None, starts: Tensor, counts: Tensor,
-                        out: Tensor, column: int) -> None:
-        """Each sentence's own logits, in place: for the K rows of sentence s of rows (N*K, D) bf16 or float32,
-        their products with weights[starts[s] : starts[s] + counts[s]] (pieces, D) bf16 (plus bias (pieces,)
-        float32) into out[row, column:column + counts[s]], and -inf in out[row, column + counts[s]:]
-        (out (N*K, width) float32)."""
-        sentences = starts.size(0)
-        tensors = (rows, weights, starts, counts, out) + (() if bias is None else (bias,))
-        if not (all(t.is_cpu and t.is_contiguous() for t in tensors) and rows.dtype in QUERY_DTYPES
-                and weights.dtype == torch.bfloat16 and out.dtype == torch.float32
-                and starts.dtype == counts.dtype == torch.int64 and counts.shape == starts.shape
-                and (bias is None or (bias.dtype == torch.float32 and bias.shape == weights.shape[:1]))
-                and rows.dim() == weights.dim() == out.dim() == 2 and rows.size(1) == weights.size(1)
-                and rows.size(1) % HEAD_DIM_STEP == 0 and sentences and rows.size(0) % sentences == 0
-                and out.size(0) == rows.size(0) and 0 <= column <= out.size(1)):
-            raise ValueError("decode_sentence_logits needs contiguous CPU tensors: rows (N*K, D) bf16 or float32, "
-                             "bf16 weights (pieces, D), float32 bias and out, int64 starts and counts (N,)")
-        if int(counts.max()) > out.size(1) - column or int((starts + counts).max()) > weights.size(0) \
-                or int(starts.min()) < 0:
-            raise ValueError("decode_sentence_logits: a sentence's pieces lie outside the weights or the output")
-        if loaded.decode_sentence_logits(rows.data_ptr(), weights.data_ptr(), 0 if bias is None else bias.data_ptr(),
-                                      starts.data_ptr(), counts.data_ptr(), out[:, column:].data_ptr(), sentences,
-                                      rows.size(0) // sentences, rows.size(1), out.size(1) - column, out.size(1),
-                                      rows.dtype == torch.float32):
-            raise MemoryError("the sentence logits kernel could not allocate its scratch memory")
+    def bind(weights: Tensor, bias: Tensor | None, starts: Tensor, counts: Tensor) -> SentenceLogits:
+        """Sentence n of the batch owns weights[starts[n] : starts[n] + counts[n]] (pieces, D) bf16 and the
+        same entries of bias (pieces,) float32 (or no bias); starts, counts (N,) int64. (The kernel checks
+        the indices of the sentences it is given.)"""
+        tensors = (weights, starts, counts) + (() if bias is None else (bias,))
+        if not (all(t.is_cpu and t.is_contiguous() for t in tensors) and weights.dtype == torch.bfloat16
+                and weights.dim() == 2 and weights.size(1) % HEAD_DIM_STEP == 0
+                and starts.dtype == counts.dtype == torch.int64 and starts.dim() == 1 and counts.shape == starts.shape
+                and (bias is None or (bias.dtype == torch.float32 and bias.shape == weights.shape[:1]))):
+            raise ValueError("decode_sentence_logits needs contiguous CPU tensors: bf16 weights (pieces, D), a "
+                             "float32 bias (pieces,), int64 starts and counts (N,)")
 
-    return sentence_logits
+        def sentence_logits(rows: Tensor, shared_logits: Tensor, sentences: Tensor, width: int) -> Tensor:
+            """Rows (N*K, D) bf16 or float32, the K of each sentence sentences[s] of the batch, and their logits
+            of the shared tokens (N*K, F) in the same dtype -> logits (N*K, width) float32: the shared ones,
+            each sentence's own, then -inf."""
+            count, shared = shared_logits.shape
+            if not (rows.dtype in QUERY_DTYPES and shared_logits.dtype == rows.dtype and sentences.dtype == torch.int64
+                    and rows.is_contiguous() and shared_logits.is_contiguous() and sentences.is_contiguous()
+                    and rows.is_cpu and shared_logits.is_cpu and sentences.is_cpu and rows.dim() == 2
+                    and sentences.dim() == 1 and rows.size(1) == weights.size(1) and rows.size(0) == count
+                    and sentences.size(0) and count % sentences.size(0) == 0 and shared <= width):
+                raise ValueError("decode_sentence_logits needs contiguous CPU tensors of one dtype, bf16 or float32: "
+                                 "rows (N*K, D), shared logits (N*K, F); int64 sentences (N,)")
+            out = torch.empty(count, width)
+            failed = loaded.decode_sentence_logits(
+                rows.data_ptr(), shared_logits.data_ptr(), weights.data_ptr(), weights.size(0),
+                0 if bias is None else bias.data_ptr(), starts.data_ptr(), counts.data_ptr(), starts.size(0),
+                sentences.data_ptr(), out.data_ptr(), sentences.size(0), count // sentences.size(0), rows.size(1),
+                shared, width, rows.dtype == torch.float32)
+            if failed == 2:
+                raise ValueError("decode_sentence_logits: a sentence outside the batch, or its tokens outside the "
+                                 "weights or the width")
+            if failed:
+                raise MemoryError("the sentence logits kernel could not allocate its scratch memory")
+            return out
+
+        return sentence_logits
+
+    return bind

@@ -76,6 +76,11 @@ class Shortlist:
         listed[self.frequent] = True
         return listed.nonzero().squeeze(1)
 
+    @functools.cached_property
+    def unshared(self) -> Tensor:
+        """(V,) bool: True where a token is not among the shared ids."""
+        return torch.ones(self.table.size(0), dtype=torch.bool).index_fill_(0, self.shared_ids, False)
+
     def vocabularies(self, src: Tensor) -> Vocabularies:
         """Source ids (N, S) (padding included: it is a special token) -> each sentence's vocabulary: the
         shared ids, then the sentence's own source tokens (names, numbers and symbols are copied) and the
@@ -88,7 +93,7 @@ class Shortlist:
         listed = torch.zeros(sentences, vocab_size, dtype=torch.bool)  # (N, V)
         listed.scatter_(1, src, True)
         listed.scatter_(1, self.table[src].view(sentences, -1), True)
-        listed[:, self.shared_ids] = False
+        listed &= self.unshared
         sentence, extra = listed.nonzero().unbind(1)  # sorted by sentence, then id
         counts = torch.bincount(sentence, minlength=sentences)
         shared = self.shared_ids.size(0)

@@ -94,42 +94,53 @@ def test_log_softmax_kernel_equals_torch(build, width, dtype):
 @pytest.mark.parametrize("beam, counts, dim", [(1, [3], 16), (4, [17, 0, 40], 64), (5, [1, 9], 32), (9, [8, 8], 16)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_sentence_logits_kernel_equals_each_sentences_own_product(build, beam, counts, dim, dtype, with_bias):
-    sentence_logits = native.sentence_logits_kernel()
-    assert sentence_logits is not None
+def test_sentence_logits_kernel_puts_each_sentences_own_logits_after_the_shared(build, beam, counts, dim, dtype,
+                                                                              with_bias):
+    bind = native.sentence_logits_kernel()
+    assert bind is not None
     generator = torch.Generator().manual_seed(beam)
-    pieces, sentences, column, width = sum(counts) + 3, len(counts), 5, 5 + max(counts) + 7
-    rows = torch.randn(sentences * beam, dim, generator=generator).to(dtype)  # beams of one sentence together
+    pieces, shared, width = sum(counts) + 3, 21, 21 + max(counts) + 7
     weights = torch.randn(pieces, dim, generator=generator).bfloat16()
     bias = torch.randn(pieces, generator=generator) if with_bias else None
     counts = torch.tensor(counts)
     starts = torch.cumsum(counts, 0) - counts + 2  # the first 2 weight rows belong to no sentence
-    out = torch.full((sentences * beam, width), 7.0)
-    sentence_logits(rows, weights, bias, starts, counts, out, column)
-    assert (out[:, :column] == 7.0).all()  # the shared tokens' columns are left alone
-    for s in range(sentences):
-        start, count = int(starts[s]), int(counts[s])
-        own = weights[start : start + count].float()
-        expected = rows[s * beam : (s + 1) * beam].float() @ own.T
-        expected += 0 if bias is None else bias[start : start + count]
-        block = out[s * beam : (s + 1) * beam, column:]
-        torch.testing.assert_close(block[:, :count], expected, rtol=1e-5, atol=1e-4)
-        assert (block[:, count:] == -float("inf")).all()  # past the sentence's own tokens: never chosen
+    sentence_logits = bind(weights, bias, starts, counts)
+    for sentences in (torch.arange(len(counts)), torch.arange(len(counts)).flip(0)[:2]):  # as open sentences go
+        rows = torch.randn(len(sentences) * beam, dim, generator=generator).to(dtype)  # a sentence's beams together
+        shared_logits = torch.randn(rows.size(0), shared, generator=generator).to(dtype)
+        out = sentence_logits(rows, shared_logits, sentences, width)
+        assert out.shape == (rows.size(0), width) and out.dtype == torch.float32
+        assert torch.equal(out[:, :shared], shared_logits.float())
+        for s, n in enumerate(sentences.tolist()):
+            start, count = int(starts[n]), int(counts[n])
+            expected = rows[s * beam : (s + 1) * beam].float() @ weights[start : start + count].float().T
+            expected += 0 if bias is None else bias[start : start + count]
+            own = out[s * beam : (s + 1) * beam, shared:]
+            torch.testing.assert_close(own[:, :count], expected, rtol=1e-5, atol=1e-4)
+            assert (own[:, count:] == -float("inf")).all()  # past the sentence's own tokens: never chosen
 
 
 def test_sentence_logits_kernel_refuses_what_would_read_outside_its_tensors(build):
-    sentence_logits = native.sentence_logits_kernel()
-    rows, weights, out = torch.randn(4, 16), torch.randn(10, 16).bfloat16(), torch.empty(4, 20)
-    starts, counts = torch.tensor([0, 4]), torch.tensor([4, 6])
-    sentence_logits(rows, weights, None, starts, counts, out, 10)  # counts fit the 10 columns and 10 pieces
-    for bad in [(rows, weights, None, starts, torch.tensor([4, 7]), out, 10),  # past the weights
-                (rows, weights, None, starts, counts, out, 15),  # 6 pieces in 5 columns
-                (rows, weights.float(), None, starts, counts, out, 10),
-                (rows, weights, None, starts.int(), counts.int(), out, 10),
-                (rows[:3], weights, None, starts, counts, out, 10),  # not whole beams
-                (rows, weights, torch.zeros(3), starts, counts, out, 10)]:  # a bias per piece
+    bind = native.sentence_logits_kernel()
+    weights, starts, counts = torch.randn(10, 16).bfloat16(), torch.tensor([0, 4]), torch.tensor([4, 6])
+    for bad in [(weights.float(), None, starts, counts), (weights, None, starts.int(), counts.int()),
+                (weights, torch.zeros(3), starts, counts)]:  # not a bias per piece
+        with pytest.raises(ValueError):
+            bind(*bad)
+    rows, shared, sentences = torch.randn(4, 16), torch.randn(4, 10), torch.tensor([0, 1])
+    sentence_logits = bind(weights, None, starts, counts)
+    assert sentence_logits(rows, shared, sentences, 16).shape == (4, 16)  # 6 pieces at most after the 10 shared
+    for bad in [(rows, shared, sentences, 15),  # no room for 6 pieces
+                (rows, shared, torch.tensor([0, 2]), 16),  # no sentence 2
+                (rows, shared, torch.tensor([-1, 0]), 16),
+                (rows, shared.bfloat16(), sentences, 16),
+                (rows[:3], shared[:3], sentences, 16)]:  # not whole beams
         with pytest.raises(ValueError):
             sentence_logits(*bad)
+    beyond = bind(weights, None, starts, torch.tensor([4, 7]))  # sentence 1's tokens run past the weights
+    assert beyond(rows[:2], shared[:2], torch.tensor([0]), 16).shape == (2, 16)  # sentence 0 alone is fine
+    with pytest.raises(ValueError):
+        beyond(rows, shared, sentences, 20)
 
 
 def test_kernel_softmax_takes_the_one_matching_key_when_scores_are_far_apart(kernel):
@@ -208,4 +219,7 @@ def test_kernels_report_scratch_memory_they_cannot_allocate(build):
     # touching its (null) tensors
     assert loaded.decode_self_attention(None, None, None, None, 2**30, 2**30, 64, 1.0, 1) == 1
     assert loaded.decode_cross_attention(None, None, None, None, None, 1, 2**30, 4, 2**30, 64, 1.0, 1) == 1
-    assert loaded.decode_sentence_logits(None, None, None, None, None, None, 2**30, 2**30, 64, 1, 1, 1) == 1
+    sentences = torch.zeros(2**20, dtype=torch.long)  # 2^20 sentences of 2^30 rows, all sentence 0
+    starts, counts = torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long)
+    assert loaded.decode_sentence_logits(None, None, None, 0, None, starts.data_ptr(), counts.data_ptr(), 1,
+                                         sentences.data_ptr(), None, 2**20, 2**30, 64, 0, 1, 1) == 1
