@@ -1,4 +1,5 @@
-/* A cached decoder step's attention over bf16 keys and values, for nmt.native (see there why).
+/* A cached decoder step's attention over bf16 keys and values, its log-softmax and its shortlist logits,
+   for nmt.native (see there why).
 
    decode_self_attention: one query per row and head, n = R*H of them, each over the T positions cached
    so far. q (n, D); keys, values (T, n, D) bf16, position-major and contiguous (nmt.cache); out (n, D).

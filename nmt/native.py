@@ -1,4 +1,4 @@
-"""C kernels for the CPU decoder's attention over bf16 caches, compiled on first use.
+"""C kernels for the CPU decoder's attention over bf16 caches (and its shortlist logits), compiled on first use.
 
 In a batched beam search on a CPU, a step's self-attention reads every cached key and value once, and
 that read bounds it: in float32, torch's batched products read the caches at about the speed of a copy
@@ -9,7 +9,9 @@ in `int8_fp32` they are rounded to bf16 as they are cached. The flat decoder kee
 (`attention_kernel.c`): `decode_self_attention` streams the self-attention cache in memory order, 16 rows
 at a time (8 with AVX2); `decode_cross_attention` reads each sentence's encoder keys and values once for
 all of its beams, up to the sentence's own length (so it needs sources padded at the end);
-`decode_log_softmax` turns a step's logits into log-probabilities one row at a time. On an AMX Xeon (one
+`decode_log_softmax` turns a step's logits into log-probabilities one row at a time;
+`decode_sentence_logits` scores each sentence's own shortlist tokens (nmt.shortlist) after the shared
+ones, reading each sentence's output weights once for its beams. On an AMX Xeon (one
 thread, beam 4, batch 32, int8_bf16 `--shortlist`, 320 sentences of test 2017) translation took
 0.81-0.86 s with the attention kernels against 1.02-1.10 without; on a Zen 1 EPYC with AVX2 (int8_fp32
 `--shortlist`, 320 sentences of multi30k valid, `benchmarks/ab.py`) 1.116x faster, median of 6 rounds
