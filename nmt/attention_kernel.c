@@ -315,8 +315,9 @@ void decode_log_softmax(const void *logits, float *out, int64_t rows, int64_t wi
    ones the sentence's own tokens, the rest -inf. Row block s of q belongs to sentence n = sentences[s] of
    the batch; its own tokens are rows starts[n] .. starts[n] + counts[n] - 1 of weights (pieces, D) bf16,
    plus bias (one float32 per weight row) unless it is NULL. Returns 2, having written nothing, where a
-   sentence index lies outside the batch or a sentence's tokens outside the weights or the width. q and shared are bf16 or, with f32, float32. D % W == 0. Each weight row is read
-   once for the K rows: blocks of ROWS rows by PIECES pieces (W dot products) are summed over D together. */
+   sentence index lies outside the batch or a sentence's tokens outside the weights or the width. q and
+   shared are bf16 or, with f32, float32. D % W == 0. Each weight row is read once for the K rows: blocks
+   of ROWS rows by PIECES pieces (W dot products) are summed over D together. */
 #define ROWS 4            /* rows (beams) of one sentence at once */
 #define PIECES (W / ROWS) /* pieces at once: ROWS x PIECES dot products, reduced together by sums() */
 
@@ -374,7 +375,8 @@ int32_t decode_sentence_logits(const void *q, const void *shared, const uint16_t
             return 2;
     }
     size_t rows, bytes; /* the queries as floats; sizes past the address space fail as malloc would */
-    if (__builtin_mul_overflow((size_t)N, (size_t)K, &rows) || __builtin_mul_overflow(rows, (size_t)D * sizeof(float), &bytes))
+    if (__builtin_mul_overflow((size_t)N, (size_t)K, &rows) ||
+        __builtin_mul_overflow(rows, (size_t)D * sizeof(float), &bytes))
         return 1;
     float *work = malloc(bytes);
     if (!work) return 1;

@@ -55,10 +55,15 @@ def linear_function(module: nn.Module, outputs: Tensor | None = None) -> Linear:
         return module.function(outputs)
     if outputs is None:
         return weight_function(module.weight, module.bias)
+    bias = None if module.bias is None else module.bias.index_select(0, outputs)
+    return weight_function(plain_weight(module).index_select(0, outputs), bias)
+
+
+def plain_weight(module: nn.Module) -> Tensor:
+    """An nn.Linear's weight, where a shortlist may take some of its rows (ValueError for torchao's int8)."""
     if type(module.weight) is not nn.Parameter:  # torchao's quantized weights (--precision int8)
         raise ValueError("a shortlist needs plain, int8_bf16 or int8_fp32 weights, not torchao's int8")
-    bias = None if module.bias is None else module.bias.index_select(0, outputs)
-    return weight_function(module.weight.index_select(0, outputs), bias)
+    return module.weight
 
 
 def output_rows(model: Transformer, ids: Tensor) -> tuple[Tensor, Tensor | None]:
@@ -70,10 +75,8 @@ def output_rows(model: Transformer, ids: Tensor) -> tuple[Tensor, Tensor | None]
     if isinstance(projection, (Int8Linear, DynamicInt8Linear)):
         scale = projection.scale.index_select(0, ids).float()[:, None]  # (n, 1)
         weight = projection.quantized.index_select(0, ids).float() * scale
-    elif type(projection.weight) is nn.Parameter:
-        weight = projection.weight.index_select(0, ids).float()
     else:
-        raise ValueError("a shortlist needs plain, int8_bf16 or int8_fp32 weights, not torchao's int8")
+        weight = plain_weight(projection).index_select(0, ids).float()
     return weight, None if projection.bias is None else projection.bias.index_select(0, ids).float()
 
 
@@ -199,8 +202,8 @@ class FlatDecoder:
                 else bias.index_select(0, vocabularies.extra), vocabularies.starts, vocabularies.counts)
             return restricted
         weight, bias = output_rows(self.model, vocabularies.extra)  # (total, D), (total,)
-        sentences, own = vocabularies.counts.size(0), vocabularies.width - vocabularies.shared.size(0)
-        listed = torch.arange(own, device=device)[None, :] < vocabularies.counts[:, None]  # (N, E)
+        listed = vocabularies.owned()  # (N, E)
+        sentences, own = listed.shape
         restricted.own_weights = weight.new_zeros(sentences, own, weight.size(1)).index_put_(  # (N, E, D)
             torch.nonzero(listed, as_tuple=True), weight).to(self.embedding.dtype)
         restricted.own_bias = weight.new_full((sentences, own), -math.inf).masked_scatter_(  # (N, E)

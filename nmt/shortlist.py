@@ -51,14 +51,18 @@ class Vocabularies:
     counts: Tensor  # (N,) int64
     width: int  # F + the most extra ids of a sentence, rounded up to a multiple of 64
 
+    def owned(self) -> Tensor:
+        """(N, width - F) bool: which of the columns after the shared ones hold a sentence's own tokens (the
+        first counts[s]; the rest are padding)."""
+        within = torch.arange(self.width - self.shared.size(0), device=self.extra.device)  # (E,)
+        return within[None, :] < self.counts[:, None]
+
     def table(self, pad_id: int) -> Tensor:
         """(N, width) int64: the vocabulary id of each sentence's local tokens (pad_id for its padding)."""
-        sentences, shared = self.counts.size(0), self.shared.size(0)
-        table = torch.full((sentences, self.width), pad_id, dtype=torch.long, device=self.extra.device)
+        shared = self.shared.size(0)
+        table = torch.full((self.counts.size(0), self.width), pad_id, dtype=torch.long, device=self.extra.device)
         table[:, :shared] = self.shared
-        within = torch.arange(self.width - shared, device=self.extra.device)  # (E,)
-        owned = within[None, :] < self.counts[:, None]  # (N, E)
-        table[:, shared:][owned] = self.extra
+        table[:, shared:][self.owned()] = self.extra
         return table
 
 
