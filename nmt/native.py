@@ -133,7 +133,7 @@ def library() -> ctypes.CDLL | None:
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
-    loaded.decode_self_attention.restype = loaded.decode_cross_attention.restype = ctypes.c_int32
+    loaded.decode_self_attention.restype = loaded.decode_cross_attention.restype = ctypes.c_int32  # 1: no memory
     loaded.decode_sentence_logits.restype = ctypes.c_int32  # 1: no memory, 2: a sentence outside the batch
     loaded.decode_log_softmax.restype = None
     return loaded
