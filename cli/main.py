@@ -10,14 +10,16 @@ import contextlib
 import gc
 import logging
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 import typer
 
 from nmt import __version__
-from nmt.errors import NmtError, UsageError
+from nmt.errors import Interrupted, NmtError, UsageError
 from nmt_cli.lean_import import import_torch
 
 app = typer.Typer(
@@ -128,13 +130,9 @@ def translate(
                                                 batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers,
                                                 use_shortlist=shortlist)
     source = _open_input(input)
-    sink = _open_output(output) if output else sys.stdout
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
-    try:
+    with interruptible(), _output(output, input) as sink:
         translate_stream(translator, source, sink, window=window, as_json=output_format == "jsonl", quiet=quiet)
-    finally:
-        if output:
-            sink.close()
 
 
 @app.command()
@@ -354,6 +352,8 @@ def build_shortlist(
     checkpoint = load_checkpoint(model)
     spec = DataSpec(names=parse_names(data) if data else (), src_file=src_file, tgt_file=tgt_file)
     pairs = load_training_corpus(spec).train
+    if pairs is None:
+        raise UsageError("a shortlist is counted from local pairs: --data or --src-file/--tgt-file")
     shortlist = shortlist_from_text(checkpoint.tokenizer(), pairs.source, pairs.target, checkpoint.config.vocab_size,
                                     per_token, frequent)
     save_checkpoint(out, dataclasses.replace(checkpoint, shortlist=shortlist))
@@ -410,11 +410,58 @@ def _open_input(path: Path | None):
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _open_output(path: Path):
+@contextlib.contextmanager
+def _output(path: Path | None, input: Path | None) -> Iterator[TextIO]:
+    """stdout, or the file `path`: written as PATH.partial and renamed to PATH once every line is in it, so
+    PATH is never left half-written; after an error or an interruption PATH.partial holds the lines finished.
+    A device or a pipe (not a regular file) is written in place. The reader of stdout going away (`nmt
+    translate | head -1`) ends the command quietly, as Unix tools do."""
+    if path is None:
+        try:
+            yield sys.stdout
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more can reach the reader
+            raise typer.Exit(0) from None
+        except OSError as exc:
+            raise NmtError(f"cannot write the translations: {exc.strerror or exc}") from None
+        return
+    if input is not None and path.exists() and input.exists() and path.samefile(input):
+        raise UsageError(f"--output {path} is the input file: write the translations to another file")
+    in_place = path.exists() and not path.is_file()
+    target = path if in_place else path.with_name(path.name + ".partial")
     try:
-        return open(path, "w", encoding="utf-8")
+        sink = open(target, "w", encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        raise UsageError(f"cannot write {target}: {exc.strerror}") from None
+    where = "" if in_place else f" (they are in {target})"
+    try:
+        with sink:
+            yield sink
+        if not in_place:
+            os.replace(target, path)
+    except Interrupted as stop:
+        raise stop.after(0, where) from None
+    except OSError as exc:
+        raise NmtError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP raise nmt.errors.Interrupted: the command flushes what is finished, stops
+    its worker processes and exits with 128 + the signal's number. A second signal ends it at once."""
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def stop(signal_number, frame):
+        for each in stops:
+            signal.signal(each, signal.SIG_DFL)
+        raise Interrupted(signal_number)
+
+    previous = {each: signal.signal(each, stop) for each in stops}
+    try:
+        yield
+    finally:
+        for each, handler in previous.items():
+            signal.signal(each, handler)
 
 
 @contextlib.contextmanager
@@ -453,7 +500,8 @@ EXIT_AT_ONCE = ("translate",)
 
 
 def main() -> None:
-    """typer reports bad usage itself (exit 2) and Ctrl-C as "Aborted!" (exit 1); nmt's own errors here."""
+    """typer reports bad usage itself (exit 2) and Ctrl-C outside `interruptible` as "Aborted!" (exit 1);
+    nmt's own errors here, and any other exception as one line too."""
     try:
         app()
     except SystemExit as exc:
@@ -468,10 +516,12 @@ def main() -> None:
     except NmtError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except BrokenPipeError:
-        # The reader went away (`nmt translate | head -1`): end quietly, as Unix tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
+    except Exception as exc:  # a bug: still one line, with the way to the traceback
+        if os.environ.get("NMT_DEBUG"):
+            raise
+        print(f"error: unexpected {type(exc).__name__}: {exc} (NMT_DEBUG=1 shows where; please report it)",
+              file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

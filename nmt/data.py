@@ -157,6 +157,10 @@ def load_training_corpus(spec: DataSpec) -> Corpus:
         corpus = _hub_corpus(spec, given_valid)
     if given_valid is not None:
         corpus.valid = given_valid
+    if corpus.train is not None and not len(corpus.train):
+        raise DataError("the training corpus has no sentence pairs")
+    if not len(corpus.valid):
+        raise DataError("the validation set has no sentence pairs")
     return corpus
 
 
@@ -212,5 +216,7 @@ def filter_tokenized(dataset, limits: FilterSpec, what: str):
         else:
             counts[why] += 1
     removed = ", ".join(f"{n} {why}" for why, n in counts.items() if n) or "none"
+    if not keep:
+        raise DataError(f"no {what} pairs are left after filtering (removed: {removed})")
     log.info("%s pairs: %d kept, removed: %s", what, len(keep), removed)
     return dataset.select(keep), counts

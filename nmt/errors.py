@@ -1,5 +1,7 @@
 """Errors a user can cause and fix. The CLI turns each into one `error: ...` line and its exit code."""
 
+import signal
+
 
 class NmtError(Exception):
     """A known failure with a message meant for the user; `exit_code` 1 is a runtime failure."""
@@ -19,3 +21,18 @@ class CheckpointError(UsageError):
 
 class DataError(UsageError):
     """A corpus or dataset that cannot be found or read."""
+
+
+class Interrupted(NmtError):
+    """The user stopped a command with a signal (Ctrl-C, SIGTERM, SIGHUP): exit code 128 + its number, as
+    a shell reports a process that the signal ended. `lines_written`: output lines finished before it."""
+
+    def __init__(self, signal_number: int, lines_written: int = 0, where: str = ""):
+        self.signal_number, self.lines_written, self.where = signal_number, lines_written, where
+        self.exit_code = 128 + signal_number
+        name = "Ctrl-C" if signal_number == signal.SIGINT else signal.Signals(signal_number).name
+        super().__init__(f"interrupted by {name} after {lines_written} lines{where}")
+
+    def after(self, lines: int, where: str = "") -> "Interrupted":
+        """The same interruption with `lines` more written before it (and where they are)."""
+        return Interrupted(self.signal_number, self.lines_written + lines, where or self.where)

@@ -42,6 +42,8 @@ def score(hypotheses: list[str], references: list[str], lc_tok: bool = False) ->
 
     if len(hypotheses) != len(references):
         raise UsageError(f"{len(hypotheses)} hypotheses but {len(references)} references: line counts differ")
+    if not hypotheses:
+        raise UsageError("nothing to score: the files have no lines")
     bleu, chrf = BLEU(), CHRF()
     result = Scores(
         bleu=bleu.corpus_score(hypotheses, [references]).score,

@@ -7,7 +7,8 @@ Scores: a hypothesis of n tokens (its EOS included) with summed log-probability 
 L / n ** lenpen (lenpen 0: raw log-probability; 1: per-token average). Lengths: at most
 floor(max_len_a * source_tokens + max_len_b) target tokens including EOS, and EOS is forbidden before
 `min_len` tokens. A sentence stops once it has `nbest` finished hypotheses and no open one scores better
-than the worst of them at its current length (exact for lenpen 0, the usual heuristic otherwise).
+than the worst of them at its current length (exact for lenpen 0, the usual heuristic otherwise). A
+hypothesis that loops (the same few tokens over and over) can only end there (stop_loops).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class SearchOptions:
     min_len: int = 0
     nbest: int = 1
     use_cache: bool = True
+    loop_guard: bool = True  # end a hypothesis that repeats itself (stop_loops)
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
@@ -99,6 +101,35 @@ def constrain(log_probs: Tensor, step: int, max_lens: list[int], min_len: int, e
     return log_probs
 
 
+# A hypothesis loops once its last LOOP_SPAN tokens (or three periods, if longer) repeat a unit of at most
+# MAX_LOOP_PERIOD tokens: "N N N N N N N N", "tré vé tré vé tré vé tré vé", "de l'étation" three times.
+# Shorter repeats occur in real text ("1 000 000 000", "non, non, non").
+MAX_LOOP_PERIOD = 8
+LOOP_SPAN = 8
+
+
+def loops(tokens: list[int]) -> bool:
+    """Whether `tokens` ends in a loop (see LOOP_SPAN)."""
+    for period in range(1, MAX_LOOP_PERIOD + 1):
+        span = max(LOOP_SPAN, 3 * period)
+        if (len(tokens) >= span and tokens[-1] == tokens[-1 - period]
+                and tokens[-span:-period] == tokens[len(tokens) - span + period:]):
+            return True
+    return False
+
+
+def stop_loops(log_probs: Tensor, histories: list[list[int]], eos_id: int) -> Tensor:
+    """Leave EOS as the only continuation of each row whose history loops (in place), so a model that
+    repeats itself ends there instead of at the length cap; log_probs (R, V), histories one per row."""
+    looping = [row for row, tokens in enumerate(histories) if len(tokens) >= LOOP_SPAN and loops(tokens)]
+    if looping:
+        rows = torch.tensor(looping, device=log_probs.device)
+        eos = log_probs[rows, eos_id].clone()
+        log_probs[rows] = -math.inf
+        log_probs[rows, eos_id] = eos.masked_fill(eos == -math.inf, 0.0)
+    return log_probs
+
+
 ARRAY_TYPECODES = {torch.int64: "q", torch.float32: "f"}  # as_tensor's dtypes and their array.array codes
 
 
@@ -153,6 +184,8 @@ def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs
     for step in range(max(max_lens)):
         log_probs, state = model.decode_step(tokens, state)
         constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
+        if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
+            stop_loops(log_probs, history, config.eos_id)
         best, tokens = log_probs.max(dim=-1)
         log_prob += best
         chosen = tokens.tolist()
@@ -196,6 +229,8 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
         n = len(active)
         log_probs, state = model.decode_step(tokens, state)  # (n*width, V)
         constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
+        if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
+            stop_loops(log_probs, history, config.eos_id)
         vocab = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(n, width, vocab)).view(n, width * vocab)
         top = top_k(candidates, min(2 * beam, width * vocab))  # (n, 2K), best first

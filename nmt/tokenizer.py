@@ -12,6 +12,8 @@ from collections.abc import Iterable
 
 import sentencepiece as spm
 
+from nmt.errors import DataError
+
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 
@@ -37,20 +39,24 @@ class Tokenizer:
 def train_tokenizer(sentences: Iterable[str], vocab_size: int, max_sentences: int = 2_000_000) -> Tokenizer:
     """A unigram model with byte fallback (emoji and unseen scripts survive as bytes) and the ids above."""
     model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences),
-        model_writer=model,
-        vocab_size=vocab_size,
-        model_type="unigram",
-        character_coverage=0.9999,
-        byte_fallback=True,
-        pad_id=PAD_ID,
-        unk_id=UNK_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-        input_sentence_size=max_sentences,
-        shuffle_input_sentence=True,
-        num_threads=2,
-        minloglevel=2,
-    )
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type="unigram",
+            character_coverage=0.9999,
+            byte_fallback=True,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            input_sentence_size=max_sentences,
+            shuffle_input_sentence=True,
+            num_threads=2,
+            minloglevel=2,
+        )
+    except RuntimeError as exc:  # sentencepiece's checks: no text, fewer pieces than characters, ...
+        reason = str(exc).split("] ", 1)[-1].strip()
+        raise DataError(f"cannot train the sentencepiece model: {reason or 'no text to train on'}") from None
     return Tokenizer(model.getvalue())

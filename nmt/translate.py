@@ -3,12 +3,15 @@
     translator = Translator.from_checkpoint(load_checkpoint("model.pt"), SearchOptions(beam_size=4))
     translator.translate(["A dog runs.", ""])   ->  [Translation(...), Translation(...)]
 
-Every input line gives exactly one Translation, in order: empty lines give empty translations, lines
-longer than the model's positions are translated in pieces and joined.
+Every input line gives exactly one Translation, in order: empty lines give empty translations; a line is
+translated a sentence at a time, a sentence longer than MAX_PIECE_TOKENS in pieces (nmt.segment), and the
+pieces' translations are joined with spaces.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import itertools
 import json
 import logging
@@ -24,12 +27,13 @@ from typing import BinaryIO, TextIO
 import torch
 
 from nmt.checkpoint import Checkpoint
-from nmt.errors import NmtError, UsageError
+from nmt.errors import Interrupted, NmtError, UsageError
 from nmt.flat_decoder import FlatDecoder
 from nmt.graphs import StepGraphs
 from nmt.model import Transformer
 from nmt.quantize import fbgemm_available, quantize_dynamic_int8, quantize_weights_int8, untie_output_projection
 from nmt.search import SearchOptions, search
+from nmt.segment import split_clauses, split_sentences
 from nmt.shortlist import Shortlist
 from nmt.tokenizer import Tokenizer
 
@@ -145,17 +149,39 @@ def can_fork() -> bool:
 # thread: the OpenMP runtime of a parent that has used several threads hangs in a forked child that asks for
 # several again.
 _worker_translator: Translator | None = None
+# The longest piece of a line translated whole: sentences of Multi30k, Tatoeba and News Commentary are shorter
+# than a tenth of this; a sentence past it is cut at clause punctuation, then at word starts.
+MAX_PIECE_TOKENS = 128
 # Small batches go to a worker several at a time, at least this many sentences per task: at batch 1, one batch
 # per task spent about 1.2 ms per sentence on the round trip between the processes (greedy, int8_bf16, test
 # 2016, whole runs: 6.10-6.13 s against 5.23-5.25 s with 8; 16 and 32 were within noise of 8).
 TASK_SENTENCES = 8
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def _start_worker(translator: Translator) -> None:
     global _worker_translator
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
+    for stop in (signal.SIGTERM, signal.SIGHUP):  # the parent's handlers, inherited through fork, are not ours
+        signal.signal(stop, signal.SIG_DFL)
+    _end_with_parent()
     torch.set_num_threads(1)
     _worker_translator = translator
+
+
+def _end_with_parent() -> None:
+    """Have Linux end this process when the process that forked it ends, however it ends (kill -9 too)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the parent's own clean-up (_stop_workers) still runs
+        pass
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's processes without waiting for the batches they are decoding."""
+    for process in list((pool._processes or {}).values()):  # CPython's record of the pool's processes
+        process.terminate()
 
 
 def _search_in_worker(sources: list[list[int]]) -> list:
@@ -190,7 +216,8 @@ class Translator:
         self.options = options
         self.max_tokens = max_tokens
         self.batch_size = batch_size
-        self.max_source_tokens = self.model.config.max_positions - 1  # room for EOS
+        # Longer sentences are translated in pieces (nmt.segment); the model's positions leave room for EOS
+        self.max_piece_tokens = min(MAX_PIECE_TOKENS, self.model.config.max_positions - 1)
         self._warned_long = False
 
     @classmethod
@@ -205,14 +232,26 @@ class Translator:
         shortlist = checkpoint.shortlist if use_shortlist else None
         return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, **settings)
 
-    def _pieces(self, ids: list[int]) -> list[list[int]]:
-        """Split a too-long source into pieces the model can take, preferring word starts as cuts."""
-        limit = self.max_source_tokens
-        if len(ids) <= limit:
-            return [ids]
-        if not self._warned_long:
-            log.warning("a line is longer than the model's %d source tokens: it is translated in pieces", limit)
-            self._warned_long = True
+    def _pieces(self, line: str) -> list[list[int]]:
+        """The token ids of `line`'s pieces: its sentences, the clauses of a sentence too long to translate
+        whole, and, for a clause still too long, runs of tokens cut at word starts (nmt.segment)."""
+        limit = self.max_piece_tokens
+        pieces = []
+        for sentence in split_sentences(line):
+            ids = self.tokenizer.encode(sentence)
+            if len(ids) <= limit:
+                pieces.append(ids)
+                continue
+            if not self._warned_long:
+                log.warning("a sentence is longer than %d tokens: it is translated in pieces", limit)
+                self._warned_long = True
+            for clause in split_clauses(sentence, lambda text: len(self.tokenizer.encode(text)), limit):
+                pieces.extend(self._cut_at_word_starts(self.tokenizer.encode(clause)))
+        return [ids for ids in pieces if ids]
+
+    def _cut_at_word_starts(self, ids: list[int]) -> list[list[int]]:
+        """`ids` in runs of at most max_piece_tokens, cut at a word start in the second half of each run."""
+        limit = self.max_piece_tokens
         pieces, start = [], 0
         while start < len(ids):
             end = min(start + limit, len(ids))
@@ -256,7 +295,7 @@ class Translator:
     def _search_batches(self, batches: list[list[list[int]]]) -> Iterator[list]:
         """_search_batch of each batch, in order; with several workers and batches, `workers` batches at
         once in forked processes of one thread each."""
-        if self.workers == 1 or len(batches) == 1:
+        if self.workers == 1 or len(batches) <= 1:
             yield from map(self._search_batch, batches)
             return
         # concurrent.futures rather than multiprocessing.Pool: a worker that dies ends the translation with
@@ -269,7 +308,10 @@ class Translator:
         except BrokenProcessPool:
             raise NmtError("a decoding worker process died (killed, or out of memory); --workers 1 decodes in "
                            "this process") from None
-        finally:  # also on an interrupt or an error: batches not yet started are dropped
+        except BaseException:  # an interrupt, an error, or a caller that stopped reading: end the workers now
+            _stop_workers(pool)
+            raise
+        finally:  # batches not yet started are dropped
             pool.shutdown(cancel_futures=True)
 
     def translate(self, lines: list[str]) -> list[Translation]:
@@ -281,15 +323,14 @@ class Translator:
 
     def translate_as_ready(self, lines: list[str]) -> Iterator[tuple[int, Translation]]:
         """(line index, Translation) pairs as batches finish: empty lines first, then by length."""
-        encoded = self.tokenizer.encode_batch([line.strip() for line in lines])
         sources: list[list[int]] = []
         owners: list[int] = []  # line index of each source piece
-        for index, ids in enumerate(encoded):
-            if not ids:
-                yield index, Translation(lines[index], "", None)
-            for piece in self._pieces(ids) if ids else []:
-                sources.append(piece)
-                owners.append(index)
+        for index, line in enumerate(lines):
+            pieces = self._pieces(line)
+            if not pieces:
+                yield index, Translation(line, "", None)
+            sources.extend(pieces)
+            owners.extend([index] * len(pieces))
         pieces_left = [0] * len(lines)
         for owner in owners:
             pieces_left[owner] += 1
@@ -333,27 +374,37 @@ def read_lines_binary(stream: BinaryIO, on_bad_bytes) -> Iterator[str]:
 def translate_stream(translator: Translator, source: BinaryIO, sink: TextIO, *, window: int = 1000,
                      as_json: bool = False, quiet: bool = False) -> int:
     """Translate `source` line by line to `sink`, `window` lines at a time (1: answer each line at once).
-    Returns the number of lines written. On Ctrl-C the finished lines of the current window are
-    written before the interrupt goes on."""
+    Returns the number of lines written. Lines are written in order as soon as all before them are done,
+    and flushed at the end of each window; on an interruption (nmt.errors.Interrupted) the finished lines
+    are flushed and the interruption goes on with their count."""
     lines = read_lines_binary(source, lambda: log.warning("invalid UTF-8 in the input was replaced by U+FFFD"))
     written, started, last_report = 0, time.monotonic(), time.monotonic()
-    while True:
-        chunk = list(itertools.islice(lines, window))
-        if not chunk:
-            return written
-        ready: dict[int, Translation] = {}
-        next_line = 0
-        try:
-            for index, translation in translator.translate_as_ready(chunk):
+    try:
+        while chunk := list(itertools.islice(lines, window)):
+            written += _translate_window(translator, chunk, sink, as_json)
+            now = time.monotonic()
+            if not quiet and now - last_report > 5:
+                log.info("%d lines, %.1f lines/s", written, written / (now - started))
+                last_report = now
+    except Interrupted as stop:
+        raise stop.after(written) from None
+    return written
+
+
+def _translate_window(translator: Translator, chunk: list[str], sink: TextIO, as_json: bool) -> int:
+    """Write the translations of `chunk` in order; returns len(chunk)."""
+    ready: dict[int, Translation] = {}
+    next_line = 0
+    try:
+        with contextlib.closing(translator.translate_as_ready(chunk)) as translations:
+            for index, translation in translations:
                 ready[index] = translation
                 while next_line in ready:  # write the in-order prefix as soon as it is complete
                     done = ready.pop(next_line)
                     sink.write((done.to_json() if as_json else done.text.replace("\n", " ")) + "\n")
                     next_line += 1
-        finally:
-            sink.flush()
-        written += len(chunk)
-        now = time.monotonic()
-        if not quiet and now - last_report > 5:
-            log.info("%d lines, %.1f lines/s", written, written / (now - started))
-            last_report = now
+    except Interrupted as stop:
+        raise stop.after(next_line) from None
+    finally:
+        sink.flush()
+    return len(chunk)

@@ -83,3 +83,11 @@ def test_tune_stores_the_best_decoding_defaults_and_half_precision_weights(tiny_
     assert tuned.decoding["beam_size"] == int(best[1]) and tuned.decoding["lenpen"] == float(best[3].rstrip(":"))
     assert tuned.weights["embed.weight"].dtype == torch.float16
     assert "fp16 weights change BLEU" in result.stdout
+
+
+def test_empty_files_are_one_error_line_not_a_score(tmp_path):
+    empty = tmp_path / "empty.fr"
+    empty.write_text("")
+    for args in (["--hyp", str(empty), "--ref", str(empty)], ["--src", str(empty), "--ref", str(empty)]):
+        result = subprocess.run(NMT + args, capture_output=True, text=True)
+        assert result.returncode == 2 and result.stderr == "error: nothing to score: the files have no lines\n"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from nmt.search import SearchOptions, beam_search, greedy_search, search, top_k
+from nmt.search import LOOP_SPAN, SearchOptions, beam_search, greedy_search, loops, search, top_k
 
 PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5
 VOCAB = 6
@@ -185,3 +185,35 @@ def test_searches_run_the_model_in_inference_mode():
     for beam in (1, 2):
         search(RecordingModel(), SRC, SearchOptions(beam_size=beam))
     assert modes and all(modes)
+
+
+def test_loops_finds_a_repeated_unit_at_the_end_and_not_short_repeats():
+    assert loops([9] * 8) and not loops([9] * 7)
+    assert loops([6, 7, 8] + [4, 5] * 4) and not loops([4, 5] * 3 + [4])
+    assert loops([6] + [4, 5, 6, 7, 8] * 3) and not loops([4, 5, 6, 7, 8] * 2)  # a unit of 5: three times
+    assert not loops([1, 4, 4, 4, 3, 3, 3, 5])  # "1 000 000 000", "non, non, non" stay
+    assert not loops([4, 5, 6, 7] * 10 + [8])  # the loop ended
+
+
+class LoopingModel(ScriptedModel):
+    """Prefers A, B, A, B, ... forever, with EOS the next choice at every step."""
+
+    def decode_step(self, tokens, state):
+        log_probs, state = super().decode_step(tokens, state)
+        for row, prefix in enumerate(state.prefixes):
+            probs = torch.full((self.vocab,), TINY)
+            probs[B if prefix and prefix[-1] == A else A], probs[EOS] = 0.7, 0.2
+            log_probs[row] = probs.log()
+        return log_probs, state
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_looping_hypothesis_ends_at_the_loop_not_at_the_length_cap(beam):
+    long_cap = SearchOptions(beam_size=beam, max_len_a=0.0, max_len_b=60)
+    guarded = search(LoopingModel(), SRC, long_cap)[0][0]
+    unguarded = search(LoopingModel(), SRC, SearchOptions(beam_size=beam, max_len_a=0.0, max_len_b=60,
+                                                          loop_guard=False))[0][0]
+    assert guarded.tokens == [A, B] * (LOOP_SPAN // 2) and loops(guarded.tokens)
+    assert len(unguarded.tokens) == 59  # EOS forced at the cap
+    at_least = SearchOptions(beam_size=beam, max_len_a=0.0, max_len_b=60, min_len=20)
+    assert len(search(LoopingModel(), SRC, at_least)[0][0].tokens) == 20  # min_len comes first

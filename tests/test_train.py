@@ -16,6 +16,7 @@ import torch
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import load_embedded, split_by_source
 from nmt.data import FilterSpec, filter_tokenized
+from nmt.errors import DataError
 from nmt.train import inverse_sqrt
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
@@ -156,6 +157,25 @@ def test_filtering_counts_each_rule():
     kept, counts = filter_tokenized(dataset, FilterSpec(max_tokens=35, max_ratio=2.0), "test")
     assert counts == {"empty": 1, "too long": 1, "length ratio": 2}
     assert kept["src"] == [[5, 6]]
+
+
+def test_nothing_left_after_filtering_is_a_data_error_naming_what_was_removed():
+    datasets = pytest.importorskip("datasets")
+    dataset = datasets.Dataset.from_dict({"src": [[], [5] * 40], "tgt": [[7], [7] * 3]})
+    with pytest.raises(DataError, match=r"no training pairs are left after filtering \(removed: 1 empty, 1 too long"):
+        filter_tokenized(dataset, FilterSpec(max_tokens=35), "training")
+
+
+@pytest.mark.parametrize("text, error", [("", "the training corpus has no sentence pairs"),
+                                         ("\n\n", "cannot train the sentencepiece model: no text to train on")])
+def test_training_on_empty_or_blank_files_is_one_clear_line(tmp_path, text, error):
+    (tmp_path / "a.en").write_text(text)
+    (tmp_path / "a.fr").write_text(text)
+    result = nmt("train", "--src-file", str(tmp_path / "a.en"), "--tgt-file", str(tmp_path / "a.fr"),
+                 "--valid-src", str(tmp_path / "a.en"), "--valid-tgt", str(tmp_path / "a.fr"), "--preset", "tiny",
+                 "--out", str(tmp_path / "run"), "--max-steps", "1")
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2 and errors == [f"error: {error}"] and "Traceback" not in result.stderr
 
 
 def test_validation_split_never_shares_a_source_sentence():

@@ -6,6 +6,7 @@ import io
 import json
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -120,22 +121,31 @@ def test_crlf_missing_final_newline_and_invalid_utf8(tiny_checkpoint, translator
 
 
 def test_long_line_is_translated_in_pieces_with_one_warning(tiny_checkpoint):
-    long_line = " ".join(["A man rides a bike down the street."] * 20)  # far past 63 source tokens
-    result = run(["--model", str(tiny_checkpoint)], (long_line + "\n" + long_line + "\n").encode())
+    long_sentence = ", ".join(["a man rides a bike down the street"] * 20) + "."  # far past 63 source tokens
+    result = run(["--model", str(tiny_checkpoint)], (long_sentence + "\n" + long_sentence + "\n").encode())
     assert result.returncode == 0
     assert len(result.stdout.decode().split("\n")) - 1 == 2
     assert result.stderr.decode().count("translated in pieces") == 1
 
 
+def test_a_line_is_translated_a_sentence_at_a_time_in_pieces_of_bounded_length(translator):
+    line = "A dog runs in the park. Two men are talking!"
+    assert translator.translate([line])[0].text == " ".join(
+        translator.translate([sentence])[0].text for sentence in ("A dog runs in the park.", "Two men are talking!"))
+    hostile = " ".join(["word"] * 3000) + ". " + ", ".join(["a man rides a bike"] * 500)
+    pieces = translator._pieces(hostile)
+    assert all(0 < len(piece) <= translator.max_piece_tokens for piece in pieces)
+    assert " ".join(map(translator.tokenizer.decode, pieces)).split() == hostile.split()  # no word lost
+
+
 def test_closed_stdout_ends_quietly(tiny_checkpoint):
     lines = b"A dog runs.\n" * 3000
     pipeline = subprocess.run(
-        " ".join(NMT + ["--model", str(tiny_checkpoint), "--beam", "1"]) + " | head -1",
+        " ".join(NMT + ["--model", str(tiny_checkpoint), "--beam", "1"]) + ' | head -1; echo "${PIPESTATUS[0]}" >&2',
         shell=True, input=lines, capture_output=True, executable="/bin/bash",
     )
-    assert pipeline.returncode == 0
     assert pipeline.stdout.count(b"\n") == 1
-    assert b"Traceback" not in pipeline.stderr and b"Error" not in pipeline.stderr
+    assert pipeline.stderr == b"0\n"  # nmt's own exit status, and nothing else on stderr
 
 
 BAD_LINES = ["", "   ", "\t\t", "😀🚀", "日本語の文です。", "שלום עולם", "مرحبا بالعالم", "\x00\x07", "\u2028x"]
@@ -159,3 +169,172 @@ def test_n_lines_in_n_lines_out(translator, lines, window):
 def test_arbitrary_bytes_never_lose_a_line(translator, data):
     out = stream(translator, data)
     assert len(out) == data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+
+
+# ---- the line contract through the CLI, in every mode ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shortlisted_checkpoint(tiny_checkpoint, tmp_path_factory):
+    import dataclasses
+
+    from nmt.checkpoint import save_checkpoint
+    from nmt.shortlist import shortlist_from_text
+
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    pairs = load_embedded("multi30k", "valid")
+    shortlist = shortlist_from_text(checkpoint.tokenizer(), pairs.source, pairs.target, checkpoint.config.vocab_size,
+                                    5, 50)
+    path = tmp_path_factory.mktemp("shortlisted") / "tiny.pt"
+    save_checkpoint(path, dataclasses.replace(checkpoint, shortlist=shortlist))
+    return path
+
+
+MODES = {  # name -> extra options of `nmt translate`
+    "default": [],
+    "greedy": ["--beam", "1"],
+    "jsonl": ["--beam", "3", "--format", "jsonl", "--nbest", "2"],
+    "workers": ["--workers", "2", "--batch-size", "1"],
+    "no-cache": ["--no-cache", "--beam", "1"],
+    "bf16": ["--precision", "bf16"],
+    "int8_fp32": ["--precision", "int8_fp32"],
+    "int8_bf16 shortlist": ["--precision", "int8_bf16", "--shortlist"],
+    "interactive": ["--interactive"],
+    "files": ["--input", "INPUT", "--output", "OUTPUT"],
+}
+blank = st.sampled_from(["", " ", "\t", "\r"])
+lines_with_blank_windows = st.tuples(
+    st.sampled_from([0, 1, 1000]),  # blank lines first: 1000 fill the first window of 1000 lines
+    st.lists(st.one_of(blank, weird_text), max_size=6),
+    st.booleans(),  # a final newline or not
+)
+
+
+def cli_translate(options: list[str], data: bytes, tmp_path) -> tuple[int, list[str]]:
+    """`nmt translate` in this process (typer's CliRunner): its exit code and output lines."""
+    from typer.testing import CliRunner
+
+    from nmt_cli.main import app
+
+    source, target = tmp_path / "in.en", tmp_path / "out.fr"
+    options = [{"INPUT": str(source), "OUTPUT": str(target)}.get(option, option) for option in options]
+    source.write_bytes(data)
+    result = CliRunner().invoke(app, ["translate", "-q", *options], input=data)
+    output = target.read_text() if "--output" in options else result.stdout
+    assert "Traceback" not in result.stderr and result.exception is None, result.exception
+    return result.exit_code, output.split("\n")[:-1]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=lines_with_blank_windows)
+def test_every_mode_writes_one_line_per_input_line_in_order(mode, case, shortlisted_checkpoint, translator,
+                                                            tmp_path):
+    leading_blanks, lines, final_newline = case
+    data = "\n".join([""] * leading_blanks + lines).encode() + (b"\n" if final_newline else b"")
+    lines = data.decode().split("\n")
+    if lines[-1] == "":  # what follows the last newline is a line only if it is not empty
+        lines.pop()
+    code, out = cli_translate(["--model", str(shortlisted_checkpoint), *MODES[mode]], data, tmp_path)
+    assert code == 0 and len(out) == len(lines)
+    texts = [json.loads(record)["translation"] for record in out] if mode == "jsonl" else out
+    for line, text in zip(lines, texts, strict=True):
+        if not line.strip():
+            assert text == ""
+    if mode in ("default", "files", "workers", "interactive"):  # the exact path: each as if translated alone
+        assert texts == [translator.translate([line.removesuffix("\r")])[0].text for line in lines]
+
+
+def test_interactive_answers_each_line_before_the_next_is_sent(tiny_checkpoint, translator):
+    process = subprocess.Popen(NMT + ["--model", str(tiny_checkpoint), "--interactive", "-q"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for line in ["Hello.", "", "Good night.", "   ", ""]:
+        process.stdin.write(line.encode() + b"\n")
+        process.stdin.flush()
+        assert process.stdout.readline().decode() == translator.translate([line])[0].text + "\n"
+    process.stdin.close()
+    assert process.wait(timeout=30) == 0 and process.stderr.read() == b""
+
+
+def wait_for(condition, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def children(pid: int) -> list[int]:
+    found = subprocess.run(["ps", "--ppid", str(pid), "-o", "pid="], capture_output=True, text=True).stdout
+    return [int(child) for child in found.split()]
+
+
+def test_sigterm_while_waiting_for_input_keeps_the_finished_lines_in_a_partial_file(tiny_checkpoint, tmp_path):
+    output = tmp_path / "out.fr"
+    partial = tmp_path / "out.fr.partial"
+    process = subprocess.Popen(NMT + ["--model", str(tiny_checkpoint), "--interactive", "-o", str(output)],
+                               stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdin.write(b"A dog.\n\nTwo men.\n")
+    process.stdin.flush()
+    wait_for(lambda: partial.exists() and partial.read_text().count("\n") == 3)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 143
+    assert process.stderr.read().decode() == f"error: interrupted by SIGTERM after 3 lines (they are in {partial})\n"
+    assert not output.exists() and partial.read_text().split("\n")[1] == ""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_stops_the_workers_and_flushes_the_lines_in_order(tiny_checkpoint, translator, tmp_path, stop):
+    lines = [f"A dog number {number} runs." for number in range(3000)]
+    source, output = tmp_path / "in.en", tmp_path / "out.fr"
+    source.write_text("\n".join(lines) + "\n")
+    with output.open("w") as sink:
+        process = subprocess.Popen(NMT + ["--model", str(tiny_checkpoint), "-i", str(source), "--workers", "2",
+                                          "--batch-size", "1", "-q"], stdout=sink, stderr=subprocess.PIPE)
+        wait_for(lambda: len(children(process.pid)) == 2 or process.poll() is not None)
+        workers = children(process.pid)
+        process.send_signal(stop)
+        assert process.wait(timeout=30) == 128 + stop
+    written = output.read_text().split("\n")[:-1]
+    name = "Ctrl-C" if stop == signal.SIGINT else stop.name
+    assert process.stderr.read().decode() == f"error: interrupted by {name} after {len(written)} lines\n"
+    assert written[:3] == [translation.text for translation in translator.translate(lines[:3])] or len(written) < 3
+    assert len(workers) == 2 and not [pid for pid in workers if os.path.exists(f"/proc/{pid}")]
+
+
+def test_an_interruption_mid_window_flushes_the_in_order_prefix(translator):
+    from nmt.errors import Interrupted
+
+    lines = ["A dog.", "Two men are talking in the street.", "A cat.", "A girl in a red coat."]
+    as_ready, windows = translator.translate_as_ready, []
+
+    def interrupted_in_the_second_window(chunk):
+        windows.append(chunk)
+        for count, item in enumerate(as_ready(chunk)):
+            if len(windows) == 2 and count == 2:
+                raise Interrupted(signal.SIGTERM)
+            yield item
+
+    translator.translate_as_ready = interrupted_in_the_second_window
+    sink = io.StringIO()
+    try:
+        with pytest.raises(Interrupted) as stopped:
+            translate_stream(translator, io.BytesIO("\n".join(lines * 3).encode()), sink, window=4, quiet=True)
+    finally:
+        del translator.translate_as_ready
+    written = sink.getvalue().split("\n")[:-1]
+    expected = [t.text for t in translator.translate(lines)] * 2
+    assert 4 <= len(written) < 8 and written == expected[: len(written)]
+    assert stopped.value.lines_written == len(written) and stopped.value.exit_code == 143
+
+
+def test_output_is_written_whole_never_over_its_input_and_errors_are_one_line(tiny_checkpoint, tmp_path):
+    source = tmp_path / "in.en"
+    source.write_text("A dog.\n")
+    same = run(["--model", str(tiny_checkpoint), "-i", str(source), "-o", str(source)], b"")
+    assert same.returncode == 2 and same.stderr.decode().count("\n") == 1 and source.read_text() == "A dog.\n"
+    output = tmp_path / "out.fr"
+    assert run(["--model", str(tiny_checkpoint), "-i", str(source), "-o", str(output)], b"").returncode == 0
+    assert output.read_text().count("\n") == 1 and not (tmp_path / "out.fr.partial").exists()
+    full = run(["--model", str(tiny_checkpoint), "-o", "/dev/full"], b"A dog.\n")
+    assert full.returncode == 1
+    assert full.stderr.decode() == "error: cannot write /dev/full: No space left on device\n"

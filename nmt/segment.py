@@ -1,0 +1,45 @@
+"""Cut a line into the pieces the model translates: sentences, then clauses of a sentence too long to take
+whole, then (in the translator) word starts.
+
+    split_sentences("Watch out! There's a hole.")          ->  ["Watch out!", "There's a hole."]
+    split_clauses("First this, then that.", count, 3)      ->  ["First this,", "then that."]
+
+The models are trained on single sentences of a few dozen tokens: a line of several sentences is translated
+a sentence at a time, and no piece is longer than `limit` tokens, which also bounds the time a hostile line
+(thousands of words) takes, since each piece's target length is capped relative to its own length.
+Sentence boundaries come from sentencex (Wikimedia's rule-based segmenter: abbreviations such as "Dr."
+and "e.g.", quotes, ellipses), compiled and without model files to download.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+# Cheap test before calling the segmenter: an end of sentence followed by more text somewhere in the line.
+MAYBE_SEVERAL_SENTENCES = re.compile(r"[.!?\u2026\u3002\uff01\uff1f]\S*\s+\S")
+# Where a long sentence can be cut: after a clause's punctuation and its spaces, the punctuation kept left.
+CLAUSE_END = re.compile(r"(?<=[,;:\u2014\u2013)])\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of `text`, stripped, none empty; a single sentence comes back alone."""
+    text = text.strip()
+    if not MAYBE_SEVERAL_SENTENCES.search(text):
+        return [text] if text else []
+    from sentencex import segment
+
+    return [sentence.strip() for sentence in segment("en", text) if sentence.strip()]
+
+
+def split_clauses(sentence: str, count_tokens: Callable[[str], int], limit: int) -> list[str]:
+    """`sentence` cut after clause punctuation into pieces of at most `limit` tokens where it can be, each
+    as long as the limit allows (a clause longer than the limit stays whole: the translator cuts it)."""
+    pieces: list[str] = []
+    for clause in CLAUSE_END.split(sentence):
+        joined = f"{pieces[-1]} {clause}" if pieces else clause
+        if pieces and count_tokens(joined) <= limit:
+            pieces[-1] = joined
+        else:
+            pieces.append(clause)
+    return pieces

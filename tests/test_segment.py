@@ -1,0 +1,34 @@
+"""Lines cut into sentences and clauses before translation (nmt.segment)."""
+
+from __future__ import annotations
+
+from nmt.segment import split_clauses, split_sentences
+
+
+def test_sentences_are_split_at_their_ends_but_not_after_abbreviations():
+    text = 'Dr. Okonkwo met Mr. Smith, e.g. at 3.30 p.m. He said "Hello!" and left.  Really?'
+    assert split_sentences(text) == ['Dr. Okonkwo met Mr. Smith, e.g. at 3.30 p.m.', 'He said "Hello!" and left.',
+                                     "Really?"]
+
+
+def test_one_sentence_comes_back_alone_and_blank_text_gives_none():
+    assert split_sentences("  A dog runs in the park.  ") == ["A dog runs in the park."]
+    assert split_sentences("version 3.2.1 of www.example.com") == ["version 3.2.1 of www.example.com"]
+    assert split_sentences("") == [] and split_sentences(" \t ") == []
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def test_clauses_fill_pieces_up_to_the_limit_and_keep_every_word():
+    sentence = "When it rains, the dog sleeps; the cat, however, goes out: it likes the rain, they say."
+    pieces = split_clauses(sentence, words, limit=6)
+    assert pieces == ["When it rains, the dog sleeps;", "the cat, however, goes out:", "it likes the rain, they say."]
+    assert all(words(piece) <= 6 for piece in pieces)
+    assert " ".join(pieces) == sentence
+    assert split_clauses(sentence, words, limit=100) == [sentence]
+
+
+def test_a_clause_longer_than_the_limit_stays_whole():
+    assert split_clauses("a b c d e f g, h", words, limit=3) == ["a b c d e f g,", "h"]
