@@ -53,12 +53,14 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/forced_length.py
 
 # Everything else (about 40 minutes more): decoder and training throughput, the targets over repeated
-# whole-process rounds, the BLEU of each precision on every test set, the GPU tables where CUDA is present.
+# whole-process rounds, the BLEU of each precision on every test set, hostile input (long and blank lines),
+# the GPU tables where CUDA is present.
 bench-more: $(VENV)/.bench
 	$(BIN)/python benchmarks/decode.py
 	$(BIN)/python benchmarks/train.py --steps 6 --presets small,base
 	$(BIN)/python benchmarks/targets.py
 	$(BIN)/python benchmarks/precision.py
+	$(BIN)/python benchmarks/hostile.py
 	@if $(BIN)/python -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then \
 		$(BIN)/python benchmarks/gpu.py; else echo 'no CUDA device: benchmarks/gpu.py not run'; fi
 

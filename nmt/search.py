@@ -110,6 +110,8 @@ LOOP_SPAN = 8
 
 def loops(tokens: list[int]) -> bool:
     """Whether `tokens` ends in a loop (see LOOP_SPAN)."""
+    if len(tokens) < LOOP_SPAN or tokens[-1] not in tokens[-1 - MAX_LOOP_PERIOD : -1]:  # no unit ends here
+        return False
     for period in range(1, MAX_LOOP_PERIOD + 1):
         span = max(LOOP_SPAN, 3 * period)
         if (len(tokens) >= span and tokens[-1] == tokens[-1 - period]
@@ -121,7 +123,7 @@ def loops(tokens: list[int]) -> bool:
 def stop_loops(log_probs: Tensor, histories: list[list[int]], eos_id: int) -> Tensor:
     """Leave EOS as the only continuation of each row whose history loops (in place), so a model that
     repeats itself ends there instead of at the length cap; log_probs (R, V), histories one per row."""
-    looping = [row for row, tokens in enumerate(histories) if len(tokens) >= LOOP_SPAN and loops(tokens)]
+    looping = [row for row, tokens in enumerate(histories) if loops(tokens)]
     if looping:
         rows = torch.tensor(looping, device=log_probs.device)
         eos = log_probs[rows, eos_id].clone()
