@@ -166,8 +166,8 @@ def train(
     hf_dataset: str = typer.Option(None, "--hf-dataset", help="Hub dataset (e.g. wmt/wmt14), save_to_disk folder, "
                                    "or json/jsonl/parquet file in the translation schema."),
     hf_config: str = typer.Option(None, "--hf-config", help="Hub dataset config, e.g. fr-en."),
-    streaming: bool = typer.Option(None, "--streaming", help="Read --hf-dataset as a stream (corpora larger than "
-                                   "memory); needs a validation split or --valid-src/--valid-tgt."),
+    streaming: bool = typer.Option(None, "--streaming", help="Read --hf-dataset as a stream while preparing it "
+                                   "(no local Arrow copy of a hub dataset)."),
     valid_src: str = typer.Option(None, "--valid-src", help="Validation English file."),
     valid_tgt: str = typer.Option(None, "--valid-tgt", help="Validation French file."),
     preset: str = typer.Option(None, "--preset", help="tiny, small, base or big. Default small."),
@@ -175,6 +175,12 @@ def train(
     dropout: float = typer.Option(None, "--dropout", help="Default 0.1."),
     vocab_size: int = typer.Option(None, "--vocab-size", help="Sentencepiece pieces. Default 8000."),
     spm: str = typer.Option(None, "--spm", help="Reuse this sentencepiece model."),
+    spm_sample: int = typer.Option(None, "--spm-sample", help="Sentences sentencepiece trains on, sampled "
+                                   "uniformly from the whole corpus. Default 1000000."),
+    prepare_workers: int = typer.Option(None, "--prepare-workers", help="Processes that tokenize the corpus "
+                                        "(once: see `nmt prepare`). Default one per CPU core."),
+    cache_dir: str = typer.Option(None, "--cache-dir", help="Prepared corpora. Default $NMT_CACHE_DIR, else "
+                                  "~/.cache/nmt/prepared."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Padded tokens per batch. Default 4096."),
     update_freq: int = typer.Option(None, "--update-freq", help="Batches accumulated per update. Default 1."),
     lr: float = typer.Option(None, "--lr", help="Peak learning rate. Default 1e-3."),
@@ -210,6 +216,49 @@ def train(
     if unknown:
         raise UsageError(f"unknown training options in {config_file}: {', '.join(sorted(unknown))}")
     run_training(TrainConfig(**values))
+
+
+@app.command()
+def prepare(
+    data: str = typer.Option(None, "--data", help="Embedded corpora, as for nmt train."),
+    src_file: str = typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok)."),
+    tgt_file: str = typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
+    hf_dataset: str = typer.Option(None, "--hf-dataset", help="Hub dataset, save_to_disk folder, folder or glob "
+                                   "of json/jsonl/parquet files in the translation schema."),
+    hf_config: str = typer.Option(None, "--hf-config", help="Hub dataset config, e.g. fr-en."),
+    streaming: bool = typer.Option(False, "--streaming", help="Read --hf-dataset as a stream."),
+    valid_src: str = typer.Option(None, "--valid-src", help="Validation English file."),
+    valid_tgt: str = typer.Option(None, "--valid-tgt", help="Validation French file."),
+    vocab_size: int = typer.Option(8000, "--vocab-size", help="Sentencepiece pieces."),
+    spm: str = typer.Option(None, "--spm", help="Use this sentencepiece model instead of training one."),
+    spm_sample: int = typer.Option(1_000_000, "--spm-sample", help="Sentences sentencepiece trains on."),
+    max_len: int = typer.Option(250, "--max-len", help="Drop pairs with a side longer than this many tokens."),
+    max_ratio: float = typer.Option(3.0, "--max-ratio", help="Drop pairs whose longer side is over this many "
+                                    "times the shorter (+5 tokens)."),
+    seed: int = typer.Option(1, "--seed", help="Sentencepiece sample and held-out validation pairs."),
+    workers: int = typer.Option(None, "--workers", help="Tokenizing processes. Default one per CPU core."),
+    cache_dir: str = typer.Option(None, "--cache-dir", help="Default $NMT_CACHE_DIR, else ~/.cache/nmt/prepared."),
+) -> None:
+    """Tokenize a training corpus once into a memory-mapped cache that `nmt train` (with the same data options)
+    then opens in seconds, on every start, resume and rank. Prints the cache folder."""
+    _configure_logging(False, progress=True)
+    from nmt.data import DataSpec, FilterSpec, parse_names, training_source
+    from nmt.prepare import PrepareOptions
+    from nmt.prepare import prepare as prepare_corpus
+
+    spm_model = None
+    if spm:
+        try:
+            spm_model = Path(spm).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read the sentencepiece model {spm}: {exc.strerror}") from None
+    spec = DataSpec(names=parse_names(data) if data else (), src_file=src_file, tgt_file=tgt_file,
+                    hf_dataset=hf_dataset, hf_config=hf_config, streaming=streaming, valid_src=valid_src,
+                    valid_tgt=valid_tgt, seed=seed)
+    options = PrepareOptions(vocab_size=vocab_size, spm_model=spm_model, spm_sample=spm_sample,
+                             limits=FilterSpec(max_len, max_ratio), seed=seed, workers=workers, cache_dir=cache_dir)
+    prepared = prepare_corpus(training_source(spec), options)
+    typer.echo(str(prepared.folder))
 
 
 @app.command("eval")

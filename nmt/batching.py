@@ -1,52 +1,53 @@
 """Batches by token budget: sentences of similar length together, batches in random order.
 
-    batches = token_batches(src_lengths, tgt_lengths, max_tokens=4096, seed=1, epoch=0)
+    batches = token_batches(src_lengths, tgt_lengths, max_tokens=4096, seed=1, epoch=0)   # index arrays
     src, tgt_in, tgt_out = collate([src_ids[i] for i in batch], [tgt_ids[i] for i in batch], pad, bos, eos)
+
+Both work on numpy arrays, so that a corpus of tens of millions of pairs is batched in seconds from its
+stored lengths (nmt.prepare), and a batch costs the same to build whatever the corpus size.
 """
 
 from __future__ import annotations
 
-import random
-
+import numpy as np
 import torch
 from torch import Tensor
 
 
-def token_batches(src_lengths: list[int], tgt_lengths: list[int], max_tokens: int, seed: int,
-                  epoch: int) -> list[list[int]]:
-    """Index batches whose padded size (sentences x longest side, +1 for EOS/BOS) stays within
-    `max_tokens`; sorted by length with random tie-breaks, then shuffled, both by (seed, epoch)."""
-    rng = random.Random(seed * 1_000_003 + epoch)
-    order = list(range(len(src_lengths)))
-    rng.shuffle(order)
-    order.sort(key=lambda i: (tgt_lengths[i], src_lengths[i]))  # stable: ties stay shuffled
-    batches, batch, longest = [], [], 0
-    for index in order:
-        length = max(src_lengths[index], tgt_lengths[index]) + 1
-        if batch and (len(batch) + 1) * max(longest, length) > max_tokens:
-            batches.append(batch)
-            batch, longest = [], 0
-        batch.append(index)
-        longest = max(longest, length)
-    if batch:
-        batches.append(batch)
+def token_batches(src_lengths, tgt_lengths, max_tokens: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """Index batches whose padded size (sentences x (longest side + 1), for EOS/BOS) stays within
+    `max_tokens` (a longer pair makes a batch alone), filled greedily in order of length with random
+    tie-breaks, then shuffled; the same (seed, epoch) gives the same batches."""
+    rng = np.random.default_rng([seed, epoch])
+    src_lengths, tgt_lengths = np.asarray(src_lengths, dtype=np.int64), np.asarray(tgt_lengths, dtype=np.int64)
+    longest = np.maximum(src_lengths, tgt_lengths) + 1
+    order = np.lexsort((rng.random(len(longest)), tgt_lengths, longest))  # by longest, then target, then chance
+    sizes = longest[order]
+    # sizes never decrease, so a batch from `start` may end at `end` iff (end - start) * sizes[end - 1] fits:
+    # end - capacity[end - 1] <= start, and end - capacity[end - 1] increases with end
+    capacity = max_tokens // sizes
+    reach = np.arange(1, len(sizes) + 1) - capacity
+    batches, start = [], 0
+    while start < len(sizes):
+        end = max(int(np.searchsorted(reach, start, side="right")), start + 1)
+        batches.append(order[start:end])
+        start = end
     rng.shuffle(batches)
     return batches
 
 
-def pad_batch(sequences: list[list[int]], pad_id: int) -> Tensor:
-    length = max(len(s) for s in sequences)
-    out = torch.full((len(sequences), length), pad_id, dtype=torch.long)
-    for row, sequence in enumerate(sequences):
-        out[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
-    return out
-
-
-def collate(src: list[list[int]], tgt: list[list[int]], pad_id: int, bos_id: int,
-            eos_id: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Source ids + EOS (B, S); target input BOS + ids (B, T); target output ids + EOS (B, T)."""
-    return (
-        pad_batch([s + [eos_id] for s in src], pad_id),
-        pad_batch([[bos_id] + t for t in tgt], pad_id),
-        pad_batch([t + [eos_id] for t in tgt], pad_id),
-    )
+def collate(src, tgt, pad_id: int, bos_id: int, eos_id: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Sequences of token ids (lists or arrays) -> source ids + EOS (B, S); target input BOS + ids (B, T);
+    target output ids + EOS (B, T); padded with pad_id."""
+    rows = len(src)
+    src_out = np.full((rows, max(map(len, src)) + 1), pad_id, dtype=np.int64)
+    tgt_in = np.full((rows, max(map(len, tgt)) + 1), pad_id, dtype=np.int64)
+    tgt_out = tgt_in.copy()
+    for row, (source, target) in enumerate(zip(src, tgt, strict=True)):
+        src_out[row, : len(source)] = source
+        src_out[row, len(source)] = eos_id
+        tgt_in[row, 0] = bos_id
+        tgt_in[row, 1 : len(target) + 1] = target
+        tgt_out[row, : len(target)] = target
+        tgt_out[row, len(target)] = eos_id
+    return torch.from_numpy(src_out), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out)

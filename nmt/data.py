@@ -10,7 +10,10 @@ Face translation schema's languages: English source, French target.
 
 from __future__ import annotations
 
+import glob
+import itertools
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,31 +90,66 @@ def _embedded(spec: DataSpec) -> Corpus:
 
 
 def load_hf(name: str, config: str | None, split: str, streaming: bool = False):
-    """A dataset in the translation schema ({"translation": {"en": .., "fr": ..}}): a save_to_disk folder,
-    json/jsonl/parquet files, or a hub name through `datasets.load_dataset`."""
+    """A dataset in the translation schema ({"translation": {"en": .., "fr": ..}}), local or from the hub:
+    a save_to_disk folder; a folder of parquet/json/jsonl files named by split (`train-*.parquet`, as a hub
+    download leaves them, with or without its README; under CONFIG/ when there is such a subfolder); a
+    file or glob of such files (split "train"); else a hub name through `datasets.load_dataset`."""
     import datasets
 
     path = Path(name)
     try:
         if path.is_dir() and (path / "dataset_dict.json").exists():
-            return datasets.load_from_disk(str(path))[split]
+            folds = datasets.load_from_disk(str(path))
+            if split not in folds:
+                raise DataError(f"{name} has no {split!r} split (it has {', '.join(folds)})")
+            return folds[split]
         if path.is_dir() and (path / "dataset_info.json").exists():
-            return datasets.load_from_disk(str(path))
-        if path.is_file():
             if split != "train":
-                raise DataError(f"{name} is a single file with no {split} split: give --valid-src/--valid-tgt")
-            kind = "parquet" if path.suffix == ".parquet" else "json"
-            return datasets.load_dataset(kind, data_files=str(path), split="train", streaming=streaming)
-    except (FileNotFoundError, ValueError, KeyError) as exc:
-        raise DataError(f"cannot read the local dataset {name}: {exc}") from None
+                raise DataError(f"{name} holds one split, taken as training data: give --valid-src/--valid-tgt")
+            return datasets.load_from_disk(str(path))
+        if path.is_dir():
+            return _load_split_files(path / config if config and (path / config).is_dir() else path, split,
+                                     streaming)
+        if path.is_file() or glob.has_magic(name):
+            files = sorted(glob.glob(name)) if glob.has_magic(name) else [name]
+            if not files:
+                raise DataError(f"no file matches {name}")
+            if split != "train":
+                raise DataError(f"{name} has no {split} split of its own: give --valid-src/--valid-tgt")
+            return datasets.load_dataset(_file_kind(files[0]), data_files=files, split="train", streaming=streaming)
+    except (FileNotFoundError, ValueError, KeyError, datasets.exceptions.DatasetGenerationError) as exc:
+        raise DataError(f"cannot read the local dataset {name}: {_first_line(exc)}") from None
+    if name.startswith((".", "/", "~")) or os.sep in name.strip("/").replace("/", "", 1):
+        raise DataError(f"no such file or folder: {name}")
     try:
         return datasets.load_dataset(name, config, split=split, streaming=streaming)
     except Exception as exc:  # offline, unknown name, missing split: all mean "cannot get it from the hub"
-        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise DataError(
-            f"cannot load {name!r} from the Hugging Face hub ({reason}); offline, use local files: "
-            "--src-file/--tgt-file, or --hf-dataset with a save_to_disk folder or json/jsonl/parquet file"
+            f"cannot load {name!r} from the Hugging Face hub ({_first_line(exc)}); offline, use local files: "
+            "--src-file/--tgt-file, or --hf-dataset with a save_to_disk folder, a folder or glob of "
+            "json/jsonl/parquet files"
         ) from None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def _file_kind(path: str) -> str:
+    return "parquet" if path.endswith(".parquet") else "json"
+
+
+def _load_split_files(folder: Path, split: str, streaming: bool):
+    import datasets
+
+    for pattern in (f"{split}-*.parquet", f"{split}.parquet", f"{split}-*.json*", f"{split}.json*"):
+        files = sorted(str(f) for f in folder.rglob(pattern))
+        if files:
+            return datasets.load_dataset(_file_kind(files[0]), data_files=files, split="train", streaming=streaming)
+    if split == "train":
+        raise DataError(f"{folder} holds no {split}-*.parquet, {split}-*.jsonl or save_to_disk dataset")
+    raise DataError(f"{folder} has no {split} split ({split}-*.parquet or .jsonl): give --valid-src/--valid-tgt")
 
 
 def _pairs(rows) -> Iterator[tuple[str, str]]:
@@ -220,3 +258,110 @@ def filter_tokenized(dataset, limits: FilterSpec, what: str):
         raise DataError(f"no {what} pairs are left after filtering (removed: {removed})")
     log.info("%s pairs: %d kept, removed: %s", what, len(keep), removed)
     return dataset.select(keep), counts
+
+
+# ---- training pairs as a stream of chunks (nmt.prepare tokenizes them once into a cache) -------------------
+
+
+@dataclass
+class PairSource:
+    """The training pairs of a DataSpec, read in order a chunk at a time and never all in memory.
+
+    identity: names the content (corpus names, file paths with their sizes and modification times, a hub
+    dataset's name, config and fingerprint) for the cache key; valid: the validation pairs the source comes
+    with (--valid-src/--valid-tgt, a validation split, an embedded corpus's held-out split), else None."""
+
+    identity: str
+    read: object  # chunk size -> Iterator[ParallelText]
+    valid: ParallelText | None
+
+    def chunks(self, size: int) -> Iterator[ParallelText]:
+        return self.read(size)
+
+
+def training_source(spec: DataSpec) -> PairSource:
+    sources = sum(bool(x) for x in (spec.names, spec.src_file or spec.tgt_file, spec.hf_dataset))
+    if sources != 1:
+        raise DataError("give exactly one training source: --data NAMES, --src-file/--tgt-file or --hf-dataset")
+    given_valid = _valid_pairs(spec)
+    if spec.names:
+        corpus = _embedded(spec)
+        identity = f"embedded {','.join(spec.names)} seed {spec.seed} " + _stat(
+            f for name in spec.names for f in sorted((data_dir_of(name)).glob("*.gz")))
+        return PairSource(identity, lambda size: _in_chunks(corpus.train, size), given_valid or corpus.valid)
+    if spec.src_file or spec.tgt_file:
+        if not (spec.src_file and spec.tgt_file):
+            raise DataError("--src-file and --tgt-file go together")
+        files = (Path(spec.src_file), Path(spec.tgt_file))
+        for path in files:
+            if not path.is_file():
+                raise DataError(f"cannot read {path}: no such file")
+        return PairSource("files " + _stat(files), lambda size: _read_files(*files, size), given_valid)
+    rows = load_hf(spec.hf_dataset, spec.hf_config, "train", spec.streaming)
+    valid = given_valid
+    if valid is None:
+        try:
+            valid = _to_parallel(load_hf(spec.hf_dataset, spec.hf_config, "validation"))
+        except DataError:
+            valid = None  # held out of the training pairs by nmt.prepare
+    fingerprint = getattr(rows, "_fingerprint", None) or _stat(_files_under(spec.hf_dataset))
+    identity = f"hf {spec.hf_dataset} {spec.hf_config} {fingerprint}"
+    return PairSource(identity, lambda size: _read_rows(rows, size), valid)
+
+
+def data_dir_of(name: str) -> Path:
+    from nmt.corpus import data_dir
+
+    return data_dir() / EMBEDDED[name.partition("*")[0]][0]
+
+
+def _stat(paths) -> str:
+    """Each file's absolute path, size and modification time: a change to any changes the text."""
+    parts = []
+    for path in paths:
+        info = Path(path).stat()
+        parts.append(f"{Path(path).resolve()}:{info.st_size}:{info.st_mtime_ns}")
+    return " ".join(parts)
+
+
+def _files_under(name: str) -> list[str]:
+    path = Path(name)
+    if path.is_dir():
+        return sorted(str(f) for f in path.rglob("*") if f.is_file())
+    return sorted(glob.glob(name)) if glob.has_magic(name) else ([name] if path.is_file() else [])
+
+
+def _in_chunks(pairs: ParallelText, size: int) -> Iterator[ParallelText]:
+    for start in range(0, len(pairs), size):
+        yield ParallelText(pairs.source[start : start + size], pairs.target[start : start + size])
+
+
+def _open_text(path: Path):
+    import gzip
+
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def _read_files(source_path: Path, target_path: Path, size: int) -> Iterator[ParallelText]:
+    """Both files in lockstep, split on "\\n" only with a trailing "\\r" dropped (as nmt.corpus.read_lines)."""
+    missing = object()
+    with _open_text(source_path) as source_file, _open_text(target_path) as target_file:
+        chunk = ParallelText([], [])
+        for source, target in itertools.zip_longest(source_file, target_file, fillvalue=missing):
+            if source is missing or target is missing:
+                raise DataError(f"{source_path} and {target_path} have different numbers of lines")
+            chunk.source.append(source.rstrip(b"\n").removesuffix(b"\r").decode("utf-8", errors="replace"))
+            chunk.target.append(target.rstrip(b"\n").removesuffix(b"\r").decode("utf-8", errors="replace"))
+            if len(chunk) == size:
+                yield chunk
+                chunk = ParallelText([], [])
+        if len(chunk):
+            yield chunk
+
+
+def _read_rows(rows, size: int) -> Iterator[ParallelText]:
+    for batch in rows.iter(batch_size=size):
+        if "translation" not in batch:
+            raise DataError(f'dataset rows must look like {{"translation": {{"{SOURCE_LANG}": ..., '
+                            f'"{TARGET_LANG}": ...}}}}')
+        yield _to_parallel({"translation": pair} for pair in batch["translation"])

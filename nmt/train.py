@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
 import json
 import logging
 import math
@@ -31,11 +30,12 @@ from nmt.batching import collate, token_batches
 from nmt.checkpoint import Checkpoint, load_checkpoint, model_weights, save_checkpoint
 from nmt.config import PRESETS, ModelConfig
 from nmt.corpus import ParallelText
-from nmt.data import Corpus, DataSpec, FilterSpec, load_training_corpus, parse_names, tokenize
-from nmt.errors import NmtError, UsageError
+from nmt.data import DataSpec, FilterSpec, parse_names, training_source
+from nmt.errors import DataError, NmtError, UsageError
 from nmt.evaluate import score
 from nmt.model import Transformer
-from nmt.tokenizer import Tokenizer, train_tokenizer
+from nmt.prepare import Prepared, PrepareOptions, TokenCorpus, prepare
+from nmt.tokenizer import Tokenizer
 
 log = logging.getLogger("nmt")
 
@@ -61,6 +61,9 @@ class TrainConfig:
     max_positions: int = 512
     vocab_size: int = 8000
     spm: str | None = None
+    spm_sample: int = 1_000_000  # sentences sentencepiece trains on, sampled from the whole corpus
+    prepare_workers: int | None = None  # processes that tokenize the corpus; default one per core
+    cache_dir: str | None = None  # where prepared corpora go; default $NMT_CACHE_DIR, ~/.cache/nmt/prepared
     max_tokens: int = 4096
     update_freq: int = 1
     lr: float = 1e-3
@@ -102,6 +105,10 @@ def inverse_sqrt(step: int, warmup: int) -> float:
 
 @dataclass
 class Distributed:
+    """This process's rank among `world_size` (torchrun's environment); collectives run on `device`, the
+    device the loop trains on (NCCL takes CUDA tensors only)."""
+
+    device: torch.device = torch.device("cpu")
     rank: int = 0
     world_size: int = 1
 
@@ -113,11 +120,12 @@ class Distributed:
     def from_environment(cls, device: torch.device) -> Distributed:
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         if world_size == 1:
-            return cls()
+            return cls(device)
         import torch.distributed as dist
 
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-        return cls(dist.get_rank(), world_size)
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        return cls(device, dist.get_rank(), world_size)
 
     def barrier(self) -> None:
         if self.world_size > 1:
@@ -127,7 +135,7 @@ class Distributed:
         """True on every rank when `flag` is true on one of them."""
         if self.world_size == 1:
             return flag
-        tensor = torch.tensor([int(flag)])
+        tensor = torch.tensor([int(flag)], device=self.device)
         torch.distributed.all_reduce(tensor)
         return bool(tensor.item())
 
@@ -138,45 +146,37 @@ class Trainer:
         self.out = Path(config.out)
         self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() \
             else torch.device("cpu")
-        self.dist = Distributed.from_environment(self.device)
+        self.dist = Distributed(self.device)  # until run() has prepared the data and joined the others
         if config.threads:
             torch.set_num_threads(config.threads)
         if self.device.type == "cpu":
             keep_freed_memory()
         if config.precision == "fp16" and self.device.type != "cuda":
             raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
-        if self.dist.is_main:
+        if int(os.environ.get("RANK", "0")) == 0:
             self.out.mkdir(parents=True, exist_ok=True)
+        else:  # one rank reports for all
+            log.setLevel(max(log.level, logging.WARNING))
 
     # ---- data -------------------------------------------------------------------------------------
-    def _corpus(self) -> Corpus:
+    def _prepare(self, init: Checkpoint | None) -> Prepared:
+        """The corpus tokenized into the cache (nmt.prepare), by the first rank of each machine; the others
+        wait for it before any of them joins the process group, whose collectives would time out."""
         config = self.config
         spec = DataSpec(names=parse_names(config.data) if config.data else (), src_file=config.src_file,
                         tgt_file=config.tgt_file, hf_dataset=config.hf_dataset, hf_config=config.hf_config,
                         streaming=config.streaming, valid_src=config.valid_src, valid_tgt=config.valid_tgt,
                         seed=config.seed)
-        return load_training_corpus(spec)
-
-    def _tokenizer(self, corpus: Corpus, init: Checkpoint | None) -> Tokenizer:
-        """--spm, else the one of --init-from or an earlier run here, else a new one (trained on rank 0)."""
-        if self.config.spm:
+        spm_model = init.spm_model if init is not None else None
+        if config.spm:
             try:
-                return Tokenizer(Path(self.config.spm).read_bytes())
+                spm_model = Tokenizer(Path(config.spm).read_bytes()).model_bytes
             except (OSError, RuntimeError) as exc:
-                raise UsageError(f"cannot load the sentencepiece model {self.config.spm}: {exc}") from None
-        if init is not None:
-            return init.tokenizer()
-        path = self.out / "spm.model"
-        if not path.exists() and self.dist.is_main:
-            log.info("training a %d-piece sentencepiece model", self.config.vocab_size)
-            text = corpus.train.source + corpus.train.target if corpus.train else _stream_sample(corpus.stream)
-            sample = random.Random(self.config.seed).sample(text, min(len(text), 2_000_000))
-            tokenizer = train_tokenizer(sample, self.config.vocab_size)
-            temporary = path.with_suffix(".tmp")
-            temporary.write_bytes(tokenizer.model_bytes)
-            temporary.replace(path)
-        self.dist.barrier()
-        return Tokenizer(path.read_bytes())
+                raise UsageError(f"cannot load the sentencepiece model {config.spm}: {exc}") from None
+        options = PrepareOptions(vocab_size=config.vocab_size, spm_model=spm_model, spm_sample=config.spm_sample,
+                                 limits=FilterSpec(config.max_len, config.max_ratio), seed=config.seed,
+                                 workers=config.prepare_workers, cache_dir=config.cache_dir)
+        return prepare(training_source(spec), options, writer=int(os.environ.get("LOCAL_RANK", "0")) == 0)
 
     # ---- model, optimizer, schedule ---------------------------------------------------------------
     def _model_config(self, tokenizer: Tokenizer, init: Checkpoint | None) -> ModelConfig:
@@ -187,20 +187,14 @@ class Trainer:
 
     def run(self) -> dict:
         config = self.config
-        corpus = self._corpus()
         init = load_checkpoint(config.init_from) if config.init_from else None
-        tokenizer = self._tokenizer(corpus, init)
-        limits = FilterSpec(config.max_len, config.max_ratio)
-        stream, src_ids, tgt_ids = None, [], []
-        if corpus.train is None:
-            stream = StreamingBatches(corpus.stream, tokenizer, limits, config.max_tokens, config.seed)
-        else:
-            train_set, _ = tokenize(corpus.train, tokenizer, limits, "training")
-            src_ids, tgt_ids = train_set["src"], train_set["tgt"]
-        src_lengths, tgt_lengths = [len(s) for s in src_ids], [len(t) for t in tgt_ids]
-        valid = corpus.valid
+        prepared = self._prepare(init)
+        self.dist = Distributed.from_environment(self.device)
+        tokenizer, corpus = prepared.tokenizer, TokenCorpus(prepared.folder)
+        valid = prepared.valid
         if config.valid_bleu_lines and len(valid) > config.valid_bleu_lines:
             valid = ParallelText(valid.source[: config.valid_bleu_lines], valid.target[: config.valid_bleu_lines])
+        valid_ids = tokenized_pairs(valid, tokenizer)
 
         torch.manual_seed(config.seed)  # the same initial weights on every rank
         model_config = self._model_config(tokenizer, init)
@@ -209,16 +203,13 @@ class Trainer:
             model.load_state_dict(init.weights)
         torch.manual_seed(config.seed + self.dist.rank)  # but different dropout
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9)
-        if stream is None:
-            batches_per_epoch = len(token_batches(src_lengths, tgt_lengths, config.max_tokens, config.seed, 0))
-            steps_per_epoch = max(1, batches_per_epoch // (config.update_freq * self.dist.world_size))
-        else:
-            steps_per_epoch = 0  # unknown until the stream has been read once
-        planned = config.max_steps or (config.max_epochs or 10) * (steps_per_epoch or 4000)
+        batches = EpochBatches(corpus, config.max_tokens, config.seed)
+        steps_per_epoch = max(1, len(batches.of(0)) // (config.update_freq * self.dist.world_size))
+        planned = config.max_steps or (config.max_epochs or 10) * steps_per_epoch
         warmup = config.warmup or max(1, min(4000, planned // 10))
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: inverse_sqrt(step + 1, warmup))
         log.info("model: %s, %.2fM parameters; %d training pairs, %d validation; %d steps/epoch; warmup %d",
-                 config.preset, sum(p.numel() for p in model.parameters()) / 1e6, len(src_ids), len(corpus.valid),
+                 config.preset, sum(p.numel() for p in model.parameters()) / 1e6, len(corpus), len(valid),
                  steps_per_epoch, warmup)
 
         state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "best_bleu": -1.0, "bad_validations": 0,
@@ -236,8 +227,7 @@ class Trainer:
             (self.out / "config.yaml").write_text(yaml.safe_dump({**config.to_dict(), "warmup": warmup,
                                                                   "model": model_config.to_dict()}))
         self.model = model
-        loop = _Loop(self, model, wrapped, optimizer, scheduler, tokenizer, state, valid,
-                     (src_ids, tgt_ids, src_lengths, tgt_lengths), stream)
+        loop = _Loop(self, model, wrapped, optimizer, scheduler, tokenizer, state, valid, valid_ids, batches)
         return loop.run()
 
     def _resume(self, path: Path, model, optimizer, scheduler) -> dict:
@@ -264,38 +254,29 @@ class Trainer:
 Batch = tuple[list[list[int]], list[list[int]]]  # source and target token ids of the sentences in a batch
 
 
-def _grouped(batches: Iterator[Batch], size: int) -> Iterator[list[Batch]]:
-    while group := list(itertools.islice(batches, size)):
-        yield group
+def tokenized_pairs(pairs: ParallelText, tokenizer: Tokenizer) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids of the pairs with both sides non-empty (the validation set's loss is computed on them)."""
+    source, target = tokenizer.encode_batch(pairs.source), tokenizer.encode_batch(pairs.target)
+    kept = [(s, t) for s, t in zip(source, target, strict=True) if s and t]
+    if not kept:
+        raise DataError(f"the validation set has no pair with text on both sides ({len(pairs)} pairs)")
+    return [s for s, _ in kept], [t for _, t in kept]
 
 
-class StreamingBatches:
-    """Batches from a corpus read as a stream (`--streaming`): `buffer` pairs at a time are tokenized,
-    filtered and cut into token-budget batches; rank r of n takes every n-th batch of each buffer."""
+class EpochBatches:
+    """Each epoch's token-budget batches of a prepared corpus (nmt.batching), from its stored lengths; the
+    last epoch's are kept, since the first is asked for twice (its length, then its steps)."""
 
-    def __init__(self, rows, tokenizer: Tokenizer, limits: FilterSpec, max_tokens: int, seed: int,
-                 buffer: int = 100_000):
-        self.rows, self.tokenizer, self.limits = rows, tokenizer, limits
-        self.max_tokens, self.seed, self.buffer = max_tokens, seed, buffer
+    def __init__(self, corpus: TokenCorpus, max_tokens: int, seed: int):
+        self.corpus, self.max_tokens, self.seed = corpus, max_tokens, seed
+        self._epoch, self._batches = None, []
 
-    def batches(self, epoch: int, dist: Distributed) -> Iterator[Batch]:
-        from nmt.corpus import ParallelText
-        from nmt.data import _pairs
-
-        pairs = _pairs(self.rows.shuffle(seed=self.seed + epoch, buffer_size=10_000)
-                       if hasattr(self.rows, "shuffle") else self.rows)
-        for number in itertools.count():
-            chunk = list(itertools.islice(pairs, self.buffer))
-            if not chunk:
-                return
-            text = ParallelText([s for s, _ in chunk], [t for _, t in chunk])
-            dataset, _ = tokenize(text, self.tokenizer, self.limits, f"stream buffer {number + 1}")
-            src, tgt = dataset["src"], dataset["tgt"]
-            indices = token_batches([len(s) for s in src], [len(t) for t in tgt], self.max_tokens,
-                                    self.seed + number, epoch)
-            indices = indices[: len(indices) // dist.world_size * dist.world_size][dist.rank :: dist.world_size]
-            for batch in indices:
-                yield [src[i] for i in batch], [tgt[i] for i in batch]
+    def of(self, epoch: int) -> list:
+        if self._epoch != epoch:
+            self._batches = token_batches(self.corpus.source_lengths, self.corpus.target_lengths, self.max_tokens,
+                                          self.seed, epoch)
+            self._epoch = epoch
+        return self._batches
 
 
 def _to_random_state(value):
@@ -303,30 +284,17 @@ def _to_random_state(value):
     return (version, tuple(internal), gauss)
 
 
-def _stream_sample(stream, n: int = 200_000) -> list[str]:
-    from nmt.data import _pairs
-
-    text = []
-    for source, target in _pairs(stream):
-        text.extend([source, target])
-        if len(text) >= n:
-            break
-    return text
-
-
 class _Loop:
     """The step loop of one run; holds what the steps share."""
 
-    def __init__(self, trainer, model, wrapped, optimizer, scheduler, tokenizer, state, valid, data, stream):
+    def __init__(self, trainer, model, wrapped, optimizer, scheduler, tokenizer, state, valid, valid_ids, batches):
         self.trainer, self.config, self.dist = trainer, trainer.config, trainer.dist
         self.model, self.wrapped, self.optimizer, self.scheduler = model, wrapped, optimizer, scheduler
-        self.tokenizer, self.state, self.valid = tokenizer, state, valid
-        self.src_ids, self.tgt_ids, self.src_lengths, self.tgt_lengths = data
-        self.stream = stream
+        self.tokenizer, self.state, self.valid, self.valid_ids = tokenizer, state, valid, valid_ids
+        self.batches = batches
         self.model_config = model.config
         self.device = trainer.device
         self.started = time.monotonic() - state["elapsed"]
-        self.valid_set = None  # tokenized on first use
 
     def autocast(self):
         if self.config.precision == "fp32":
@@ -334,16 +302,15 @@ class _Loop:
         dtype = torch.bfloat16 if self.config.precision == "bf16" else torch.float16
         return torch.autocast(self.device.type, dtype=dtype)
 
-    def epoch_groups(self, epoch: int) -> Iterator[list[Batch]]:
-        """This rank's batches of one epoch, `update_freq` to an update; every rank gets as many."""
-        if self.stream is not None:
-            yield from _grouped(self.stream.batches(epoch, self.dist), self.config.update_freq)
-            return
-        indices = token_batches(self.src_lengths, self.tgt_lengths, self.config.max_tokens, self.config.seed, epoch)
-        world = self.dist.world_size
-        indices = indices[: len(indices) // world * world][self.dist.rank :: world]
-        batches = (([self.src_ids[i] for i in b], [self.tgt_ids[i] for i in b]) for b in indices)
-        yield from _grouped(batches, self.config.update_freq)
+    def epoch_groups(self, epoch: int, first: int = 0) -> Iterator[list[Batch]]:
+        """This rank's batches of one epoch, `update_freq` to an update, from update `first` on (a resumed
+        epoch skips the updates done without reading their batches); every rank gets as many."""
+        indices = self.batches.of(epoch)
+        world, size = self.dist.world_size, self.config.update_freq
+        mine = indices[: len(indices) // world * world][self.dist.rank :: world]
+        corpus = self.batches.corpus
+        for start in range(first * size, len(mine), size):
+            yield [corpus.pairs(batch) for batch in mine[start : start + size]]
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, int]:
         c = self.model_config
@@ -395,7 +362,7 @@ class _Loop:
         window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
         try:
             while not self.finished():
-                for group in itertools.islice(self.epoch_groups(s["epoch"]), s["batch_in_epoch"], None):
+                for group in self.epoch_groups(s["epoch"], s["batch_in_epoch"]):
                     if self.finished():
                         break
                     loss, n_tokens = self.update(group, scaler)
@@ -453,14 +420,12 @@ class _Loop:
         self.model.eval()
         c = self.model_config
         total, count = 0.0, 0
-        if self.valid_set is None:
-            self.valid_set, _ = tokenize(self.valid, self.tokenizer, FilterSpec(10**6, 10**6), "validation")
-        valid_set = self.valid_set
+        sources, targets = self.valid_ids
         with torch.no_grad():
-            for batch in token_batches([len(s) for s in valid_set["src"]], [len(t) for t in valid_set["tgt"]],
-                                       self.config.max_tokens, 0, 0):
-                src, tgt_in, tgt_out = collate([valid_set["src"][i] for i in batch],
-                                               [valid_set["tgt"][i] for i in batch], c.pad_id, c.bos_id, c.eos_id)
+            for batch in token_batches([len(s) for s in sources], [len(t) for t in targets], self.config.max_tokens,
+                                       0, 0):
+                src, tgt_in, tgt_out = collate([sources[i] for i in batch], [targets[i] for i in batch], c.pad_id,
+                                               c.bos_id, c.eos_id)
                 logits = self.model(src.to(self.device), tgt_in.to(self.device)).float()
                 total += F.cross_entropy(logits.view(-1, logits.size(-1)), tgt_out.to(self.device).view(-1),
                                          ignore_index=c.pad_id, reduction="sum").item()

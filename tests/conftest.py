@@ -4,6 +4,7 @@ real sentencepiece model."""
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import torch
@@ -27,6 +28,13 @@ def reference_attention(q, k, v, mask):
     scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
     return weights @ v, weights
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prepared_corpora_in_a_temporary_folder(tmp_path_factory):
+    """Corpora that `nmt train` prepares (nmt.prepare) go to this session's folder, not the user's cache;
+    subprocesses inherit it."""
+    os.environ["NMT_CACHE_DIR"] = str(tmp_path_factory.mktemp("nmt-cache"))
 
 
 @pytest.fixture(scope="session")

@@ -1,13 +1,54 @@
-"""Run under torchrun by tests/test_train.py: train a few steps with DDP, then save this rank's weights."""
+"""Run under torchrun by tests/test_train.py: train a few steps with DDP, then save this rank's weights.
 
+Every collective is checked: a tensor handed to one must be on the device the loop trains on. The loop's
+updates and stopping checks run with torch's default device set to "meta", so a tensor made there without
+naming a device (as `torch.tensor([flag])`, which NCCL refuses when training on CUDA) is caught on a CPU."""
+
+import functools
+import json
 import sys
 
 import torch
+import torch.distributed as dist
 
-from nmt.train import TrainConfig, Trainer
+from nmt.train import TrainConfig, Trainer, _Loop
 
 out, src, tgt, spm = sys.argv[1:5]
 trainer = Trainer(TrainConfig(out=out, src_file=src, tgt_file=tgt, spm=spm, preset="tiny", max_steps=4,
                               max_tokens=500, valid_every=1000, keep_last=0, threads=1))
+checked = []
+
+
+def on_the_training_device(collective):
+    @functools.wraps(collective)
+    def checked_collective(tensor, *args, **kwargs):
+        tensors = tensor if isinstance(tensor, list) else [tensor]
+        for each in tensors:
+            if each.device != trainer.device:
+                raise AssertionError(f"{collective.__name__} got a tensor on {each.device}, the loop trains on "
+                                     f"{trainer.device}")
+        checked.append(collective.__name__)
+        return collective(tensor, *args, **kwargs)
+
+    return checked_collective
+
+
+for name in ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor"):
+    setattr(dist, name, on_the_training_device(getattr(dist, name)))
+
+
+def with_default_device_meta(method):
+    @functools.wraps(method)
+    def on_meta(*args, **kwargs):
+        with torch.device("meta"):
+            return method(*args, **kwargs)
+
+    return on_meta
+
+
+_Loop.update = with_default_device_meta(_Loop.update)
+_Loop.finished = with_default_device_meta(_Loop.finished)
 trainer.run()
-torch.save(trainer.model.state_dict(), f"{out}/rank{torch.distributed.get_rank()}.weights")
+torch.save(trainer.model.state_dict(), f"{out}/rank{dist.get_rank()}.weights")
+with open(f"{out}/rank{dist.get_rank()}.collectives", "w") as file:
+    json.dump(checked, file)

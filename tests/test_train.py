@@ -10,13 +10,15 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import load_embedded, split_by_source
-from nmt.data import FilterSpec, filter_tokenized
+from nmt.data import DataSpec, FilterSpec, training_source
 from nmt.errors import DataError
+from nmt.prepare import PrepareOptions, TokenCorpus, holds_out, keep_mask, prepare
 from nmt.train import inverse_sqrt
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
@@ -98,6 +100,7 @@ def test_resume_reports_changed_options(corpus, tmp_path):
 
 
 def test_ddp_with_gloo_keeps_ranks_identical_and_writes_one_checkpoint(corpus, tmp_path):
+    """Also checks that every collective gets tensors on the training device (tests/ddp_worker.py)."""
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
          str(Path(__file__).parent / "ddp_worker.py"), str(tmp_path), str(corpus / "train.en"),
@@ -110,33 +113,51 @@ def test_ddp_with_gloo_keeps_ranks_identical_and_writes_one_checkpoint(corpus, t
     assert all(torch.equal(rank0[name], rank1[name]) for name in rank0)
     assert load_checkpoint(tmp_path / "last.pt").train_state["progress"]["step"] == 4
     assert not list(tmp_path.glob(".*tmp*"))
+    for rank in (0, 1):
+        assert "all_reduce" in json.loads((tmp_path / f"rank{rank}.collectives").read_text())
 
 
-def test_hub_code_path_on_a_local_dataset_of_the_same_schema(corpus, tmp_path):
+def test_local_data_in_every_form_a_user_has(corpus, tmp_path):
+    """A save_to_disk folder, a hub download's folder of split parquet files (with or without its README,
+    under its config's subfolder), a parquet glob, a jsonl file and plain text pairs all prepare the same
+    pairs; a source without validation pairs has some held out."""
     datasets = pytest.importorskip("datasets")
     pairs = load_embedded("multi30k", "valid")
     rows = [{"translation": {"en": s, "fr": t}} for s, t in zip(pairs.source[:400], pairs.target[:400], strict=True)]
-    folder = tmp_path / "local_wmt"
-    datasets.DatasetDict({"train": datasets.Dataset.from_list(rows[:300]),
-                          "validation": datasets.Dataset.from_list(rows[300:])}).save_to_disk(str(folder))
+    train, validation = datasets.Dataset.from_list(rows[:300]), datasets.Dataset.from_list(rows[300:])
+    saved = tmp_path / "saved"
+    datasets.DatasetDict({"train": train, "validation": validation}).save_to_disk(str(saved))
+    download = tmp_path / "wmt14"  # as `hf download wmt/wmt14 --repo-type dataset` leaves it
+    (download / "fr-en").mkdir(parents=True)
+    train.select(range(150)).to_parquet(str(download / "fr-en" / "train-00000-of-00002.parquet"))
+    train.select(range(150, 300)).to_parquet(str(download / "fr-en" / "train-00001-of-00002.parquet"))
+    validation.to_parquet(str(download / "fr-en" / "validation-00000-of-00001.parquet"))
     jsonl = tmp_path / "pairs.jsonl"
-    jsonl.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
-    for source in (folder, jsonl):
-        out = tmp_path / f"run_{source.name}"
-        result = nmt("train", "--hf-dataset", str(source), "--spm", str(corpus / "spm.model"), "--preset", "tiny",
-                     "--out", str(out), "--max-steps", "3", "--threads", "1", "-q")
-        assert result.returncode == 0, result.stderr
-        assert load_checkpoint(out / "last.pt").train_state["progress"]["step"] == 3
-    # --streaming reads the same file as a stream; a single file has no validation split of its own
-    out = tmp_path / "run_stream"
-    args = ["train", "--hf-dataset", str(jsonl), "--streaming", "--spm", str(corpus / "spm.model"), "--preset",
-            "tiny", "--out", str(out), "--max-steps", "3", "--max-tokens", "300", "--threads", "1", "-q"]
-    missing_valid = nmt(*args)
-    assert missing_valid.returncode == 2 and "--valid-src" in missing_valid.stderr
-    valid = ["--valid-src", str(corpus / "train.en"), "--valid-tgt", str(corpus / "train.fr")]
-    streamed = nmt(*args, *valid)
-    assert streamed.returncode == 0, streamed.stderr
-    assert load_checkpoint(out / "last.pt").train_state["progress"]["step"] == 3
+    jsonl.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows[:300]) + "\n")
+    spm_model = (corpus / "spm.model").read_bytes()
+    prepared = {}
+    for name, spec in {
+        "save_to_disk": DataSpec(hf_dataset=str(saved)),
+        "download": DataSpec(hf_dataset=str(download), hf_config="fr-en"),
+        "download, no config": DataSpec(hf_dataset=str(download / "fr-en")),
+        "parquet glob": DataSpec(hf_dataset=str(download / "fr-en" / "train-*.parquet")),
+        "jsonl, streamed": DataSpec(hf_dataset=str(jsonl), streaming=True),
+        "text files": DataSpec(src_file=str(corpus / "train.en"), tgt_file=str(corpus / "train.fr")),
+    }.items():
+        prepared[name] = prepare(training_source(spec), PrepareOptions(spm_model=spm_model, workers=1))
+    for name in ("save_to_disk", "download", "download, no config"):
+        assert TokenCorpus(prepared[name].folder).meta["pairs"] == 300 and len(prepared[name].valid) == 100
+    for name in ("parquet glob", "jsonl, streamed"):  # no validation split: a tenth held out by English side
+        valid = prepared[name].valid
+        assert set(valid.source) == {source for source in pairs.source[:300] if holds_out(source, 0.1)}
+        assert 0 < len(valid) < 60 and TokenCorpus(prepared[name].folder).meta["pairs"] == 300 - len(valid)
+    assert len(prepared["text files"].valid) > 0
+    missing = nmt("prepare", "--hf-dataset", str(tmp_path / "none" / "here"))
+    assert missing.returncode == 2 and missing.stderr.strip() == f"error: no such file or folder: {tmp_path}/none/here"
+    empty_folder = tmp_path / "empty"
+    empty_folder.mkdir()
+    nothing = nmt("prepare", "--hf-dataset", str(empty_folder))
+    assert nothing.returncode == 2 and "holds no train-*.parquet" in nothing.stderr
 
 
 def test_offline_hub_dataset_is_one_clear_line(tmp_path):
@@ -149,21 +170,22 @@ def test_offline_hub_dataset_is_one_clear_line(tmp_path):
 
 
 def test_filtering_counts_each_rule():
-    datasets = pytest.importorskip("datasets")
-    dataset = datasets.Dataset.from_dict({
-        "src": [[5, 6], [], [5] * 30, [5] * 2, [5] * 40],
-        "tgt": [[7, 8, 9], [7], [7] * 3, [7] * 20, [7] * 40],
-    })
-    kept, counts = filter_tokenized(dataset, FilterSpec(max_tokens=35, max_ratio=2.0), "test")
+    source = np.array([2, 0, 30, 2, 40])
+    target = np.array([3, 1, 3, 20, 40])
+    kept, counts = keep_mask(source, target, FilterSpec(max_tokens=35, max_ratio=2.0))
     assert counts == {"empty": 1, "too long": 1, "length ratio": 2}
-    assert kept["src"] == [[5, 6]]
+    assert kept.tolist() == [True, False, False, False, False]
 
 
-def test_nothing_left_after_filtering_is_a_data_error_naming_what_was_removed():
-    datasets = pytest.importorskip("datasets")
-    dataset = datasets.Dataset.from_dict({"src": [[], [5] * 40], "tgt": [[7], [7] * 3]})
-    with pytest.raises(DataError, match=r"no training pairs are left after filtering \(removed: 1 empty, 1 too long"):
-        filter_tokenized(dataset, FilterSpec(max_tokens=35), "training")
+def test_nothing_left_after_filtering_is_a_data_error_naming_what_was_removed(corpus, tmp_path):
+    (tmp_path / "a.en").write_text("\n" + "word " * 300 + "\n")
+    (tmp_path / "a.fr").write_text("mot\n" + "mot " * 300 + "\n")
+    spec = DataSpec(src_file=str(tmp_path / "a.en"), tgt_file=str(tmp_path / "a.fr"),
+                    valid_src=str(corpus / "train.en"), valid_tgt=str(corpus / "train.fr"))
+    options = PrepareOptions(spm_model=(corpus / "spm.model").read_bytes(), workers=1)
+    removed = r"\(removed: 1 empty, 1 too long\)$"
+    with pytest.raises(DataError, match=r"^no training pairs are left after filtering " + removed):
+        prepare(training_source(spec), options)
 
 
 @pytest.mark.parametrize("text, error", [("", "the training corpus has no sentence pairs"),
