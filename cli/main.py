@@ -183,8 +183,12 @@ def train(
                                   "~/.cache/nmt/prepared."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Padded tokens per batch. Default 4096."),
     update_freq: int = typer.Option(None, "--update-freq", help="Batches accumulated per update. Default 1."),
-    lr: float = typer.Option(None, "--lr", help="Peak learning rate. Default 1e-3."),
-    warmup: int = typer.Option(None, "--warmup", help="Warmup steps. Default a tenth of the run, at most 4000."),
+    lr: float = typer.Option(None, "--lr", help="Peak learning rate. Default the paper's (d_model * warmup)^-0.5 "
+                             "(7.0e-4 for base at warmup 4000). Stored in the run: a resume keeps it."),
+    warmup: int = typer.Option(None, "--warmup", help="Warmup steps. Default a tenth of the planned steps, at most "
+                               "4000. Stored in the run: a resume keeps it."),
+    reset_schedule: bool = typer.Option(False, "--reset-schedule", help="On resume, take --lr and --warmup as "
+                                        "given instead of the run's own."),
     label_smoothing: float = typer.Option(None, "--label-smoothing", help="Default 0.1."),
     clip_norm: float = typer.Option(None, "--clip-norm", help="Gradient norm clip, 0 = off. Default 1.0."),
     precision: str = typer.Option(None, "--precision", help="fp32, bf16 (CPU/GPU) or fp16 (CUDA). Default fp32."),
@@ -192,6 +196,7 @@ def train(
     max_epochs: int = typer.Option(None, "--max-epochs", help="Stop after this many epochs."),
     max_minutes: float = typer.Option(None, "--max-minutes", help="Stop after this much training time."),
     valid_every: int = typer.Option(None, "--valid-every", help="Validate and save every N steps. Default 1000."),
+    save_every: int = typer.Option(None, "--save-every", help="Also write last.pt (to resume from) every N steps."),
     patience: int = typer.Option(None, "--patience", help="Stop after N validations without a better BLEU."),
     keep_last: int = typer.Option(None, "--keep-last", help="step*.pt checkpoints kept for averaging. Default 5."),
     seed: int = typer.Option(None, "--seed", help="Default 1."),
@@ -210,6 +215,13 @@ def train(
     if config_file is not None:
         values = _read_yaml(config_file)
     values.update(given)
+    fields = TrainConfig.__dataclass_fields__
+    for name, value in values.items():  # YAML 1.1 reads 1e-3 (no dot) as a string
+        if isinstance(value, str) and name in fields and "float" in str(fields[name].type):
+            try:
+                values[name] = float(value)
+            except ValueError:
+                raise UsageError(f"{name} in {config_file} must be a number, not {value!r}") from None
     values["out"] = str(out)
     known = set(TrainConfig.__dataclass_fields__)
     unknown = set(values) - known

@@ -40,8 +40,9 @@ from nmt.tokenizer import Tokenizer
 log = logging.getLogger("nmt")
 
 # Options whose change on resume alters the run (others, such as --max-steps, just extend it).
-RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "preset", "vocab_size", "max_tokens", "lr",
-                    "warmup", "seed", "update_freq", "label_smoothing", "precision", "dropout")
+# (The model's shape and the schedule are checked harder: a change is an error, see Trainer._resumable/_schedule.)
+RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "max_tokens", "seed", "update_freq",
+                    "label_smoothing", "precision", "dropout")
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class TrainConfig:
     cache_dir: str | None = None  # where prepared corpora go; default $NMT_CACHE_DIR, ~/.cache/nmt/prepared
     max_tokens: int = 4096
     update_freq: int = 1
-    lr: float = 1e-3
+    lr: float | None = None  # peak; default the paper's (d_model * warmup) ** -0.5 (7.0e-4 for base)
     warmup: int | None = None  # default: a tenth of the planned steps, at most 4000
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
@@ -75,6 +76,8 @@ class TrainConfig:
     max_epochs: int | None = None
     max_minutes: float | None = None
     valid_every: int = 1000
+    save_every: int | None = None  # last.pt every N steps, besides at each validation
+    reset_schedule: bool = False  # on resume, take --lr and --warmup as given instead of the stored ones
     valid_bleu_lines: int | None = None  # validate on the first N pairs only
     patience: int = 0  # validations without a better BLEU before stopping; 0: never
     keep_last: int = 5
@@ -92,9 +95,25 @@ class TrainConfig:
             raise UsageError(f"--precision must be fp32, bf16 or fp16, not {self.precision!r}")
         if not (self.max_steps or self.max_epochs or self.max_minutes):
             raise UsageError("give a budget: --max-steps, --max-epochs or --max-minutes")
+        for name in ("valid_every", "update_freq", "max_tokens", "log_every", "save_every", "warmup", "max_len"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise UsageError(f"--{name.replace('_', '-')} must be a whole number of at least 1, not {value!r}")
+        for name in ("lr", "dropout", "label_smoothing", "clip_norm", "max_ratio"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or value < 0
+                                      or (name == "lr" and value == 0)):
+                kind = "positive" if name == "lr" else "non-negative"
+                raise UsageError(f"--{name.replace('_', '-')} must be a {kind} number, not {value!r}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def paper_peak_lr(d_model: int, warmup: int) -> float:
+    """The peak of the paper's schedule, lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), reached at
+    step = warmup: 7.0e-4 for base (512) and 4.9e-4 for big (1024) at warmup 4000."""
+    return (d_model * warmup) ** -0.5
 
 
 def inverse_sqrt(step: int, warmup: int) -> float:
@@ -202,21 +221,21 @@ class Trainer:
         if init is not None:
             model.load_state_dict(init.weights)
         torch.manual_seed(config.seed + self.dist.rank)  # but different dropout
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9)
         batches = EpochBatches(corpus, config.max_tokens, config.seed)
         steps_per_epoch = max(1, len(batches.of(0)) // (config.update_freq * self.dist.world_size))
-        planned = config.max_steps or (config.max_epochs or 10) * steps_per_epoch
-        warmup = config.warmup or max(1, min(4000, planned // 10))
+        resumed = self._resumable(model_config)
+        self.schedule = self._schedule(resumed, model_config, steps_per_epoch)
+        optimizer = torch.optim.Adam(model.parameters(), lr=self.schedule["lr"], betas=(0.9, 0.98), eps=1e-9)
+        warmup = self.schedule["warmup"]
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: inverse_sqrt(step + 1, warmup))
-        log.info("model: %s, %.2fM parameters; %d training pairs, %d validation; %d steps/epoch; warmup %d",
-                 config.preset, sum(p.numel() for p in model.parameters()) / 1e6, len(corpus), len(valid),
-                 steps_per_epoch, warmup)
+        log.info("model: %s, %.2fM parameters; %d training pairs, %d validation; %d steps/epoch; peak lr %.2e, "
+                 "warmup %d", config.preset, sum(p.numel() for p in model.parameters()) / 1e6, len(corpus),
+                 len(valid), steps_per_epoch, self.schedule["lr"], warmup)
 
         state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "best_bleu": -1.0, "bad_validations": 0,
                  "elapsed": 0.0}
-        last = self.out / "last.pt"
-        if last.exists():
-            state = self._resume(last, model, optimizer, scheduler)
+        if resumed is not None:
+            state = self._resume(resumed, model, optimizer, scheduler)
         wrapped = model
         if self.dist.world_size > 1:
             wrapped = torch.nn.parallel.DistributedDataParallel(
@@ -224,16 +243,45 @@ class Trainer:
         if self.dist.is_main:
             import yaml
 
-            (self.out / "config.yaml").write_text(yaml.safe_dump({**config.to_dict(), "warmup": warmup,
+            (self.out / "config.yaml").write_text(yaml.safe_dump({**config.to_dict(), **self.schedule,
                                                                   "model": model_config.to_dict()}))
         self.model = model
         loop = _Loop(self, model, wrapped, optimizer, scheduler, tokenizer, state, valid, valid_ids, batches)
         return loop.run()
 
-    def _resume(self, path: Path, model, optimizer, scheduler) -> dict:
+    def _resumable(self, model_config: ModelConfig) -> Checkpoint | None:
+        """OUT/last.pt when there is one to resume, checked to hold the model this run builds."""
+        path = self.out / "last.pt"
+        if not path.exists():
+            return None
         checkpoint = load_checkpoint(path)
         if checkpoint.train_state is None:
             raise UsageError(f"{path} has no training state to resume from")
+        stored, wanted = checkpoint.config.to_dict(), model_config.to_dict()
+        differ = [f"{key} {stored[key]} -> {wanted[key]}" for key in wanted
+                  if key not in ("dropout", "attention_dropout") and stored.get(key) != wanted[key]]
+        if differ:
+            raise UsageError(f"{path} holds another model ({', '.join(differ)}): resume with the options it was "
+                             "trained with, or train into another --out")
+        return checkpoint
+
+    def _schedule(self, resumed: Checkpoint | None, model_config: ModelConfig, steps_per_epoch: int) -> dict:
+        """Peak learning rate and warmup: those stored in the run's checkpoint when resuming (a --lr or --warmup
+        that differs is an error, unless --reset-schedule), else from the options."""
+        config = self.config
+        stored = resumed.train_state.get("schedule") if resumed is not None else None
+        if stored and not config.reset_schedule:
+            for name in ("lr", "warmup"):
+                given = getattr(config, name)
+                if given is not None and given != stored[name]:
+                    raise UsageError(f"--{name} {given} differs from the {stored[name]} that {self.out} was trained "
+                                     "with: resume without it, or add --reset-schedule to change the schedule")
+            return dict(stored)
+        planned = config.max_steps or (config.max_epochs or 10) * steps_per_epoch
+        warmup = config.warmup or max(1, min(4000, planned // 10))
+        return {"lr": config.lr or paper_peak_lr(model_config.d_model, warmup), "warmup": warmup}
+
+    def _resume(self, checkpoint: Checkpoint, model, optimizer, scheduler) -> dict:
         previous = checkpoint.training.get("config", {})
         changed = [f"{k}: {previous.get(k)!r} -> {getattr(self.config, k)!r}" for k in RESUME_SENSITIVE
                    if k in previous and previous[k] != getattr(self.config, k)]
@@ -243,11 +291,15 @@ class Trainer:
         train_state = checkpoint.train_state
         optimizer.load_state_dict(train_state["optimizer"])
         scheduler.load_state_dict(train_state["scheduler"])
+        if self.config.reset_schedule:  # the stored state keeps the step; the new peak applies from here
+            scheduler.base_lrs = [self.schedule["lr"] for _ in scheduler.base_lrs]
         torch.set_rng_state(train_state["torch_rng"])
+        if "cuda_rng" in train_state and self.device.type == "cuda":
+            torch.cuda.set_rng_state(train_state["cuda_rng"], self.device)
         if self.dist.rank:  # only rank 0's generator is saved: the others start a new stream
             torch.manual_seed(self.config.seed + self.dist.rank + train_state["progress"]["step"])
         random.setstate(_to_random_state(train_state["python_rng"]))
-        log.info("resuming from %s at step %d", path, train_state["progress"]["step"])
+        log.info("resuming from %s at step %d", self.out / "last.pt", train_state["progress"]["step"])
         return dict(train_state["progress"])
 
 
@@ -375,6 +427,8 @@ class _Loop:
                         elapsed = time.monotonic() - window_start
                         self.report_progress(window_loss / window_steps, window_tokens / elapsed)
                         window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
+                    if self.config.save_every and s["step"] % self.config.save_every == 0:
+                        self.save_last()
                     if s["step"] % self.config.valid_every == 0:
                         paused = time.monotonic()
                         if self.validate_and_save():
@@ -440,7 +494,10 @@ class _Loop:
         train_state = None
         if with_state:
             train_state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                           "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(), "progress": dict(s)}
+                           "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(), "progress": dict(s),
+                           "schedule": dict(self.trainer.schedule)}
+            if self.device.type == "cuda":
+                train_state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
         summary = {"step": s["step"], "epoch": s["epoch"] + 1, "best_bleu": round(s["best_bleu"], 2),
                    "hours": round(s["elapsed"] / 3600, 2), "data": self.config.data or self.config.src_file
                    or self.config.hf_dataset}

@@ -19,7 +19,7 @@ from nmt.corpus import load_embedded, split_by_source
 from nmt.data import DataSpec, FilterSpec, training_source
 from nmt.errors import DataError
 from nmt.prepare import PrepareOptions, TokenCorpus, holds_out, keep_mask, prepare
-from nmt.train import inverse_sqrt
+from nmt.train import TrainConfig, Trainer, _Loop, inverse_sqrt, paper_peak_lr
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
 
@@ -89,14 +89,51 @@ def test_resume_gives_the_same_parameters_as_a_straight_run(corpus, tmp_path):
         assert torch.equal(tensor, split.weights[name]), name
 
 
-def test_resume_reports_changed_options(corpus, tmp_path):
+def test_resume_keeps_the_stored_schedule_and_refuses_another_model_or_schedule(corpus, tmp_path):
     out = tmp_path / "run"
-    assert nmt(*train_args(corpus, out, "--max-steps", "2", "--valid-every", "1000")).returncode == 0
-    args = train_args(corpus, out, "--max-steps", "3", "--valid-every", "1000", "--lr", "5e-4")
+    assert nmt(*train_args(corpus, out, "--max-steps", "20", "--valid-every", "1000")).returncode == 0
+    schedule = load_checkpoint(out / "last.pt").train_state["schedule"]
+    assert schedule == {"lr": pytest.approx(paper_peak_lr(32, 2)), "warmup": 2}  # tiny: d_model 32; 20 // 10
+    longer = nmt(*train_args(corpus, out, "--max-steps", "22", "--valid-every", "1000"))  # a larger budget
+    assert longer.returncode == 0 and load_checkpoint(out / "last.pt").train_state["schedule"] == schedule
+    other_lr = nmt(*train_args(corpus, out, "--max-steps", "23", "--lr", "5e-4"))
+    assert other_lr.returncode == 2 and "--reset-schedule" in other_lr.stderr and "Traceback" not in other_lr.stderr
+    reset = nmt(*train_args(corpus, out, "--max-steps", "23", "--lr", "5e-4", "--reset-schedule"))
+    assert reset.returncode == 0 and load_checkpoint(out / "last.pt").train_state["schedule"]["lr"] == 5e-4
+    other_model = nmt(*train_args(corpus, out, "--max-steps", "24", "--preset", "small"))
+    assert other_model.returncode == 2 and "holds another model (d_model 32 -> 256" in other_model.stderr
+    args = train_args(corpus, out, "--max-steps", "24", "--max-tokens", "700")
     args.remove("--quiet")
     changed = nmt(*args)
-    assert changed.returncode == 0
-    assert "changed options" in changed.stderr and "lr" in changed.stderr
+    assert changed.returncode == 0 and "changed options" in changed.stderr and "max_tokens" in changed.stderr
+
+
+@pytest.mark.parametrize("option, value", [("--valid-every", "0"), ("--update-freq", "0"), ("--save-every", "0"),
+                                           ("--lr", "0"), ("--warmup", "-1")])
+def test_out_of_range_options_are_one_line(corpus, tmp_path, option, value):
+    result = nmt(*train_args(corpus, tmp_path / "run", "--max-steps", "1", option, value))
+    assert result.returncode == 2 and result.stderr.startswith(f"error: {option} must be") and \
+        result.stderr.count("\n") == 1
+
+
+def test_yaml_numbers_without_a_dot_are_numbers(corpus, tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("lr: 3e-3\n")
+    out = tmp_path / "run"
+    result = nmt(*train_args(corpus, out, "--config", str(config), "--max-steps", "2", "--valid-every", "1000"))
+    assert result.returncode == 0, result.stderr
+    assert load_checkpoint(out / "last.pt").train_state["schedule"]["lr"] == 3e-3
+
+
+def test_save_every_writes_last_between_validations(corpus, tmp_path, monkeypatch):
+    saved_at = []
+    save_last = _Loop.save_last
+    monkeypatch.setattr(_Loop, "save_last", lambda loop: (saved_at.append(loop.state["step"]), save_last(loop)))
+    config = TrainConfig(out=str(tmp_path / "run"), src_file=str(corpus / "train.en"),
+                         tgt_file=str(corpus / "train.fr"), spm=str(corpus / "spm.model"), preset="tiny", max_steps=5,
+                         max_tokens=800, save_every=2, valid_every=1000, keep_last=0, threads=1)
+    Trainer(config).run()
+    assert saved_at == [2, 4, 5]  # every 2 steps, then with the validation that ends the run
 
 
 def test_ddp_with_gloo_keeps_ranks_identical_and_writes_one_checkpoint(corpus, tmp_path):
