@@ -53,15 +53,19 @@ class MultiHeadAttention(nn.Module):
         kv = kv.permute(2, 0, 3, 1, 4)  # (2, B, H, S, Dh)
         return kv[0], kv[1]
 
-    def forward(self, x: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
-        """Queries from x (B, T, D) attend to keys/values (B, H, S, Dh); mask broadcasts to (B, H, T, S)."""
+    def forward(self, x: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, causal: bool = False) -> Tensor:
+        """Queries from x (B, T, D) attend to keys/values (B, H, S, Dh); mask broadcasts to (B, H, T, S).
+        causal (training, no mask): query t sees keys 0..t, which lets SDPA pick its flash kernels."""
         batch, length, d_model = x.shape
         q = self.q_proj(x).view(batch, length, self.n_heads, d_model // self.n_heads).transpose(1, 2)
         if not self.training:
+            if causal:
+                mask = torch.ones(length, keys.size(2), dtype=torch.bool, device=x.device).tril()
             out = inference_attention(q, keys, values, mask)
         else:
             with attention_backends(q.device, training=True):
-                out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=self.dropout)
+                out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=self.dropout,
+                                                     is_causal=causal)
         return self.out_proj(out.transpose(1, 2).reshape(batch, length, d_model))  # (B, T, D)
 
 
@@ -123,6 +127,7 @@ class DecoderLayer(nn.Module):
         self_mask: Tensor | None,
         cross_mask: Tensor | None,
         cache: tuple[Tensor, Tensor, int | Tensor] | None = None,
+        causal: bool = False,
     ) -> Tensor:
         """x (R, T, D) for R = N*K rows over N sentences; cross keys/values (N, H, S, Dh) are shared by
         the K rows of a sentence. With `cache` = (keys, values, step), the new positions' keys/values are
@@ -143,7 +148,7 @@ class DecoderLayer(nn.Module):
                 key_buffer[step:end] = keys.permute(2, 0, 1, 3)
                 value_buffer[step:end] = values.permute(2, 0, 1, 3)
                 keys, values = key_buffer[:end].permute(1, 2, 0, 3), value_buffer[:end].permute(1, 2, 0, 3)
-            return self.self_attn(h, keys, values, self_mask)
+            return self.self_attn(h, keys, values, self_mask, causal)
 
         def cross_attention(h: Tensor) -> Tensor:
             rows, length, d_model = h.shape
@@ -217,14 +222,15 @@ class Transformer(nn.Module):
         return self.dropout(x)
 
     def source_mask(self, src: Tensor) -> Tensor | None:
-        """(B, S) -> (B, 1, 1, S), True on real tokens; None when no token is padding."""
+        """(B, S) -> (B, 1, 1, S), True on real tokens; on a CPU, None when no token is padding (asking a GPU
+        would wait for it at every batch)."""
         real = src != self.config.pad_id
-        return None if bool(real.all()) else real[:, None, None, :]
+        return None if src.device.type == "cpu" and bool(real.all()) else real[:, None, None, :]
 
-    def encode(self, src: Tensor) -> Tensor:
-        """Source tokens (B, S) -> memory (B, S, D)."""
+    def encode(self, src: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Source tokens (B, S) -> memory (B, S, D); mask: source_mask(src), when the caller has it."""
         x = self.embed_tokens(src)
-        mask = self.source_mask(src)
+        mask = self.source_mask(src) if mask is None else mask
         for layer in self.encoder_layers:
             x = layer(x, mask)
         return self.encoder_norm(x)
@@ -237,18 +243,16 @@ class Transformer(nn.Module):
 
     def decode(self, tgt_in: Tensor, memory: Tensor, cross_mask: Tensor | None) -> Tensor:
         """Whole target prefix (R, T) over memory (N, S, D), R = N*K -> decoder output (R, T, D)."""
-        length = tgt_in.size(1)
-        causal = torch.ones(length, length, dtype=torch.bool, device=tgt_in.device).tril()
         x = self.embed_tokens(tgt_in)
         for layer in self.decoder_layers:
             cross_keys, cross_values = layer.cross_attn.project_kv(memory)
-            x = layer(x, cross_keys, cross_values, causal, cross_mask)
+            x = layer(x, cross_keys, cross_values, None, cross_mask, causal=True)
         return self.decoder_norm(x)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: source (B, S) and shifted target (B, T) -> logits (B, T, V)."""
-        memory = self.encode(src)
-        return self.project(self.decode(tgt_in, memory, self.source_mask(src)))
+        mask = self.source_mask(src)
+        return self.project(self.decode(tgt_in, self.encode(src, mask), mask))
 
     @torch.no_grad()
     def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True,

@@ -367,12 +367,14 @@ class _Loop:
     def loss(self, batch: Batch) -> tuple[torch.Tensor, int]:
         c = self.model_config
         src, tgt_in, tgt_out = collate(batch[0], batch[1], c.pad_id, c.bos_id, c.eos_id)
-        src, tgt_in, tgt_out = src.to(self.device), tgt_in.to(self.device), tgt_out.to(self.device)
+        n_tokens = sum(map(len, batch[1])) + len(batch[1])  # with EOS: counted here, not on the device
+        if self.device.type == "cuda":  # copies from pinned memory overlap the previous step's work
+            src, tgt_in, tgt_out = (t.pin_memory().to(self.device, non_blocking=True) for t in (src, tgt_in, tgt_out))
         with self.autocast():
             logits = self.wrapped(src, tgt_in)
         loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt_out.view(-1), ignore_index=c.pad_id,
                                label_smoothing=self.config.label_smoothing)
-        return loss, int((tgt_out != c.pad_id).sum())
+        return loss, n_tokens
 
     def finished(self) -> bool:
         s, c = self.state, self.config
@@ -383,18 +385,19 @@ class _Loop:
     def update(self, group: list[Batch], scaler) -> tuple[float, int]:
         """One optimizer step over a group of batches (gradient accumulation): its mean loss and tokens."""
         self.wrapped.train()
-        total_loss, total_tokens = 0.0, 0
+        total_loss, total_tokens = torch.zeros((), device=self.device), 0
         for k, batch in enumerate(group):
             sync = k == len(group) - 1 or self.dist.world_size == 1
             with contextlib.nullcontext() if sync else self.wrapped.no_sync():  # all-reduce once per step
                 loss, n_tokens = self.loss(batch)
-                if not torch.isfinite(loss):
-                    raise NmtError(f"the loss became {loss.item()} at step {self.state['step'] + 1}: stopped "
-                                   "without saving; lower --lr or use --precision fp32")
                 scaled = loss / len(group)
                 (scaler.scale(scaled) if scaler else scaled).backward()
-            total_loss += loss.item() / len(group)
+            total_loss += scaled.detach()
             total_tokens += n_tokens
+        mean_loss = total_loss.item()  # the update's one wait for the device
+        if not math.isfinite(mean_loss):
+            raise NmtError(f"the loss became {mean_loss} at step {self.state['step'] + 1}: stopped without saving; "
+                           "lower --lr or use --precision fp32")
         if scaler:
             scaler.unscale_(self.optimizer)
         if self.config.clip_norm > 0:
@@ -406,7 +409,7 @@ class _Loop:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
-        return total_loss, total_tokens
+        return mean_loss, total_tokens
 
     def run(self) -> dict:
         scaler = torch.amp.GradScaler("cuda") if self.config.precision == "fp16" else None

@@ -118,3 +118,14 @@ def test_a_model_built_from_weights_equals_one_initialized_then_loaded():
     with torch.no_grad():
         built.embed.weight.add_(1.0)
     assert torch.equal(weights["embed.weight"], model.state_dict()["embed.weight"].half())  # copies, not views
+
+
+def test_training_mode_causal_attention_equals_the_explicit_mask_of_inference():
+    """Training runs the decoder's self-attention with is_causal (no mask tensor, flash kernels where SDPA
+    has them); without dropout it must give the logits of inference, which builds the mask."""
+    model = tiny_model(vocab_size=50)
+    src = torch.tensor([[5, 6, 7, 3, 0], [8, 9, 10, 11, 3]])
+    tgt_in = torch.tensor([[2, 12, 13, 14], [2, 15, 16, 0]])
+    expected = model(src, tgt_in)
+    model.train()
+    assert torch.allclose(model(src, tgt_in), expected, atol=1e-5)
