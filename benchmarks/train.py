@@ -1,5 +1,6 @@
 """Training throughput: target tokens/s of nmt's Transformer and of torch.nn.Transformer with the same
-dimensions, trained by the same loop (same batches, Adam, label-smoothed loss), fp32 and bf16 autocast.
+dimensions, trained by the same loop (same batches, Adam, label-smoothed loss: nmt's as `nmt train` computes it,
+nmt.loss, torch.nn.Transformer's through F.cross_entropy on its logits), fp32 and bf16 autocast.
 
     python benchmarks/train.py --steps 12       # rewrites benchmarks/RESULTS.md's training section
 
@@ -27,6 +28,7 @@ from nmt.allocator import keep_freed_memory
 from nmt.batching import collate, token_batches
 from nmt.config import ModelConfig
 from nmt.corpus import load_embedded
+from nmt.loss import TranslationLoss
 from nmt.model import Transformer, sinusoidal_table
 from nmt.tokenizer import train_tokenizer
 
@@ -58,8 +60,10 @@ class TorchTransformer(nn.Module):
 class Run:
     """One model with its optimizer, trained step by step; `seconds` counts the timed steps only."""
 
-    def __init__(self, model: nn.Module, precision: str):
+    def __init__(self, model: nn.Module, precision: str, loss=None):
+        """loss: (src, tgt_in, tgt_out) -> mean loss; default cross-entropy over the model's logits."""
         self.model = model.train()
+        self.loss = loss
         self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
         self.bf16 = precision == "bf16"
         self.seconds = 0.0
@@ -68,9 +72,13 @@ class Run:
         src, tgt_in, tgt_out = batch
         started = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext():
-            logits = self.model(src, tgt_in)
-        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt_out.view(-1), ignore_index=0,
-                               label_smoothing=0.1)
+            if self.loss is not None:
+                loss = self.loss(src, tgt_in, tgt_out)
+            else:
+                logits = self.model(src, tgt_in)
+        if self.loss is None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt_out.view(-1), ignore_index=0,
+                                   label_smoothing=0.1)
         loss.backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -110,7 +118,13 @@ def main() -> None:
         config = ModelConfig.preset(preset, vocab_size=tokenizer.vocab_size)
         for precision in ("fp32", "bf16"):
             torch.manual_seed(0)
-            ours, theirs = compare([Run(Transformer(config), precision), Run(TorchTransformer(config), precision)],
+            model = Transformer(config)
+            criterion = TranslationLoss(model, label_smoothing=0.1)  # as nmt train computes its loss
+
+            def nmt_loss(src, tgt_in, tgt_out, criterion=criterion):
+                return criterion(src, tgt_in, tgt_out) / (tgt_out != 0).sum()
+
+            ours, theirs = compare([Run(model, precision, nmt_loss), Run(TorchTransformer(config), precision)],
                                    batches, args.steps)
             print(f"{preset:5} {precision} nmt {ours:7.0f}  torch.nn.Transformer {theirs:7.0f} tgt tok/s", flush=True)
             rows.append((preset, precision, ours, theirs))

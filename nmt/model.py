@@ -237,9 +237,14 @@ class Transformer(nn.Module):
 
     def project(self, x: Tensor) -> Tensor:
         """Decoder output (.., D) -> vocabulary logits (.., V)."""
+        weight, bias = self.output_weights()
+        return F.linear(x, weight, bias)
+
+    def output_weights(self) -> tuple[Tensor, Tensor | None]:
+        """The output projection's weight (V, D) and bias: the embeddings when they are tied."""
         if self.output_proj is None:
-            return F.linear(x, self.embed.weight)
-        return self.output_proj(x)
+            return self.embed.weight, None
+        return self.output_proj.weight, self.output_proj.bias
 
     def decode(self, tgt_in: Tensor, memory: Tensor, cross_mask: Tensor | None) -> Tensor:
         """Whole target prefix (R, T) over memory (N, S, D), R = N*K -> decoder output (R, T, D)."""

@@ -33,6 +33,7 @@ from nmt.corpus import ParallelText
 from nmt.data import DataSpec, FilterSpec, parse_names, training_source
 from nmt.errors import DataError, NmtError, UsageError
 from nmt.evaluate import score
+from nmt.loss import TranslationLoss
 from nmt.model import Transformer
 from nmt.prepare import Prepared, PrepareOptions, TokenCorpus, prepare
 from nmt.tokenizer import Tokenizer
@@ -236,10 +237,10 @@ class Trainer:
                  "elapsed": 0.0}
         if resumed is not None:
             state = self._resume(resumed, model, optimizer, scheduler)
-        wrapped = model
+        wrapped = TranslationLoss(model, config.label_smoothing)
         if self.dist.world_size > 1:
             wrapped = torch.nn.parallel.DistributedDataParallel(
-                model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+                wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if self.dist.is_main:
             import yaml
 
@@ -371,10 +372,8 @@ class _Loop:
         if self.device.type == "cuda":  # copies from pinned memory overlap the previous step's work
             src, tgt_in, tgt_out = (t.pin_memory().to(self.device, non_blocking=True) for t in (src, tgt_in, tgt_out))
         with self.autocast():
-            logits = self.wrapped(src, tgt_in)
-        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt_out.view(-1), ignore_index=c.pad_id,
-                               label_smoothing=self.config.label_smoothing)
-        return loss, n_tokens
+            loss_sum = self.wrapped(src, tgt_in, tgt_out)  # nmt.loss: the logits never all at once
+        return loss_sum / n_tokens, n_tokens
 
     def finished(self) -> bool:
         s, c = self.state, self.config

@@ -1,0 +1,52 @@
+"""The chunked training loss (nmt.loss) against F.cross_entropy on the whole batch's logits."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nmt import loss as loss_module
+from nmt.loss import TranslationLoss
+from tests.conftest import tiny_model
+
+SRC = torch.tensor([[5, 6, 7, 3, 0], [8, 9, 10, 11, 3], [12, 3, 0, 0, 0]])
+TGT_IN = torch.tensor([[2, 12, 13, 14], [2, 15, 16, 0], [2, 17, 0, 0]])
+TGT_OUT = torch.tensor([[12, 13, 14, 3], [15, 16, 3, 0], [17, 3, 0, 0]])
+
+
+def reference(model, smoothing):
+    logits = model(SRC, TGT_IN).float()
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), TGT_OUT.view(-1), ignore_index=0,
+                           label_smoothing=smoothing, reduction="sum")
+
+
+def gradients(model) -> dict[str, torch.Tensor]:
+    return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("tie_embeddings", [True, False])
+@pytest.mark.parametrize("chunk", [4, 1024])  # several chunks, one chunk
+def test_value_and_gradients_equal_cross_entropy_over_the_whole_batch(monkeypatch, tie_embeddings, chunk):
+    monkeypatch.setattr(loss_module, "CHUNK_TOKENS", chunk)
+    model = tiny_model(vocab_size=50, tie_embeddings=tie_embeddings).train()
+    expected = reference(model, 0.1)
+    expected.backward()
+    expected_grads = gradients(model)
+    model.zero_grad()
+    found = TranslationLoss(model, label_smoothing=0.1)(SRC, TGT_IN, TGT_OUT)
+    (2 * found).backward()  # the incoming gradient scales all of them
+    assert torch.allclose(found, expected, atol=1e-4)
+    grads = gradients(model)
+    assert grads.keys() == expected_grads.keys()
+    for name, grad in grads.items():
+        assert torch.allclose(grad, 2 * expected_grads[name], atol=1e-5), name
+
+
+def test_under_bf16_autocast_it_stays_close_to_the_reference():
+    model = tiny_model(vocab_size=50).train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = reference(model, 0.1)
+        found = TranslationLoss(model, label_smoothing=0.1)(SRC, TGT_IN, TGT_OUT)
+    assert found.dtype == torch.float32
+    assert torch.allclose(found, expected, rtol=2e-2)
