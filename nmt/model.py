@@ -237,11 +237,13 @@ class Transformer(nn.Module):
 
     def project(self, x: Tensor) -> Tensor:
         """Decoder output (.., D) -> vocabulary logits (.., V)."""
-        weight, bias = self.output_weights()
-        return F.linear(x, weight, bias)
+        if self.output_proj is None:
+            return F.linear(x, self.embed.weight)
+        return self.output_proj(x)  # a quantized layer for inference (nmt.quantize) has no plain weight
 
     def output_weights(self) -> tuple[Tensor, Tensor | None]:
-        """The output projection's weight (V, D) and bias: the embeddings when they are tied."""
+        """The output projection's weight (V, D) and bias, for the training loss (nmt.loss): the embeddings
+        when they are tied."""
         if self.output_proj is None:
             return self.embed.weight, None
         return self.output_proj.weight, self.output_proj.bias
