@@ -196,13 +196,13 @@ def test_loops_finds_a_repeated_unit_at_the_end_and_not_short_repeats():
 
 
 class LoopingModel(ScriptedModel):
-    """Prefers A, B, A, B, ... forever, with EOS the next choice at every step."""
+    """Prefers A, B, A, B, ... forever; EOS is as unlikely as any other token."""
 
     def decode_step(self, tokens, state):
         log_probs, state = super().decode_step(tokens, state)
         for row, prefix in enumerate(state.prefixes):
             probs = torch.full((self.vocab,), TINY)
-            probs[B if prefix and prefix[-1] == A else A], probs[EOS] = 0.7, 0.2
+            probs[B if prefix and prefix[-1] == A else A] = 0.9
             log_probs[row] = probs.log()
         return log_probs, state
 
@@ -217,3 +217,35 @@ def test_a_looping_hypothesis_ends_at_the_loop_not_at_the_length_cap(beam):
     assert len(unguarded.tokens) == 59  # EOS forced at the cap
     at_least = SearchOptions(beam_size=beam, max_len_a=0.0, max_len_b=60, min_len=20)
     assert len(search(LoopingModel(), SRC, at_least)[0][0].tokens) == 20  # min_len comes first
+
+
+class LateBloomer(ScriptedModel):
+    """B then EOS is likely at once; A is unlikely at first, then each of eight more A's and EOS almost
+    certain, which makes A's hypothesis the best per token in the end. Nothing else ever ends."""
+
+    def decode_step(self, tokens, state):
+        log_probs, state = super().decode_step(tokens, state)
+        for row, prefix in enumerate(state.prefixes):
+            probs = torch.full((self.vocab,), TINY)
+            if not prefix:
+                probs[A], probs[B] = 0.3, 0.7
+            elif prefix == (B,):
+                probs[EOS] = 0.9
+            elif set(prefix) == {A} and len(prefix) == 8:
+                probs[EOS] = 0.99
+            else:
+                probs[A] = 0.99
+            log_probs[row] = probs.log()
+        return log_probs, state
+
+
+def test_with_a_length_penalty_the_search_goes_on_until_a_beam_of_hypotheses_has_finished():
+    """At step 2, [B] has finished (-0.23 a token) and the best open hypothesis, [A, A], scores -0.61 a
+    token: stopping there, as nmt did, loses [A] * 8, which ends at -0.14 a token; CTranslate2 goes on
+    until as many hypotheses as the beam has finished."""
+    options = SearchOptions(beam_size=2, lenpen=1.0, max_len_a=0.0, max_len_b=20)
+    best = beam_search(LateBloomer(), SRC, options)[0][0]
+    assert best.tokens == [A] * 8
+    assert math.isclose(best.score, (math.log(0.3) + 7 * math.log(0.99) + math.log(0.99)) / 9, abs_tol=1e-5)
+    exact = SearchOptions(beam_size=2, lenpen=0.0, max_len_a=0.0, max_len_b=20)  # no penalty: the bound is exact
+    assert beam_search(LateBloomer(), SRC, exact)[0][0].tokens == [B]
