@@ -61,6 +61,7 @@ bench-more: $(VENV)/.bench
 	$(BIN)/python benchmarks/targets.py
 	$(BIN)/python benchmarks/precision.py
 	$(BIN)/python benchmarks/hostile.py
+	$(BIN)/python benchmarks/beam_parity.py
 	@if $(BIN)/python -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then \
 		$(BIN)/python benchmarks/gpu.py; else echo 'no CUDA device: benchmarks/gpu.py not run'; fi
 

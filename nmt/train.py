@@ -160,6 +160,24 @@ class Distributed:
         return bool(tensor.item())
 
 
+def lock_run_folder(out: Path):
+    """Hold OUT/.lock for as long as this process lives (the returned file stays open), so that a second
+    `nmt train` on the same folder is refused instead of mixing its checkpoints and metrics with this one's;
+    then remove the temporary files that killed saves left (no other process writes here)."""
+    import fcntl
+
+    handle = open(out / ".lock", "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise UsageError(f"another nmt train is using {out}: wait for it to end, or train into another --out") \
+            from None
+    for stale in out.glob(".*.tmp*"):
+        stale.unlink(missing_ok=True)
+    return handle
+
+
 class Trainer:
     def __init__(self, config: TrainConfig):
         self.config = config
@@ -173,8 +191,10 @@ class Trainer:
             keep_freed_memory()
         if config.precision == "fp16" and self.device.type != "cuda":
             raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
+        self._lock = None
         if int(os.environ.get("RANK", "0")) == 0:
             self.out.mkdir(parents=True, exist_ok=True)
+            self._lock = lock_run_folder(self.out)
         else:  # one rank reports for all
             log.setLevel(max(log.level, logging.WARNING))
 

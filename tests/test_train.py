@@ -19,7 +19,7 @@ from nmt.corpus import load_embedded, split_by_source
 from nmt.data import DataSpec, FilterSpec, training_source
 from nmt.errors import DataError
 from nmt.prepare import PrepareOptions, TokenCorpus, holds_out, keep_mask, prepare
-from nmt.train import TrainConfig, Trainer, _Loop, inverse_sqrt, paper_peak_lr
+from nmt.train import TrainConfig, Trainer, _Loop, inverse_sqrt, lock_run_folder, paper_peak_lr
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
 
@@ -261,6 +261,23 @@ def test_kill_minus_nine_leaves_a_loadable_last_checkpoint_and_resume_finishes(c
     resumed = nmt(*train_args(corpus, out, "--max-steps", str(step + 5), "--valid-every", "1000"))
     assert resumed.returncode == 0, resumed.stderr
     assert load_checkpoint(out / "last.pt").train_state["progress"]["step"] == step + 5
+
+
+def test_a_second_run_on_the_same_folder_is_refused_and_stale_temporary_files_go(corpus, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    stale = out / ".last.pt.tmp12345"  # as a save killed half-way leaves it
+    stale.write_bytes(b"half a checkpoint")
+    held = lock_run_folder(out)
+    assert not stale.exists()
+    try:
+        second = nmt(*train_args(corpus, out, "--max-steps", "1"))
+        assert second.returncode == 2
+        assert second.stderr == f"error: another nmt train is using {out}: wait for it to end, or train into " \
+            "another --out\n"
+    finally:
+        held.close()
+    assert nmt(*train_args(corpus, out, "--max-steps", "1")).returncode == 0  # free again
 
 
 def test_held_out_dev_splits_are_disjoint_from_training():
