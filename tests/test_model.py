@@ -129,3 +129,21 @@ def test_training_mode_causal_attention_equals_the_explicit_mask_of_inference():
     expected = model(src, tgt_in)
     model.train()
     assert torch.allclose(model(src, tgt_in), expected, atol=1e-5)
+
+
+def test_dropout_drops_a_p_share_scales_the_rest_and_is_the_identity_in_eval():
+    from nmt.model import Dropout
+
+    dropout = Dropout(0.1).train()
+    x = torch.randn(512, 1024, requires_grad=True)
+    torch.manual_seed(3)
+    y = dropout(x)
+    dropped = y == 0
+    assert abs(float(dropped.float().mean()) - 0.1) < 0.003  # 524,288 units: the share is within 0.3 points
+    kept = ~dropped
+    assert torch.allclose(y[kept], x[kept] / 0.9, rtol=1e-4)
+    y.sum().backward()
+    assert torch.equal(x.grad == 0, dropped) and torch.allclose(x.grad[kept], torch.full_like(x.grad[kept], 1 / 0.9))
+    torch.manual_seed(3)
+    assert torch.equal(dropout(x), y)  # the global generator decides: a resumed run draws the same masks
+    assert torch.equal(dropout.eval()(x), x) and torch.equal(Dropout(0.0).train()(x), x)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -136,10 +137,16 @@ def test_save_every_writes_last_between_validations(corpus, tmp_path, monkeypatc
     assert saved_at == [2, 4, 5]  # every 2 steps, then with the validation that ends the run
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_ddp_with_gloo_keeps_ranks_identical_and_writes_one_checkpoint(corpus, tmp_path):
     """Also checks that every collective gets tensors on the training device (tests/ddp_worker.py)."""
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
          str(Path(__file__).parent / "ddp_worker.py"), str(tmp_path), str(corpus / "train.en"),
          str(corpus / "train.fr"), str(corpus / "spm.model")],
         capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
