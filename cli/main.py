@@ -74,6 +74,24 @@ def search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbes
         raise UsageError(str(exc)) from None
 
 
+# Where training pairs come from: `nmt train` and `nmt prepare` take the same options (the same data, the same
+# prepared cache).
+DATA_OPTIONS = {
+    "data": typer.Option(None, "--data", help="Embedded corpora: multi30k, tatoeba, news-commentary; "
+                         "comma-separated to mix, NAME*K repeats one."),
+    "src_file": typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok)."),
+    "tgt_file": typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
+    "hf_dataset": typer.Option(None, "--hf-dataset", help="Hub dataset (e.g. wmt/wmt14), save_to_disk folder, "
+                               "folder of train-*.parquet files as a hub download leaves them, or json/jsonl/parquet "
+                               "files or globs, in the translation schema."),
+    "hf_config": typer.Option(None, "--hf-config", help="Hub dataset config, e.g. fr-en."),
+    "streaming": typer.Option(None, "--streaming", help="Read --hf-dataset as a stream while preparing it (no "
+                              "local Arrow copy of a hub dataset)."),
+    "valid_src": typer.Option(None, "--valid-src", help="Validation English file."),
+    "valid_tgt": typer.Option(None, "--valid-tgt", help="Validation French file."),
+}
+
+
 @app.command()
 def translate(
     model: Path = typer.Option(None, "--model", "-m", help="Checkpoint; default $NMT_MODEL, then the shipped model."),
@@ -159,17 +177,14 @@ def info(checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help=
 def train(
     out: Path = typer.Option(..., "--out", help="Output folder: last.pt, best.pt, config.yaml, metrics.jsonl."),
     config_file: Path = typer.Option(None, "--config", help="YAML file of training options (flags override it)."),
-    data: str = typer.Option(None, "--data", help="Embedded corpora: multi30k, tatoeba, news-commentary; "
-                             "comma-separated to mix, NAME*K repeats one."),
-    src_file: str = typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok)."),
-    tgt_file: str = typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
-    hf_dataset: str = typer.Option(None, "--hf-dataset", help="Hub dataset (e.g. wmt/wmt14), save_to_disk folder, "
-                                   "or json/jsonl/parquet file in the translation schema."),
-    hf_config: str = typer.Option(None, "--hf-config", help="Hub dataset config, e.g. fr-en."),
-    streaming: bool = typer.Option(None, "--streaming", help="Read --hf-dataset as a stream while preparing it "
-                                   "(no local Arrow copy of a hub dataset)."),
-    valid_src: str = typer.Option(None, "--valid-src", help="Validation English file."),
-    valid_tgt: str = typer.Option(None, "--valid-tgt", help="Validation French file."),
+    data: str = DATA_OPTIONS["data"],
+    src_file: str = DATA_OPTIONS["src_file"],
+    tgt_file: str = DATA_OPTIONS["tgt_file"],
+    hf_dataset: str = DATA_OPTIONS["hf_dataset"],
+    hf_config: str = DATA_OPTIONS["hf_config"],
+    streaming: bool = DATA_OPTIONS["streaming"],
+    valid_src: str = DATA_OPTIONS["valid_src"],
+    valid_tgt: str = DATA_OPTIONS["valid_tgt"],
     preset: str = typer.Option(None, "--preset", help="tiny, small, base or big. Default small."),
     pre_norm: bool = typer.Option(None, "--pre-norm/--post-norm", help="LayerNorm placement. Default post-norm."),
     dropout: float = typer.Option(None, "--dropout", help="Default 0.1."),
@@ -232,15 +247,14 @@ def train(
 
 @app.command()
 def prepare(
-    data: str = typer.Option(None, "--data", help="Embedded corpora, as for nmt train."),
-    src_file: str = typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok)."),
-    tgt_file: str = typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
-    hf_dataset: str = typer.Option(None, "--hf-dataset", help="Hub dataset, save_to_disk folder, folder or glob "
-                                   "of json/jsonl/parquet files in the translation schema."),
-    hf_config: str = typer.Option(None, "--hf-config", help="Hub dataset config, e.g. fr-en."),
-    streaming: bool = typer.Option(False, "--streaming", help="Read --hf-dataset as a stream."),
-    valid_src: str = typer.Option(None, "--valid-src", help="Validation English file."),
-    valid_tgt: str = typer.Option(None, "--valid-tgt", help="Validation French file."),
+    data: str = DATA_OPTIONS["data"],
+    src_file: str = DATA_OPTIONS["src_file"],
+    tgt_file: str = DATA_OPTIONS["tgt_file"],
+    hf_dataset: str = DATA_OPTIONS["hf_dataset"],
+    hf_config: str = DATA_OPTIONS["hf_config"],
+    streaming: bool = DATA_OPTIONS["streaming"],
+    valid_src: str = DATA_OPTIONS["valid_src"],
+    valid_tgt: str = DATA_OPTIONS["valid_tgt"],
     vocab_size: int = typer.Option(8000, "--vocab-size", help="Sentencepiece pieces."),
     spm: str = typer.Option(None, "--spm", help="Use this sentencepiece model instead of training one."),
     spm_sample: int = typer.Option(1_000_000, "--spm-sample", help="Sentences sentencepiece trains on."),
@@ -265,7 +279,7 @@ def prepare(
         except OSError as exc:
             raise UsageError(f"cannot read the sentencepiece model {spm}: {exc.strerror}") from None
     spec = DataSpec(names=parse_names(data) if data else (), src_file=src_file, tgt_file=tgt_file,
-                    hf_dataset=hf_dataset, hf_config=hf_config, streaming=streaming, valid_src=valid_src,
+                    hf_dataset=hf_dataset, hf_config=hf_config, streaming=bool(streaming), valid_src=valid_src,
                     valid_tgt=valid_tgt, seed=seed)
     options = PrepareOptions(vocab_size=vocab_size, spm_model=spm_model, spm_sample=spm_sample,
                              limits=FilterSpec(max_len, max_ratio), seed=seed, workers=workers, cache_dir=cache_dir)
@@ -405,16 +419,14 @@ def build_shortlist(
     import dataclasses
 
     from nmt.checkpoint import load_checkpoint, save_checkpoint
-    from nmt.data import DataSpec, load_training_corpus, parse_names
+    from nmt.data import DataSpec, parse_names, training_pairs
     from nmt.shortlist import shortlist_from_text
 
     if per_token < 1 or frequent < 0:
         raise UsageError("--per-token must be at least 1 and --frequent not negative")
     checkpoint = load_checkpoint(model)
     spec = DataSpec(names=parse_names(data) if data else (), src_file=src_file, tgt_file=tgt_file)
-    pairs = load_training_corpus(spec).train
-    if pairs is None:
-        raise UsageError("a shortlist is counted from local pairs: --data or --src-file/--tgt-file")
+    pairs = training_pairs(spec)
     shortlist = shortlist_from_text(checkpoint.tokenizer(), pairs.source, pairs.target, checkpoint.config.vocab_size,
                                     per_token, frequent)
     save_checkpoint(out, dataclasses.replace(checkpoint, shortlist=shortlist))

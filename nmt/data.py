@@ -1,18 +1,17 @@
-"""Training data: corpora from the embedded set, local files or the Hugging Face hub, filtered, split and
-tokenized through `datasets`.
+"""Training data: corpora from the embedded set, local files or the Hugging Face hub (read through
+`datasets`), as a stream of chunks of pairs with their validation pairs, for nmt.prepare to tokenize.
 
-    corpus = load_training_corpus(DataSpec(names=["multi30k"]))      # Corpus(train=..., valid=...)
-    train = tokenize(corpus.train, tokenizer)                         # datasets.Dataset of src/tgt ids
+    source = training_source(DataSpec(names=("multi30k",)))        # PairSource(identity, read, valid)
+    for chunk in source.chunks(50_000): ...                         # ParallelText, in order
 
-Every source is reduced to `ParallelText` (or, for --streaming, an iterable of pairs) in the Hugging
-Face translation schema's languages: English source, French target.
+Every source is reduced to `ParallelText` chunks in the Hugging Face translation schema's languages:
+English source, French target.
 """
 
 from __future__ import annotations
 
 import glob
 import itertools
-import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,14 +22,10 @@ from nmt.corpus import (
     SOURCE_LANG,
     TARGET_LANG,
     ParallelText,
-    held_out_size,
     load_embedded,
     read_parallel,
-    split_by_source,
 )
 from nmt.errors import DataError
-
-log = logging.getLogger("nmt")
 
 
 @dataclass(frozen=True)
@@ -51,9 +46,8 @@ class DataSpec:
 
 @dataclass
 class Corpus:
-    train: ParallelText | None
+    train: ParallelText
     valid: ParallelText
-    stream: object = None  # for --streaming: an iterable of rows in the translation schema
 
 
 @dataclass(frozen=True)
@@ -177,89 +171,6 @@ def _valid_pairs(spec: DataSpec) -> ParallelText | None:
     return None
 
 
-def load_training_corpus(spec: DataSpec) -> Corpus:
-    sources = sum(bool(x) for x in (spec.names, spec.src_file or spec.tgt_file, spec.hf_dataset))
-    if sources != 1:
-        raise DataError("give exactly one training source: --data NAMES, --src-file/--tgt-file or --hf-dataset")
-    given_valid = _valid_pairs(spec)
-    if spec.names:
-        corpus = _embedded(spec)
-    elif spec.src_file or spec.tgt_file:
-        if not (spec.src_file and spec.tgt_file):
-            raise DataError("--src-file and --tgt-file go together")
-        pairs = read_parallel(spec.src_file, spec.tgt_file)
-        train, valid = (pairs, given_valid) if given_valid else split_by_source(
-            pairs, held_out_size(len(pairs), spec.valid_size), spec.seed)
-        corpus = Corpus(train, valid)
-    else:
-        corpus = _hub_corpus(spec, given_valid)
-    if given_valid is not None:
-        corpus.valid = given_valid
-    if corpus.train is not None and not len(corpus.train):
-        raise DataError("the training corpus has no sentence pairs")
-    if not len(corpus.valid):
-        raise DataError("the validation set has no sentence pairs")
-    return corpus
-
-
-def _hub_corpus(spec: DataSpec, given_valid: ParallelText | None) -> Corpus:
-    train_rows = load_hf(spec.hf_dataset, spec.hf_config, "train", spec.streaming)
-    if spec.streaming:
-        if given_valid is None:
-            valid = _to_parallel(load_hf(spec.hf_dataset, spec.hf_config, "validation"))
-        else:
-            valid = given_valid
-        return Corpus(None, valid, stream=train_rows)
-    train = _to_parallel(train_rows)
-    if given_valid is not None:
-        return Corpus(train, given_valid)
-    try:
-        valid = _to_parallel(load_hf(spec.hf_dataset, spec.hf_config, "validation"))
-    except (DataError, KeyError):
-        train, valid = split_by_source(train, held_out_size(len(train), spec.valid_size), spec.seed)
-    return Corpus(train, valid)
-
-
-def tokenize(pairs: ParallelText, tokenizer, limits: FilterSpec, what: str = "training"):
-    """Tokenize through `datasets` (`map(batched=True)`) and filter empty, too long and too unbalanced
-    pairs, reporting how many each rule removed. Returns a Dataset with `src` and `tgt` id lists."""
-    import datasets
-
-    datasets.disable_progress_bars()
-    dataset = datasets.Dataset.from_dict({"source": pairs.source, "target": pairs.target})
-    dataset = dataset.map(
-        lambda batch: {"src": tokenizer.encode_batch(batch["source"]), "tgt": tokenizer.encode_batch(batch["target"])},
-        batched=True, remove_columns=["source", "target"], desc=None,
-    )
-    return filter_tokenized(dataset, limits, what)
-
-
-def filter_tokenized(dataset, limits: FilterSpec, what: str):
-    counts = {"empty": 0, "too long": 0, "length ratio": 0}
-
-    def reason(src: list[int], tgt: list[int]) -> str | None:
-        if not src or not tgt:
-            return "empty"
-        if max(len(src), len(tgt)) > limits.max_tokens:
-            return "too long"
-        if max(len(src), len(tgt)) > limits.max_ratio * min(len(src), len(tgt)) + 5:
-            return "length ratio"
-        return None
-
-    keep = []
-    for index, (src, tgt) in enumerate(zip(dataset["src"], dataset["tgt"], strict=True)):
-        why = reason(src, tgt)
-        if why is None:
-            keep.append(index)
-        else:
-            counts[why] += 1
-    removed = ", ".join(f"{n} {why}" for why, n in counts.items() if n) or "none"
-    if not keep:
-        raise DataError(f"no {what} pairs are left after filtering (removed: {removed})")
-    log.info("%s pairs: %d kept, removed: %s", what, len(keep), removed)
-    return dataset.select(keep), counts
-
-
 # ---- training pairs as a stream of chunks (nmt.prepare tokenizes them once into a cache) -------------------
 
 
@@ -365,3 +276,8 @@ def _read_rows(rows, size: int) -> Iterator[ParallelText]:
             raise DataError(f'dataset rows must look like {{"translation": {{"{SOURCE_LANG}": ..., '
                             f'"{TARGET_LANG}": ...}}}}')
         yield _to_parallel({"translation": pair} for pair in batch["translation"])
+
+
+def training_pairs(spec: DataSpec) -> ParallelText:
+    """All the training pairs of `spec` in memory (for counts over a corpus that fits, as `nmt shortlist`)."""
+    return _concat(list(training_source(spec).chunks(100_000)))
