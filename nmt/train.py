@@ -199,20 +199,15 @@ class Trainer:
             log.setLevel(max(log.level, logging.WARNING))
 
     # ---- data -------------------------------------------------------------------------------------
-    def _prepare(self, init: Checkpoint | None) -> Prepared:
-        """The corpus tokenized into the cache (nmt.prepare), by the first rank of each machine; the others
-        wait for it before any of them joins the process group, whose collectives would time out."""
+    def _prepare(self, spm_model: bytes | None) -> Prepared:
+        """The corpus tokenized into the cache (nmt.prepare) with `spm_model`, else with one trained on a sample
+        of the corpus, by the first rank of each machine; the others wait for it before any of them joins
+        the process group, whose collectives would time out."""
         config = self.config
         spec = DataSpec(names=parse_names(config.data) if config.data else (), src_file=config.src_file,
                         tgt_file=config.tgt_file, hf_dataset=config.hf_dataset, hf_config=config.hf_config,
                         streaming=config.streaming, valid_src=config.valid_src, valid_tgt=config.valid_tgt,
                         seed=config.seed)
-        spm_model = init.spm_model if init is not None else None
-        if config.spm:
-            try:
-                spm_model = Tokenizer(Path(config.spm).read_bytes()).model_bytes
-            except (OSError, RuntimeError) as exc:
-                raise UsageError(f"cannot load the sentencepiece model {config.spm}: {exc}") from None
         options = PrepareOptions(vocab_size=config.vocab_size, spm_model=spm_model, spm_sample=config.spm_sample,
                                  limits=FilterSpec(config.max_len, config.max_ratio), seed=config.seed,
                                  workers=config.prepare_workers, cache_dir=config.cache_dir)
@@ -228,7 +223,8 @@ class Trainer:
     def run(self) -> dict:
         config = self.config
         init = load_checkpoint(config.init_from) if config.init_from else None
-        prepared = self._prepare(init)
+        last = self._last_checkpoint()
+        prepared = self._prepare(self._spm_model(last, init))
         self.dist = Distributed.from_environment(self.device)
         tokenizer, corpus = prepared.tokenizer, TokenCorpus(prepared.folder)
         valid = prepared.valid
@@ -244,7 +240,7 @@ class Trainer:
         torch.manual_seed(config.seed + self.dist.rank)  # but different dropout
         batches = EpochBatches(corpus, config.max_tokens, config.seed)
         steps_per_epoch = max(1, len(batches.of(0)) // (config.update_freq * self.dist.world_size))
-        resumed = self._resumable(model_config)
+        resumed = self._resumable(last, model_config)
         self.schedule = self._schedule(resumed, model_config, steps_per_epoch)
         optimizer = torch.optim.Adam(model.parameters(), lr=self.schedule["lr"], betas=(0.9, 0.98), eps=1e-9)
         warmup = self.schedule["warmup"]
@@ -270,21 +266,38 @@ class Trainer:
         loop = _Loop(self, model, wrapped, optimizer, scheduler, tokenizer, state, valid, valid_ids, batches)
         return loop.run()
 
-    def _resumable(self, model_config: ModelConfig) -> Checkpoint | None:
-        """OUT/last.pt when there is one to resume, checked to hold the model this run builds."""
+    def _spm_model(self, last: Checkpoint | None, init: Checkpoint | None) -> bytes | None:
+        """A resumed run's own sentencepiece model, else --spm's, else --init-from's; None: train one."""
+        if last is not None:
+            return last.spm_model
+        if self.config.spm:
+            try:
+                return Tokenizer(Path(self.config.spm).read_bytes()).model_bytes
+            except (OSError, RuntimeError) as exc:
+                raise UsageError(f"cannot load the sentencepiece model {self.config.spm}: {exc}") from None
+        return init.spm_model if init is not None else None
+
+    def _last_checkpoint(self) -> Checkpoint | None:
+        """OUT/last.pt, when there is one to resume from."""
         path = self.out / "last.pt"
         if not path.exists():
             return None
         checkpoint = load_checkpoint(path)
         if checkpoint.train_state is None:
             raise UsageError(f"{path} has no training state to resume from")
-        stored, wanted = checkpoint.config.to_dict(), model_config.to_dict()
+        return checkpoint
+
+    def _resumable(self, last: Checkpoint | None, model_config: ModelConfig) -> Checkpoint | None:
+        """`last`, checked to hold the model this run builds."""
+        if last is None:
+            return None
+        stored, wanted = last.config.to_dict(), model_config.to_dict()
         differ = [f"{key} {stored[key]} -> {wanted[key]}" for key in wanted
                   if key not in ("dropout", "attention_dropout") and stored.get(key) != wanted[key]]
         if differ:
-            raise UsageError(f"{path} holds another model ({', '.join(differ)}): resume with the options it was "
-                             "trained with, or train into another --out")
-        return checkpoint
+            raise UsageError(f"{self.out / 'last.pt'} holds another model ({', '.join(differ)}): resume with the "
+                             "options it was trained with, or train into another --out")
+        return last
 
     def _schedule(self, resumed: Checkpoint | None, model_config: ModelConfig, steps_per_epoch: int) -> dict:
         """Peak learning rate and warmup: those stored in the run's checkpoint when resuming (a --lr or --warmup

@@ -109,6 +109,17 @@ def test_resume_keeps_the_stored_schedule_and_refuses_another_model_or_schedule(
     assert changed.returncode == 0 and "changed options" in changed.stderr and "max_tokens" in changed.stderr
 
 
+def test_a_resumed_run_keeps_its_own_sentencepiece_model(corpus, tmp_path):
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    data = ["train", "--src-file", str(corpus / "train.en"), "--tgt-file", str(corpus / "train.fr"), "--preset",
+            "tiny", "--out", str(out), "--vocab-size", "400", "--cache-dir", str(cache), "--threads", "1", "-q"]
+    assert nmt(*data, "--max-steps", "1").returncode == 0
+    trained_with = load_checkpoint(out / "last.pt").spm_model
+    resumed = nmt(*data, "--max-steps", "2", "--spm-sample", "1000")  # another sample would train another model
+    assert resumed.returncode == 0, resumed.stderr
+    assert load_checkpoint(out / "last.pt").spm_model == trained_with
+
+
 @pytest.mark.parametrize("option, value", [("--valid-every", "0"), ("--update-freq", "0"), ("--save-every", "0"),
                                            ("--lr", "0"), ("--warmup", "-1")])
 def test_out_of_range_options_are_one_line(corpus, tmp_path, option, value):
