@@ -238,8 +238,7 @@ def train(
             except ValueError:
                 raise UsageError(f"{name} in {config_file} must be a number, not {value!r}") from None
     values["out"] = str(out)
-    known = set(TrainConfig.__dataclass_fields__)
-    unknown = set(values) - known
+    unknown = set(values) - set(fields)
     if unknown:
         raise UsageError(f"unknown training options in {config_file}: {', '.join(sorted(unknown))}")
     run_training(TrainConfig(**values))
