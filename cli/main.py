@@ -137,7 +137,9 @@ def translate(
         from nmt.checkpoint import load_checkpoint
         from nmt.translate import Translator, default_workers, resolve_device, translate_stream
 
-        if threads:
+        if threads is not None:
+            if threads < 1:
+                raise UsageError(f"--threads must be at least 1, not {threads}")
             torch.set_num_threads(threads)
         checkpoint = load_checkpoint(find_model(model))
         options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache)
@@ -475,6 +477,8 @@ def _read_yaml(path: Path) -> dict:
 
 def _open_input(path: Path | None):
     if path is None:
+        if sys.stdin is None:
+            raise UsageError("standard input is closed: give --input FILE")
         return sys.stdin.buffer
     try:
         return open(path, "rb")
@@ -489,6 +493,10 @@ def _output(path: Path | None, input: Path | None) -> Iterator[TextIO]:
     A device or a pipe (not a regular file) is written in place. The reader of stdout going away (`nmt
     translate | head -1`) ends the command quietly, as Unix tools do."""
     if path is None:
+        if sys.stdout is None:
+            raise UsageError("standard output is closed: give --output FILE")
+        if (sys.stdout.encoding or "").lower().replace("-", "") != "utf8" and hasattr(sys.stdout, "reconfigure"):
+            sys.stdout.reconfigure(encoding="utf-8")  # French needs more than ASCII: the output is UTF-8 always
         try:
             yield sys.stdout
         except BrokenPipeError:

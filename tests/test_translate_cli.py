@@ -338,3 +338,20 @@ def test_output_is_written_whole_never_over_its_input_and_errors_are_one_line(ti
     full = run(["--model", str(tiny_checkpoint), "-o", "/dev/full"], b"A dog.\n")
     assert full.returncode == 1
     assert full.stderr.decode() == "error: cannot write /dev/full: No space left on device\n"
+
+
+def test_closed_streams_an_ascii_locale_and_bad_threads_are_one_line_or_utf8(tiny_checkpoint):
+    model = ["--model", str(tiny_checkpoint)]
+    closed_in = subprocess.run(NMT + model, stdin=subprocess.DEVNULL, capture_output=True, close_fds=True,
+                               preexec_fn=lambda: os.close(0))
+    assert closed_in.returncode == 2 and closed_in.stderr == b"error: standard input is closed: give --input FILE\n"
+    closed_out = subprocess.run(NMT + model, input=b"A dog.\n", stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                preexec_fn=lambda: os.close(1))
+    assert closed_out.returncode == 2
+    assert closed_out.stderr == b"error: standard output is closed: give --output FILE\n"
+    threads = run(model + ["--threads", "-1"], b"A dog.\n")
+    assert threads.returncode == 2 and threads.stderr == b"error: --threads must be at least 1, not -1\n"
+    ascii_locale = run(model + ["--beam", "1"], "Un café.\n".encode(), env={"PYTHONIOENCODING": "ascii"})
+    assert ascii_locale.returncode == 0 and ascii_locale.stderr == b""
+    written = ascii_locale.stdout.decode("utf-8")  # as UTF-8, whatever the locale says
+    assert written.count("\n") == 1 and not written.isascii()  # the random model writes non-ASCII pieces
