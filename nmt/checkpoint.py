@@ -102,12 +102,49 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
             train_state=payload.get("train_state"),
             shortlist=Shortlist.from_dict(payload["shortlist"]) if "shortlist" in payload else None,
         )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as exc:
         raise CheckpointError(f"{path}: incomplete nmt checkpoint ({exc})") from None
     shortlist, vocab_size = checkpoint.shortlist, checkpoint.config.vocab_size
     if shortlist is not None and (shortlist.table.dim() != 2 or shortlist.table.size(0) != vocab_size):
         raise CheckpointError(f"{path}: its shortlist does not cover the model's {vocab_size} tokens")
+    if shortlist is not None and any(ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < vocab_size)
+                                     for ids in (shortlist.table, shortlist.frequent)):
+        raise CheckpointError(f"{path}: its shortlist names tokens outside the model's {vocab_size}")
+    _check_weights(path, checkpoint)
+    _check_decoding(path, checkpoint.decoding)
     return checkpoint
+
+
+def _check_weights(path: Path, checkpoint: Checkpoint) -> None:
+    """The weights are those of the model the config describes (names and shapes), and finite."""
+    with torch.device("meta"):
+        expected = {name: tuple(t.shape) for name, t in Transformer(checkpoint.config).state_dict().items()}
+    weights = checkpoint.weights
+    if not isinstance(weights, dict) or not all(isinstance(t, torch.Tensor) for t in weights.values()):
+        raise CheckpointError(f"{path}: its weights are not a dictionary of tensors")
+    missing, extra = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
+    if missing or extra:
+        what = "; ".join(part for part in (f"missing {', '.join(missing[:3])}" if missing else "",
+                                           f"unexpected {', '.join(extra[:3])}" if extra else "") if part)
+        raise CheckpointError(f"{path}: its weights do not match its model config ({what})")
+    for name, shape in expected.items():
+        if tuple(weights[name].shape) != shape:
+            raise CheckpointError(f"{path}: weight {name} has shape {tuple(weights[name].shape)}, its model config "
+                                  f"gives {shape}")
+        if weights[name].is_floating_point() and not bool(torch.isfinite(weights[name]).all()):
+            raise CheckpointError(f"{path}: weight {name} holds NaN or infinite values")
+
+
+DECODING_TYPES = {"beam_size": int, "lenpen": float, "max_len_a": float, "max_len_b": int, "min_len": int}
+
+
+def _check_decoding(path: Path, decoding: dict) -> None:
+    """Stored decoding defaults are numbers of the right kind (nmt.search.SearchOptions checks ranges)."""
+    for key, value in decoding.items():
+        kind = DECODING_TYPES.get(key)
+        if kind is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                 or (kind is int and not isinstance(value, int))):
+            raise CheckpointError(f"{path}: its decoding default {key} is {value!r}, not a {kind.__name__}")
 
 
 def model_weights(model: torch.nn.Module, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:

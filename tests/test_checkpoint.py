@@ -124,3 +124,37 @@ def test_interrupted_write_keeps_the_previous_file(tmp_path, saved, monkeypatch)
         save_checkpoint(saved, checkpoint)
     assert saved.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["good.pt"]
+
+
+def damage(payload: dict, how: str) -> None:
+    weights = payload["model"]
+    name = next(iter(weights))
+    if how == "wrong shape":
+        weights[name] = torch.zeros(3, 3)
+    elif how == "missing weight":
+        del weights[name]
+    elif how == "extra weight":
+        weights["extra.weight"] = torch.zeros(2)
+    elif how == "zero heads":
+        payload["model_config"]["n_heads"] = 0
+    elif how == "string beam size":
+        payload["decoding"]["beam_size"] = "4"
+    elif how == "NaN weight":
+        weights[name] = torch.full_like(weights[name], float("nan"))
+    elif how == "shortlist out of range":
+        vocab = payload["model_config"]["vocab_size"]
+        payload["shortlist"] = {"table": torch.full((vocab, 2), vocab + 7), "frequent": torch.tensor([4, 5])}
+
+
+DAMAGES = ["wrong shape", "missing weight", "extra weight", "zero heads", "string beam size", "NaN weight",
+           "shortlist out of range"]
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_damaged_checkpoints_are_one_checkpoint_error(tmp_path, saved, how):
+    payload = torch.load(saved, weights_only=True)
+    damage(payload, how)
+    damaged = tmp_path / "damaged.pt"
+    torch.save(payload, damaged)
+    with pytest.raises(CheckpointError, match=str(damaged)):
+        load_checkpoint(damaged)
