@@ -12,9 +12,11 @@ from __future__ import annotations
 import gzip
 import os
 import random
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import BinaryIO
 
 from nmt.errors import DataError
 
@@ -58,6 +60,22 @@ def read_lines(path: str | Path) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def read_stream_lines(stream: BinaryIO, on_bad_bytes: Callable[[], None] | None = None) -> Iterator[str]:
+    """The lines of a binary stream as read_lines splits them, one at a time as they arrive: on b"\n" only,
+    a trailing "\r" dropped, invalid UTF-8 replaced (on_bad_bytes called the first time)."""
+    reported = False
+    for raw in iter(stream.readline, b""):
+        raw = raw[:-1] if raw.endswith(b"\n") else raw
+        raw = raw[:-1] if raw.endswith(b"\r") else raw
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if on_bad_bytes is not None and not reported:
+                on_bad_bytes()
+                reported = True
+            yield raw.decode("utf-8", errors="replace")
 
 
 def read_parallel(source_path: str | Path, target_path: str | Path) -> ParallelText:

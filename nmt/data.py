@@ -24,6 +24,7 @@ from nmt.corpus import (
     ParallelText,
     load_embedded,
     read_parallel,
+    read_stream_lines,
 )
 from nmt.errors import DataError
 
@@ -258,11 +259,13 @@ def _read_files(source_path: Path, target_path: Path, size: int) -> Iterator[Par
     missing = object()
     with _open_text(source_path) as source_file, _open_text(target_path) as target_file:
         chunk = ParallelText([], [])
-        for source, target in itertools.zip_longest(source_file, target_file, fillvalue=missing):
+        lines = itertools.zip_longest(read_stream_lines(source_file), read_stream_lines(target_file),
+                                      fillvalue=missing)
+        for source, target in lines:
             if source is missing or target is missing:
                 raise DataError(f"{source_path} and {target_path} have different numbers of lines")
-            chunk.source.append(source.rstrip(b"\n").removesuffix(b"\r").decode("utf-8", errors="replace"))
-            chunk.target.append(target.rstrip(b"\n").removesuffix(b"\r").decode("utf-8", errors="replace"))
+            chunk.source.append(source)
+            chunk.target.append(target)
             if len(chunk) == size:
                 yield chunk
                 chunk = ParallelText([], [])

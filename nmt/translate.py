@@ -27,6 +27,7 @@ from typing import BinaryIO, TextIO
 import torch
 
 from nmt.checkpoint import Checkpoint
+from nmt.corpus import read_stream_lines
 from nmt.errors import Interrupted, NmtError, UsageError
 from nmt.flat_decoder import FlatDecoder
 from nmt.graphs import StepGraphs
@@ -356,28 +357,13 @@ class Translator:
         return Translation(line, text, score, [(text, score)])
 
 
-def read_lines_binary(stream: BinaryIO, on_bad_bytes) -> Iterator[str]:
-    """Lines split on b"\\n" only, a trailing "\\r" dropped, invalid UTF-8 replaced (reported once)."""
-    reported = False
-    for raw in iter(stream.readline, b""):
-        raw = raw[:-1] if raw.endswith(b"\n") else raw
-        raw = raw[:-1] if raw.endswith(b"\r") else raw
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError:
-            if not reported:
-                on_bad_bytes()
-                reported = True
-            yield raw.decode("utf-8", errors="replace")
-
-
 def translate_stream(translator: Translator, source: BinaryIO, sink: TextIO, *, window: int = 1000,
                      as_json: bool = False, quiet: bool = False) -> int:
     """Translate `source` line by line to `sink`, `window` lines at a time (1: answer each line at once).
     Returns the number of lines written. Lines are written in order as soon as all before them are done,
     and flushed at the end of each window; on an interruption (nmt.errors.Interrupted) the finished lines
     are flushed and the interruption goes on with their count."""
-    lines = read_lines_binary(source, lambda: log.warning("invalid UTF-8 in the input was replaced by U+FFFD"))
+    lines = read_stream_lines(source, lambda: log.warning("invalid UTF-8 in the input was replaced by U+FFFD"))
     written, started, last_report = 0, time.monotonic(), time.monotonic()
     try:
         while chunk := list(itertools.islice(lines, window)):
