@@ -1,0 +1,42 @@
+import numpy as np
+
+from nmt.batching import collate, token_batches
+
+
+def lengths(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs like English-French: targets 5-40 tokens, sources 60-110% as long, either side the longer."""
+    rng = np.random.default_rng(seed)
+    tgt = rng.integers(5, 40, n)
+    src = np.maximum(1, (tgt * rng.uniform(0.6, 1.1, n)).astype(np.int64))
+    return src, tgt
+
+
+def padded_share(batches, lengths_) -> float:
+    padded = sum(len(b) * (lengths_[b].max() + 1) for b in batches)
+    return 1 - sum((lengths_[b] + 1).sum() for b in batches) / padded
+
+
+def test_every_pair_once_within_the_budget_and_the_same_for_the_same_seed_and_epoch():
+    src, tgt = lengths(5000)
+    src[7] = 900  # longer than the budget allows with another pair: a batch alone
+    batches = token_batches(src, tgt, 1024, seed=3, epoch=2)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(5000))
+    for batch in batches:
+        assert len(batch) * (max(src[batch].max(), tgt[batch].max()) + 1) <= 1024 or len(batch) == 1
+    assert [b.tolist() for b in token_batches(src, tgt, 1024, seed=3, epoch=2)] == [b.tolist() for b in batches]
+    assert [b.tolist() for b in token_batches(src, tgt, 1024, seed=3, epoch=3)] != [b.tolist() for b in batches]
+
+
+def test_neither_side_pads_much_when_the_sides_differ_in_length():
+    src, tgt = lengths(50000)
+    batches = token_batches(src, tgt, 4096, seed=1, epoch=0)
+    # sorted by the longer side alone, the sources of a batch span 60-110% of one length: about 20% padding
+    assert padded_share(batches, src) < 0.05
+    assert padded_share(batches, tgt) < 0.05
+
+
+def test_collate_adds_eos_to_sources_and_shifts_targets():
+    src, tgt_in, tgt_out = collate([[5, 6], [7]], [[8], [9, 10, 11]], 0, 2, 3)
+    assert src.tolist() == [[5, 6, 3], [7, 3, 0]]
+    assert tgt_in.tolist() == [[2, 8, 0, 0], [2, 9, 10, 11]]
+    assert tgt_out.tolist() == [[8, 3, 0, 0], [9, 10, 11, 3]]
