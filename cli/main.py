@@ -204,8 +204,10 @@ def train(
                              "(7.0e-4 for base at warmup 4000). Stored in the run: a resume keeps it."),
     warmup: int = typer.Option(None, "--warmup", help="Warmup steps. Default a tenth of the planned steps, at most "
                                "4000. Stored in the run: a resume keeps it."),
-    reset_schedule: bool = typer.Option(False, "--reset-schedule", help="On resume, take --lr and --warmup as "
-                                        "given instead of the run's own."),
+    decay: str = typer.Option(None, "--decay", help="After warmup: inverse-sqrt (the paper's) or linear (to zero at "
+                              "--max-steps or --max-epochs' end). Default inverse-sqrt. Stored in the run."),
+    reset_schedule: bool = typer.Option(False, "--reset-schedule", help="On resume, take --lr, --warmup and --decay "
+                                        "as given instead of the run's own."),
     label_smoothing: float = typer.Option(None, "--label-smoothing", help="Default 0.1."),
     clip_norm: float = typer.Option(None, "--clip-norm", help="Gradient norm clip, 0 = off. Default 1.0."),
     precision: str = typer.Option(None, "--precision", help="fp32, bf16 (CPU/GPU) or fp16 (CUDA). Default fp32."),

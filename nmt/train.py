@@ -1,4 +1,5 @@
-"""Training as in the paper: Adam(0.9, 0.98, 1e-9), inverse-square-root schedule with warmup, label
+"""Training as in the paper: Adam(0.9, 0.98, 1e-9), inverse-square-root schedule with warmup (or a linear decay
+to zero at the end of a planned run), label
 smoothing 0.1, dropout; with token-budget batches, accumulation, bf16/fp16, validation BLEU, best/last
 checkpoints, early stopping, exact resume, and DistributedDataParallel under torchrun.
 
@@ -70,6 +71,7 @@ class TrainConfig:
     update_freq: int = 1
     lr: float | None = None  # peak; default the paper's (d_model * warmup) ** -0.5 (7.0e-4 for base)
     warmup: int | None = None  # default: a tenth of the planned steps, at most 4000
+    decay: str | None = None  # after warmup: "inverse-sqrt" (the paper's, the default) or "linear" to zero
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
     precision: str = "fp32"
@@ -92,6 +94,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
             raise UsageError(f"unknown preset {self.preset!r}; choose from {', '.join(PRESETS)}")
+        if self.decay is not None and self.decay not in DECAYS:
+            raise UsageError(f"--decay must be {' or '.join(DECAYS)}, not {self.decay!r}")
+        if self.decay == "linear" and not (self.max_steps or self.max_epochs):
+            raise UsageError("--decay linear needs --max-steps or --max-epochs: the step where the rate reaches zero")
         if self.precision not in ("fp32", "bf16", "fp16"):
             raise UsageError(f"--precision must be fp32, bf16 or fp16, not {self.precision!r}")
         if not (self.max_steps or self.max_epochs or self.max_minutes):
@@ -121,6 +127,27 @@ def inverse_sqrt(step: int, warmup: int) -> float:
     """The paper's schedule as a factor of the peak rate: linear warmup, then 1/sqrt(step)."""
     step = max(step, 1)
     return min(step / warmup, math.sqrt(warmup / step))
+
+
+def linear_decay(step: int, warmup: int, total: int) -> float:
+    """Linear warmup, then a straight line from the peak at `warmup` to zero at `total`: under a fixed budget
+    the rate anneals by the end of the run instead of staying at warmup^0.5 / total^0.5 of the peak."""
+    step = max(step, 1)
+    if step < warmup:
+        return step / warmup
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+DECAYS = ("inverse-sqrt", "linear")
+
+
+def rate_factor(schedule: dict):
+    """The stored schedule as LambdaLR's factor of the peak rate, by the step counted from 0."""
+    warmup = schedule["warmup"]
+    if schedule.get("decay", "inverse-sqrt") == "linear":
+        total = schedule["total"]
+        return lambda step: linear_decay(step + 1, warmup, total)
+    return lambda step: inverse_sqrt(step + 1, warmup)
 
 
 @dataclass
@@ -243,11 +270,12 @@ class Trainer:
         resumed = self._resumable(last, model_config)
         self.schedule = self._schedule(resumed, model_config, steps_per_epoch)
         optimizer = torch.optim.Adam(model.parameters(), lr=self.schedule["lr"], betas=(0.9, 0.98), eps=1e-9)
-        warmup = self.schedule["warmup"]
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: inverse_sqrt(step + 1, warmup))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate_factor(self.schedule))
+        decay = self.schedule.get("decay", "inverse-sqrt")
         log.info("model: %s, %.2fM parameters; %d training pairs, %d validation; %d steps/epoch; peak lr %.2e, "
-                 "warmup %d", config.preset, sum(p.numel() for p in model.parameters()) / 1e6, len(corpus),
-                 len(valid), steps_per_epoch, self.schedule["lr"], warmup)
+                 "warmup %d, %s decay%s", config.preset, sum(p.numel() for p in model.parameters()) / 1e6,
+                 len(corpus), len(valid), steps_per_epoch, self.schedule["lr"], self.schedule["warmup"], decay,
+                 f" to 0 at step {self.schedule['total']}" if decay == "linear" else "")
 
         state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "best_bleu": -1.0, "bad_validations": 0,
                  "elapsed": 0.0}
@@ -300,20 +328,27 @@ class Trainer:
         return last
 
     def _schedule(self, resumed: Checkpoint | None, model_config: ModelConfig, steps_per_epoch: int) -> dict:
-        """Peak learning rate and warmup: those stored in the run's checkpoint when resuming (a --lr or --warmup
-        that differs is an error, unless --reset-schedule), else from the options."""
+        """Peak learning rate, warmup and decay: those stored in the run's checkpoint when resuming (a --lr,
+        --warmup or --decay that differs is an error, unless --reset-schedule), else from the options. A linear
+        decay ends at the planned step: --max-steps, else --max-epochs' steps."""
         config = self.config
         stored = resumed.train_state.get("schedule") if resumed is not None else None
+        planned = config.max_steps or (config.max_epochs or 10) * steps_per_epoch
         if stored and not config.reset_schedule:
-            for name in ("lr", "warmup"):
+            stored = {"decay": "inverse-sqrt", **stored}
+            for name in ("lr", "warmup", "decay"):
                 given = getattr(config, name)
                 if given is not None and given != stored[name]:
                     raise UsageError(f"--{name} {given} differs from the {stored[name]} that {self.out} was trained "
                                      "with: resume without it, or add --reset-schedule to change the schedule")
-            return dict(stored)
-        planned = config.max_steps or (config.max_epochs or 10) * steps_per_epoch
+            if stored["decay"] == "linear" and planned > stored["total"]:
+                raise UsageError(f"{self.out}'s learning rate reaches zero at step {stored['total']}: add "
+                                 "--reset-schedule to decay to zero at the new end instead")
+            return stored
         warmup = config.warmup or max(1, min(4000, planned // 10))
-        return {"lr": config.lr or paper_peak_lr(model_config.d_model, warmup), "warmup": warmup}
+        schedule = {"lr": config.lr or paper_peak_lr(model_config.d_model, warmup), "warmup": warmup,
+                    "decay": config.decay or "inverse-sqrt"}
+        return {**schedule, "total": planned} if config.decay == "linear" else schedule
 
     def _resume(self, checkpoint: Checkpoint, model, optimizer, scheduler) -> dict:
         previous = checkpoint.training.get("config", {})
@@ -325,7 +360,7 @@ class Trainer:
         train_state = checkpoint.train_state
         optimizer.load_state_dict(train_state["optimizer"])
         scheduler.load_state_dict(train_state["scheduler"])
-        if self.config.reset_schedule:  # the stored state keeps the step; the new peak applies from here
+        if self.config.reset_schedule:  # the stored state keeps the step; the new schedule applies from here
             scheduler.base_lrs = [self.schedule["lr"] for _ in scheduler.base_lrs]
         torch.set_rng_state(train_state["torch_rng"])
         if "cuda_rng" in train_state and self.device.type == "cuda":
@@ -440,6 +475,7 @@ class _Loop:
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        self.rate = self.optimizer.param_groups[0]["lr"]  # the rate of this update, for the log
         self.scheduler.step()
         return mean_loss, total_tokens
 
@@ -491,7 +527,7 @@ class _Loop:
         if c.max_minutes:
             remaining.append(60 * c.max_minutes - elapsed)
         eta = f" | ETA {min(remaining) / 60:.0f} min" if remaining else ""
-        lr = self.scheduler.get_last_lr()[0]
+        lr = self.rate
         log.info("step %d | epoch %d | loss %.3f | lr %.2e | %.0f tgt tok/s%s", s["step"], s["epoch"] + 1, loss, lr,
                  tokens_per_second * self.dist.world_size, eta)
         self.append_metrics({"step": s["step"], "epoch": s["epoch"] + 1, "train_loss": round(loss, 4), "lr": lr,

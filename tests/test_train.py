@@ -20,7 +20,7 @@ from nmt.corpus import load_embedded, split_by_source
 from nmt.data import DataSpec, FilterSpec, training_source
 from nmt.errors import DataError
 from nmt.prepare import PrepareOptions, TokenCorpus, holds_out, keep_mask, prepare
-from nmt.train import TrainConfig, Trainer, _Loop, inverse_sqrt, lock_run_folder, paper_peak_lr
+from nmt.train import TrainConfig, Trainer, _Loop, inverse_sqrt, linear_decay, lock_run_folder, paper_peak_lr
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
 
@@ -50,6 +50,26 @@ def test_schedule_warms_up_then_decays_as_inverse_square_root():
     assert inverse_sqrt(50, 100) == pytest.approx(0.5)
     assert inverse_sqrt(100, 100) == pytest.approx(1.0)
     assert inverse_sqrt(400, 100) == pytest.approx(0.5)
+
+
+def test_linear_decay_warms_up_then_falls_to_zero_at_the_planned_end():
+    assert [linear_decay(step, 10, 110) for step in (5, 10, 60, 110, 120)] == pytest.approx([0.5, 1, 0.5, 0, 0])
+
+
+def test_linear_decay_reaches_zero_at_max_steps_and_a_resume_cannot_go_past_it(corpus, tmp_path):
+    out = tmp_path / "run"
+    args = ("--valid-every", "1000", "--log-every", "1", "--warmup", "4", "--lr", "1e-3", "--decay", "linear")
+    assert nmt(*train_args(corpus, out, "--max-steps", "8", *args)).returncode == 0
+    rates = [m["lr"] for m in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "lr" in m]
+    assert rates == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 7.5e-4, 5e-4, 2.5e-4, 0], abs=1e-12)
+    assert load_checkpoint(out / "last.pt").train_state["schedule"] == {
+        "lr": 1e-3, "warmup": 4, "decay": "linear", "total": 8}
+    past = nmt(*train_args(corpus, out, "--max-steps", "12", *args))
+    assert past.returncode == 2 and "reaches zero at step 8" in past.stderr and "Traceback" not in past.stderr
+    other = nmt(*train_args(corpus, out, "--max-steps", "8", "--decay", "inverse-sqrt"))
+    assert other.returncode == 2 and "--decay inverse-sqrt differs" in other.stderr
+    unplanned = nmt(*train_args(corpus, tmp_path / "timed", "--max-minutes", "1", "--decay", "linear"))
+    assert unplanned.returncode == 2 and "--decay linear needs --max-steps" in unplanned.stderr
 
 
 def test_tiny_model_learns_through_the_cli_and_its_checkpoints_translate(corpus, tmp_path):
@@ -94,7 +114,8 @@ def test_resume_keeps_the_stored_schedule_and_refuses_another_model_or_schedule(
     out = tmp_path / "run"
     assert nmt(*train_args(corpus, out, "--max-steps", "20", "--valid-every", "1000")).returncode == 0
     schedule = load_checkpoint(out / "last.pt").train_state["schedule"]
-    assert schedule == {"lr": pytest.approx(paper_peak_lr(32, 2)), "warmup": 2}  # tiny: d_model 32; 20 // 10
+    assert schedule == {"lr": pytest.approx(paper_peak_lr(32, 2)), "warmup": 2,  # tiny: d_model 32; 20 // 10
+                        "decay": "inverse-sqrt"}
     longer = nmt(*train_args(corpus, out, "--max-steps", "22", "--valid-every", "1000"))  # a larger budget
     assert longer.returncode == 0 and load_checkpoint(out / "last.pt").train_state["schedule"] == schedule
     other_lr = nmt(*train_args(corpus, out, "--max-steps", "23", "--lr", "5e-4"))
