@@ -79,7 +79,8 @@ def search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbes
 DATA_OPTIONS = {
     "data": typer.Option(None, "--data", help="Embedded corpora: multi30k, tatoeba, news-commentary; "
                          "comma-separated to mix, NAME*K repeats one."),
-    "src_file": typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok)."),
+    "src_file": typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok); with "
+                             "--data, added to the embedded corpora."),
     "tgt_file": typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
     "hf_dataset": typer.Option(None, "--hf-dataset", help="Hub dataset (e.g. wmt/wmt14), save_to_disk folder, "
                                "folder of train-*.parquet files as a hub download leaves them, or json/jsonl/parquet "

@@ -192,23 +192,32 @@ class PairSource:
 
 
 def training_source(spec: DataSpec) -> PairSource:
-    sources = sum(bool(x) for x in (spec.names, spec.src_file or spec.tgt_file, spec.hf_dataset))
-    if sources != 1:
-        raise DataError("give exactly one training source: --data NAMES, --src-file/--tgt-file or --hf-dataset")
+    """The pairs of --hf-dataset, or of --data and --src-file/--tgt-file, either or both (the embedded corpora,
+    then the files: synthetic pairs beside real ones, say); validation pairs as given, else the embedded
+    corpora's."""
+    files = spec.src_file or spec.tgt_file
+    if spec.hf_dataset and (spec.names or files) or not (spec.names or files or spec.hf_dataset):
+        raise DataError("give one training source: --data NAMES and/or --src-file/--tgt-file, or --hf-dataset")
     given_valid = _valid_pairs(spec)
-    if spec.names:
-        corpus = _embedded(spec)
-        identity = f"embedded {','.join(spec.names)} seed {spec.seed} " + _stat(
-            f for name in spec.names for f in sorted((data_dir_of(name)).glob("*.gz")))
-        return PairSource(identity, lambda size: _in_chunks(corpus.train, size), given_valid or corpus.valid)
-    if spec.src_file or spec.tgt_file:
-        if not (spec.src_file and spec.tgt_file):
-            raise DataError("--src-file and --tgt-file go together")
-        files = (Path(spec.src_file), Path(spec.tgt_file))
-        for path in files:
-            if not path.is_file():
-                raise DataError(f"cannot read {path}: no such file")
-        return PairSource("files " + _stat(files), lambda size: _read_files(*files, size), given_valid)
+    if spec.names or files:
+        identities, readers, valid = [], [], given_valid
+        if spec.names:
+            corpus = _embedded(spec)
+            identities.append(f"embedded {','.join(spec.names)} seed {spec.seed} " + _stat(
+                f for name in spec.names for f in sorted((data_dir_of(name)).glob("*.gz"))))
+            readers.append(lambda size: _in_chunks(corpus.train, size))
+            valid = valid or corpus.valid
+        if files:
+            if not (spec.src_file and spec.tgt_file):
+                raise DataError("--src-file and --tgt-file go together")
+            paths = (Path(spec.src_file), Path(spec.tgt_file))
+            for path in paths:
+                if not path.is_file():
+                    raise DataError(f"cannot read {path}: no such file")
+            identities.append("files " + _stat(paths))
+            readers.append(lambda size: _read_files(*paths, size))
+        return PairSource(" + ".join(identities),
+                          lambda size: itertools.chain.from_iterable(read(size) for read in readers), valid)
     rows = load_hf(spec.hf_dataset, spec.hf_config, "train", spec.streaming)
     valid = given_valid
     if valid is None:

@@ -236,6 +236,19 @@ def test_local_data_in_every_form_a_user_has(corpus, tmp_path):
     assert nothing.returncode == 2 and "holds no train-*.parquet" in nothing.stderr
 
 
+def test_embedded_corpora_and_files_mix_with_the_embedded_validation_pairs(corpus, tmp_path):
+    (tmp_path / "a.en").write_text("A synthetic pair.\nAnother one.\n")
+    (tmp_path / "a.fr").write_text("Une paire synthétique.\nUne autre.\n")
+    both = DataSpec(names=("multi30k",), src_file=str(tmp_path / "a.en"), tgt_file=str(tmp_path / "a.fr"))
+    source, alone = training_source(both), training_source(DataSpec(names=("multi30k",)))
+    chunks, embedded = list(source.chunks(10_000)), list(alone.chunks(10_000))
+    assert [s for c in chunks for s in c.source] == [s for c in embedded for s in c.source] + [
+        "A synthetic pair.", "Another one."]
+    assert source.valid.source == alone.valid.source and source.identity != alone.identity
+    with pytest.raises(DataError, match="give one training source"):
+        training_source(DataSpec(names=("multi30k",), hf_dataset=str(tmp_path)))
+
+
 def test_offline_hub_dataset_is_one_clear_line(tmp_path):
     result = nmt("train", "--hf-dataset", "wmt/wmt14", "--hf-config", "fr-en", "--out", str(tmp_path / "x"),
                  "--max-steps", "1", env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
