@@ -440,13 +440,14 @@ def build_shortlist(
 
 @app.command()
 def plot(
-    run: Path = typer.Argument(..., help="An `nmt train --out` folder."),
-    out: Path = typer.Option(None, "--out", help="PNG to write. Default RUN/curves.png."),
+    runs: list[Path] = typer.Argument(..., help="`nmt train --out` folders (or their metrics.jsonl files)."),
+    out: Path = typer.Option(None, "--out", help="PNG to write. Default the first run's folder/curves.png."),
+    x: str = typer.Option("steps", "--x", help="steps, or minutes of training time."),
 ) -> None:
-    """Draw a run's loss and validation BLEU curves to a PNG."""
-    from nmt.plot import plot_run
+    """Draw runs' loss and validation BLEU curves to one PNG."""
+    from nmt.plot import plot_runs
 
-    typer.echo(f"written to {plot_run(run, out)}")
+    typer.echo(f"written to {plot_runs(runs, out, x)}")
 
 
 @app.command()

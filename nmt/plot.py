@@ -1,4 +1,8 @@
-"""Training curves from a run's metrics.jsonl, drawn to a PNG (matplotlib, the `plot` extra)."""
+"""Training curves from runs' metrics.jsonl, drawn to a PNG (matplotlib, the `plot` extra).
+
+    plot_runs(["runs/m30k"])                                   # loss and BLEU against steps: RUN/curves.png
+    plot_runs(["runs/old", "runs/new"], "cmp.png", x="minutes")  # several runs on one picture
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,29 @@ from pathlib import Path
 
 from nmt.errors import UsageError
 
+AXES = {"steps": ("step", "step"), "minutes": ("elapsed_s", "training minutes")}
 
-def plot_run(run: str | Path, out: str | Path | None = None) -> Path:
-    """Train/validation loss and validation BLEU against steps; returns the PNG's path."""
-    run = Path(run)
-    metrics_path = run / "metrics.jsonl"
-    if not metrics_path.is_file():
-        raise UsageError(f"no metrics.jsonl in {run}: is it an `nmt train --out` folder?")
+
+def read_metrics(run: str | Path) -> list[dict]:
+    """The records of an `nmt train --out` folder's metrics.jsonl, or of such a file named directly."""
+    path = Path(run)
+    path = path / "metrics.jsonl" if path.is_dir() else path
+    if not path.is_file():
+        raise UsageError(f"no metrics.jsonl at {run}: is it an `nmt train --out` folder?")
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} is not a metrics.jsonl file: {exc}") from None
+
+
+def plot_runs(runs: list[str | Path], out: str | Path | None = None, x: str = "steps") -> Path:
+    """Train/validation loss and greedy validation BLEU of each run against steps or training minutes (the
+    time a run's metrics record, resumes included); one line per run, labelled by its folder or file name.
+    Default output: the first run's folder/curves.png. Returns the PNG's path."""
+    if x not in AXES:
+        raise UsageError(f"--x must be {' or '.join(AXES)}, not {x!r}")
+    if not runs:
+        raise UsageError("give at least one run folder")
     try:
         import matplotlib
 
@@ -21,22 +41,30 @@ def plot_run(run: str | Path, out: str | Path | None = None) -> Path:
         import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError("nmt plot needs matplotlib: pip install 'nmt-transformer[plot]'") from None
-    records = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
-    train = [(r["step"], r["train_loss"]) for r in records if "train_loss" in r]
-    valid = [(r["step"], r["valid_loss"], r["valid_bleu"]) for r in records if "valid_bleu" in r]
+    key, label = AXES[x]
+    scale = 1 / 60 if x == "minutes" else 1
     figure, (loss_axis, bleu_axis) = plt.subplots(1, 2, figsize=(11, 4))
-    if train:
-        loss_axis.plot(*zip(*train, strict=True), label="train (label-smoothed)")
-    if valid:
-        steps, losses, bleus = zip(*valid, strict=True)
-        loss_axis.plot(steps, losses, "o-", label="validation")
-        bleu_axis.plot(steps, bleus, "o-", color="tab:green")
-    loss_axis.set(xlabel="step", ylabel="cross-entropy", title="loss")
+    for run in runs:
+        records = [r for r in read_metrics(run) if key in r]
+        name = Path(run).name if Path(run).is_dir() else Path(run).stem
+        prefix = f"{name}: " if len(runs) > 1 else ""
+        train = [(r[key] * scale, r["train_loss"]) for r in records if "train_loss" in r]
+        valid = [(r[key] * scale, r["valid_loss"], r["valid_bleu"]) for r in records if "valid_bleu" in r]
+        if train:
+            loss_axis.plot(*zip(*train, strict=True), label=f"{prefix}train (label-smoothed)")
+        if valid:
+            where, losses, bleus = zip(*valid, strict=True)
+            loss_axis.plot(where, losses, "o-", label=f"{prefix}validation")
+            bleu_axis.plot(where, bleus, "o-", label=name)
+    loss_axis.set(xlabel=label, ylabel="cross-entropy", title="loss")
     loss_axis.legend()
-    bleu_axis.set(xlabel="step", ylabel="BLEU", title="validation BLEU (greedy, sacreBLEU)")
-    figure.suptitle(str(run))
+    bleu_axis.set(xlabel=label, ylabel="BLEU", title="validation BLEU (greedy, sacreBLEU)")
+    if len(runs) > 1:
+        bleu_axis.legend()
+    figure.suptitle(", ".join(str(run) for run in runs))
     figure.tight_layout()
-    out = Path(out) if out else run / "curves.png"
+    first = Path(runs[0])
+    out = Path(out) if out else (first if first.is_dir() else first.parent) / "curves.png"
     figure.savefig(out, dpi=100)
     plt.close(figure)
     return out

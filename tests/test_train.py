@@ -97,6 +97,22 @@ def test_tiny_model_learns_through_the_cli_and_its_checkpoints_translate(corpus,
     torch.testing.assert_close(avg["embed.weight"], (a["embed.weight"] + b["embed.weight"]) / 2)
 
 
+def test_plot_draws_several_runs_against_minutes_and_refuses_other_axes(tmp_path):
+    for name, bleu in (("old", 30.0), ("new", 35.0)):
+        (tmp_path / name).mkdir()
+        records = [{"step": 10, "train_loss": 5.0, "elapsed_s": 60.0},
+                   {"step": 20, "valid_loss": 4.0, "valid_bleu": bleu, "elapsed_s": 120.0}]
+        (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = nmt("plot", str(tmp_path / "old"), str(tmp_path / "new" / "metrics.jsonl"), "--x", "minutes",
+                 "--out", str(tmp_path / "both.png"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "both.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    wrong = nmt("plot", str(tmp_path / "old"), "--x", "hours")
+    assert wrong.returncode == 2 and wrong.stderr.strip() == "error: --x must be steps or minutes, not 'hours'"
+    missing = nmt("plot", str(tmp_path / "none"))
+    assert missing.returncode == 2 and "no metrics.jsonl" in missing.stderr
+
+
 def test_resume_gives_the_same_parameters_as_a_straight_run(corpus, tmp_path):
     common = ("--max-tokens", "600", "--valid-every", "1000", "--warmup", "5")
     assert nmt(*train_args(corpus, tmp_path / "straight", "--max-steps", "20", *common)).returncode == 0
