@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import os
 import random
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -53,13 +54,28 @@ def read_lines(path: str | Path) -> list[str]:
     path = Path(path)
     try:
         raw = gzip.open(path, "rb").read() if path.suffix == ".gz" else path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UNREADABLE as exc:
+        raise unreadable(path, exc) from None
     text = raw.decode("utf-8", errors="replace")
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+# A missing or unreadable file (OSError), a gzip file cut short (EOFError) or damaged inside (zlib.error).
+UNREADABLE = (OSError, EOFError, zlib.error)
+
+
+def unreadable(path: str | Path, exc: BaseException) -> DataError:
+    """One line for UNREADABLE's errors, naming the file."""
+    if isinstance(exc, EOFError):
+        reason = "the compressed file is cut short (an interrupted download or copy?)"
+    elif isinstance(exc, zlib.error) or isinstance(exc, gzip.BadGzipFile):
+        reason = f"the compressed file is damaged ({exc})"
+    else:
+        reason = getattr(exc, "strerror", None) or str(exc)
+    return DataError(f"cannot read {path}: {reason}")
 
 
 def read_stream_lines(stream: BinaryIO, on_bad_bytes: Callable[[], None] | None = None) -> Iterator[str]:

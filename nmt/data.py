@@ -21,10 +21,12 @@ from nmt.corpus import (
     EMBEDDED,
     SOURCE_LANG,
     TARGET_LANG,
+    UNREADABLE,
     ParallelText,
     load_embedded,
     read_parallel,
     read_stream_lines,
+    unreadable,
 )
 from nmt.errors import DataError
 
@@ -263,12 +265,19 @@ def _open_text(path: Path):
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
+def _lines(path: Path, stream) -> Iterator[str]:
+    try:
+        yield from read_stream_lines(stream)
+    except UNREADABLE as exc:
+        raise unreadable(path, exc) from None
+
+
 def _read_files(source_path: Path, target_path: Path, size: int) -> Iterator[ParallelText]:
     """Both files in lockstep, split on "\\n" only with a trailing "\\r" dropped (as nmt.corpus.read_lines)."""
     missing = object()
     with _open_text(source_path) as source_file, _open_text(target_path) as target_file:
         chunk = ParallelText([], [])
-        lines = itertools.zip_longest(read_stream_lines(source_file), read_stream_lines(target_file),
+        lines = itertools.zip_longest(_lines(source_path, source_file), _lines(target_path, target_file),
                                       fillvalue=missing)
         for source, target in lines:
             if source is missing or target is missing:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -263,6 +264,25 @@ def test_embedded_corpora_and_files_mix_with_the_embedded_validation_pairs(corpu
     assert source.valid.source == alone.valid.source and source.identity != alone.identity
     with pytest.raises(DataError, match="give one training source"):
         training_source(DataSpec(names=("multi30k",), hf_dataset=str(tmp_path)))
+
+
+@pytest.mark.parametrize("damage, reason", [("cut", "the compressed file is cut short"),
+                                           ("flipped", "the compressed file is damaged")])
+def test_a_damaged_gzip_corpus_is_one_clear_line_naming_it(tmp_path, damage, reason):
+    data = bytearray(gzip.compress(b"A dog runs on the grass.\n" * 400))
+    if damage == "cut":
+        data = data[: len(data) // 2]
+    else:
+        data[len(data) // 2] ^= 0xFF
+    (tmp_path / "a.en.gz").write_bytes(bytes(data))
+    (tmp_path / "a.fr.gz").write_bytes(gzip.compress(b"Un chien court sur l'herbe.\n" * 400))
+    (tmp_path / "v.txt").write_text("A dog.\n")
+    for files in (("--src-file", "a.en.gz", "--tgt-file", "a.fr.gz", "--valid-src", "v.txt", "--valid-tgt", "v.txt"),
+                  ("--data", "multi30k", "--valid-src", "a.en.gz", "--valid-tgt", "a.fr.gz")):
+        args = [str(tmp_path / arg) if arg.endswith((".gz", ".txt")) else arg for arg in files]
+        result = nmt("prepare", *args, env={"NMT_CACHE_DIR": str(tmp_path / "cache")})
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert result.stderr.strip().startswith(f"error: cannot read {tmp_path / 'a.en.gz'}: {reason}")
 
 
 def test_offline_hub_dataset_is_one_clear_line(tmp_path):
