@@ -44,18 +44,19 @@ def plot_runs(runs: list[str | Path], out: str | Path | None = None, x: str = "s
     key, label = AXES[x]
     scale = 1 / 60 if x == "minutes" else 1
     figure, (loss_axis, bleu_axis) = plt.subplots(1, 2, figsize=(11, 4))
-    for run in runs:
+    for index, run in enumerate(runs):
+        color = f"C{index}"  # one colour per run in both panels
         records = [r for r in read_metrics(run) if key in r]
         name = Path(run).name if Path(run).is_dir() else Path(run).stem
         prefix = f"{name}: " if len(runs) > 1 else ""
         train = [(r[key] * scale, r["train_loss"]) for r in records if "train_loss" in r]
         valid = [(r[key] * scale, r["valid_loss"], r["valid_bleu"]) for r in records if "valid_bleu" in r]
         if train:
-            loss_axis.plot(*zip(*train, strict=True), label=f"{prefix}train (label-smoothed)")
+            loss_axis.plot(*zip(*train, strict=True), color=color, alpha=0.5, label=f"{prefix}train (label-smoothed)")
         if valid:
             where, losses, bleus = zip(*valid, strict=True)
-            loss_axis.plot(where, losses, "o-", label=f"{prefix}validation")
-            bleu_axis.plot(where, bleus, "o-", label=name)
+            loss_axis.plot(where, losses, "o-", color=color, label=f"{prefix}validation")
+            bleu_axis.plot(where, bleus, "o-", color=color, label=name)
     loss_axis.set(xlabel=label, ylabel="cross-entropy", title="loss")
     loss_axis.legend()
     bleu_axis.set(xlabel=label, ylabel="BLEU", title="validation BLEU (greedy, sacreBLEU)")
