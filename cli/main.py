@@ -440,7 +440,8 @@ def build_shortlist(
 
 @app.command()
 def plot(
-    runs: list[Path] = typer.Argument(..., help="`nmt train --out` folders (or their metrics.jsonl files)."),
+    runs: list[str] = typer.Argument(..., help="`nmt train --out` folders (or their metrics.jsonl files); "
+                                     "A,B for a run B that continued A (--init-from), drawn as one line."),
     out: Path = typer.Option(None, "--out", help="PNG to write. Default the first run's folder/curves.png."),
     x: str = typer.Option("steps", "--x", help="steps, or minutes of training time."),
 ) -> None:

@@ -2,6 +2,7 @@
 
     plot_runs(["runs/m30k"])                                   # loss and BLEU against steps: RUN/curves.png
     plot_runs(["runs/old", "runs/new"], "cmp.png", x="minutes")  # several runs on one picture
+    plot_runs(["runs/old", "runs/a,runs/b"], x="minutes")         # b continued a (--init-from): one line
 """
 
 from __future__ import annotations
@@ -26,10 +27,22 @@ def read_metrics(run: str | Path) -> list[dict]:
         raise UsageError(f"{path} is not a metrics.jsonl file: {exc}") from None
 
 
+def chained(phases: list[str], key: str) -> list[dict]:
+    """The records of runs that continued one another (--init-from) as one run: each phase's steps or
+    times counted on from where the previous phase's records end."""
+    records, offset = [], 0.0
+    for phase in phases:
+        own = [r for r in read_metrics(phase) if key in r]
+        records += [{**r, key: r[key] + offset} for r in own]
+        offset += max((r[key] for r in own), default=0.0)
+    return records
+
+
 def plot_runs(runs: list[str | Path], out: str | Path | None = None, x: str = "steps") -> Path:
     """Train/validation loss and greedy validation BLEU of each run against steps or training minutes (the
     time a run's metrics record, resumes included); one line per run, labelled by its folder or file name.
-    Default output: the first run's folder/curves.png. Returns the PNG's path."""
+    A run given as "A,B" is B continuing A, drawn as one line. Default output: the first run's
+    folder/curves.png. Returns the PNG's path."""
     if x not in AXES:
         raise UsageError(f"--x must be {' or '.join(AXES)}, not {x!r}")
     if not runs:
@@ -46,8 +59,9 @@ def plot_runs(runs: list[str | Path], out: str | Path | None = None, x: str = "s
     figure, (loss_axis, bleu_axis) = plt.subplots(1, 2, figsize=(11, 4))
     for index, run in enumerate(runs):
         color = f"C{index}"  # one colour per run in both panels
-        records = [r for r in read_metrics(run) if key in r]
-        name = Path(run).name if Path(run).is_dir() else Path(run).stem
+        phases = str(run).split(",")
+        records = chained(phases, key)
+        name = "+".join(Path(p).name if Path(p).is_dir() else Path(p).stem for p in phases)
         prefix = f"{name}: " if len(runs) > 1 else ""
         train = [(r[key] * scale, r["train_loss"]) for r in records if "train_loss" in r]
         valid = [(r[key] * scale, r["valid_loss"], r["valid_bleu"]) for r in records if "valid_bleu" in r]
@@ -64,7 +78,7 @@ def plot_runs(runs: list[str | Path], out: str | Path | None = None, x: str = "s
         bleu_axis.legend()
     figure.suptitle(", ".join(str(run) for run in runs))
     figure.tight_layout()
-    first = Path(runs[0])
+    first = Path(str(runs[0]).split(",")[0])
     out = Path(out) if out else (first if first.is_dir() else first.parent) / "curves.png"
     figure.savefig(out, dpi=100)
     plt.close(figure)

@@ -20,6 +20,7 @@ from nmt.checkpoint import load_checkpoint
 from nmt.corpus import load_embedded, split_by_source
 from nmt.data import DataSpec, FilterSpec, training_source
 from nmt.errors import DataError
+from nmt.plot import chained
 from nmt.prepare import PrepareOptions, TokenCorpus, holds_out, keep_mask, prepare
 from nmt.train import TrainConfig, Trainer, _Loop, inverse_sqrt, linear_decay, lock_run_folder, paper_peak_lr
 
@@ -108,6 +109,10 @@ def test_plot_draws_several_runs_against_minutes_and_refuses_other_axes(tmp_path
                  "--out", str(tmp_path / "both.png"))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "both.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    phases = chained([str(tmp_path / "old"), str(tmp_path / "new")], "elapsed_s")
+    assert [r["elapsed_s"] for r in phases] == [60.0, 120.0, 180.0, 240.0]  # new continued old
+    chain = nmt("plot", f"{tmp_path / 'old'},{tmp_path / 'new'}", "--out", str(tmp_path / "chain.png"))
+    assert chain.returncode == 0 and (tmp_path / "chain.png").is_file()
     wrong = nmt("plot", str(tmp_path / "old"), "--x", "hours")
     assert wrong.returncode == 2 and wrong.stderr.strip() == "error: --x must be steps or minutes, not 'hours'"
     missing = nmt("plot", str(tmp_path / "none"))
