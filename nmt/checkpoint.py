@@ -40,7 +40,19 @@ class Checkpoint:
         return Transformer.from_weights(self.config, self.weights).to(device).eval()
 
     def tokenizer(self) -> Tokenizer:
-        return Tokenizer(self.spm_model)
+        """The stored sentencepiece model, checked to be one and to give the ids the model was trained on."""
+        try:
+            tokenizer = Tokenizer(self.spm_model)
+        except RuntimeError:
+            raise CheckpointError("the checkpoint's sentencepiece model is damaged (it cannot be read)") from None
+        processor, config = tokenizer.processor, self.config
+        specials = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
+        if tokenizer.vocab_size != config.vocab_size or specials != (config.pad_id, config.unk_id, config.bos_id,
+                                                                     config.eos_id):
+            raise CheckpointError(f"the checkpoint's sentencepiece model ({tokenizer.vocab_size} pieces, special ids "
+                                  f"{specials}) is not the one its model was trained with ({config.vocab_size} "
+                                  "pieces)")
+        return tokenizer
 
 
 def save_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:

@@ -158,3 +158,21 @@ def test_damaged_checkpoints_are_one_checkpoint_error(tmp_path, saved, how):
     torch.save(payload, damaged)
     with pytest.raises(CheckpointError, match=str(damaged)):
         load_checkpoint(damaged)
+
+
+@pytest.mark.parametrize("spm_model, error", [
+    (b"not a sentencepiece model", "the checkpoint's sentencepiece model is damaged"),
+    (None, "is not the one its model was trained with"),  # another vocabulary size
+])
+def test_a_damaged_or_foreign_sentencepiece_model_is_one_line_through_the_cli(tmp_path, tokenizer, spm_model,
+                                                                              error):
+    model = tiny_model(vocab_size=tokenizer.vocab_size + 5)  # for the foreign case: the ids do not fit
+    path = tmp_path / "model.pt"
+    save_checkpoint(path, Checkpoint(model.config, model_weights(model), spm_model or tokenizer.model_bytes))
+    with pytest.raises(CheckpointError, match=error):
+        load_checkpoint(path).tokenizer()
+    result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "translate", "--model", str(path), "-q"],
+                            input="A dog runs.\n", capture_output=True, text=True)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: the checkpoint's sentencepiece model") and error in result.stderr
+    assert result.stderr.count("\n") == 1
