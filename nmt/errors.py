@@ -27,12 +27,15 @@ class Interrupted(NmtError):
     """The user stopped a command with a signal (Ctrl-C, SIGTERM, SIGHUP): exit code 128 + its number, as
     a shell reports a process that the signal ended. `lines_written`: output lines finished before it."""
 
-    def __init__(self, signal_number: int, lines_written: int = 0, where: str = ""):
+    def __init__(self, signal_number: int, lines_written: int = 0, where: str = "", message: str = ""):
         self.signal_number, self.lines_written, self.where = signal_number, lines_written, where
         self.exit_code = 128 + signal_number
-        name = "Ctrl-C" if signal_number == signal.SIGINT else signal.Signals(signal_number).name
-        super().__init__(f"interrupted by {name} after {lines_written} lines{where}")
+        super().__init__(message or f"interrupted by {signal_name(signal_number)} after {lines_written} lines{where}")
 
     def after(self, lines: int, where: str = "") -> "Interrupted":
         """The same interruption with `lines` more written before it (and where they are)."""
         return Interrupted(self.signal_number, self.lines_written + lines, where or self.where)
+
+
+def signal_name(signal_number: int) -> str:
+    return "Ctrl-C" if signal_number == signal.SIGINT else signal.Signals(signal_number).name

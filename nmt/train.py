@@ -18,6 +18,8 @@ import logging
 import math
 import os
 import random
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +34,7 @@ from nmt.checkpoint import Checkpoint, load_checkpoint, model_weights, save_chec
 from nmt.config import PRESETS, ModelConfig
 from nmt.corpus import ParallelText
 from nmt.data import DataSpec, FilterSpec, parse_names, training_source
-from nmt.errors import DataError, NmtError, UsageError
+from nmt.errors import DataError, Interrupted, NmtError, UsageError, signal_name
 from nmt.evaluate import score
 from nmt.loss import TranslationLoss
 from nmt.model import Transformer
@@ -248,6 +250,15 @@ class Trainer:
                                   pre_norm=self.config.pre_norm, max_positions=self.config.max_positions)
 
     def run(self) -> dict:
+        """Train; the folder's lock is let go when the run ends, however it ends."""
+        try:
+            return self._train()
+        finally:
+            if self._lock is not None:
+                self._lock.close()
+                self._lock = None
+
+    def _train(self) -> dict:
         config = self.config
         init = load_checkpoint(config.init_from) if config.init_from else None
         last = self._last_checkpoint()
@@ -416,6 +427,7 @@ class _Loop:
         self.model_config = model.config
         self.device = trainer.device
         self.started = time.monotonic() - state["elapsed"]
+        self.interrupted = 0  # the signal that asked the run to stop at the next step boundary
 
     def autocast(self):
         if self.config.precision == "fp32":
@@ -447,7 +459,7 @@ class _Loop:
         s, c = self.state, self.config
         over = (c.max_steps and s["step"] >= c.max_steps) or (c.max_epochs and s["epoch"] >= c.max_epochs)
         timed_out = c.max_minutes and (time.monotonic() - self.started) >= 60 * c.max_minutes
-        return self.dist.any(bool(over or timed_out))
+        return self.dist.any(bool(over or timed_out or self.interrupted))
 
     def update(self, group: list[Batch], scaler) -> tuple[float, int]:
         """One optimizer step over a group of batches (gradient accumulation): its mean loss and tokens."""
@@ -480,38 +492,68 @@ class _Loop:
         return mean_loss, total_tokens
 
     def run(self) -> dict:
+        with self.stops_at_step_boundaries():
+            return self._run()
+
+    @contextlib.contextmanager
+    def stops_at_step_boundaries(self) -> Iterator[None]:
+        """Ctrl-C, SIGTERM and SIGHUP stop the run after the update in progress, with last.pt saved there, so
+        that rerunning resumes exactly; a second one stops at once, keeping the last save. (Only the main
+        thread can take signals; elsewhere they keep their handlers.)"""
+        stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        self.interrupted = 0
+
+        def stop(signal_number, frame):
+            if self.interrupted:
+                raise Interrupted(signal_number, message=f"interrupted by {signal_name(signal_number)} again: "
+                                  f"stopped at once; {self.trainer.out / 'last.pt'} holds the last save")
+            self.interrupted = signal_number
+            log.warning("%s: stopping after this update to save last.pt (again: stop at once, without saving)",
+                        signal_name(signal_number))
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {each: signal.signal(each, stop) for each in stops}
+        try:
+            yield
+        finally:
+            for each, handler in previous.items():
+                signal.signal(each, handler)
+
+    def _run(self) -> dict:
         scaler = torch.amp.GradScaler("cuda") if self.config.precision == "fp16" else None
         s = self.state
         window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
-        try:
-            while not self.finished():
-                for group in self.epoch_groups(s["epoch"], s["batch_in_epoch"]):
-                    if self.finished():
-                        break
-                    loss, n_tokens = self.update(group, scaler)
-                    s["step"] += 1
-                    s["batch_in_epoch"] += 1
-                    window_loss += loss
-                    window_tokens += n_tokens
-                    window_steps += 1
-                    if s["step"] % self.config.log_every == 0:
-                        elapsed = time.monotonic() - window_start
-                        self.report_progress(window_loss / window_steps, window_tokens / elapsed)
-                        window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
-                    if self.config.save_every and s["step"] % self.config.save_every == 0:
-                        self.save_last()
-                    if s["step"] % self.config.valid_every == 0:
-                        paused = time.monotonic()
-                        if self.validate_and_save():
-                            return self.summary("early stop")
-                        window_start += time.monotonic() - paused  # tokens/s counts training time only
-                else:
-                    s["epoch"] += 1
-                    s["batch_in_epoch"] = 0
-        except KeyboardInterrupt:
+        while not self.finished():
+            for group in self.epoch_groups(s["epoch"], s["batch_in_epoch"]):
+                if self.finished():
+                    break
+                loss, n_tokens = self.update(group, scaler)
+                s["step"] += 1
+                s["batch_in_epoch"] += 1
+                window_loss += loss
+                window_tokens += n_tokens
+                window_steps += 1
+                if s["step"] % self.config.log_every == 0:
+                    elapsed = time.monotonic() - window_start
+                    self.report_progress(window_loss / window_steps, window_tokens / elapsed)
+                    window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
+                if self.config.save_every and s["step"] % self.config.save_every == 0:
+                    self.save_last()
+                if s["step"] % self.config.valid_every == 0:
+                    paused = time.monotonic()
+                    if self.validate_and_save():
+                        return self.summary("early stop")
+                    window_start += time.monotonic() - paused  # tokens/s counts training time only
+            else:
+                s["epoch"] += 1
+                s["batch_in_epoch"] = 0
+        if self.dist.any(bool(self.interrupted)):
             self.save_last()
-            log.warning("interrupted: saved %s at step %d", self.trainer.out / "last.pt", s["step"])
-            raise
+            raise Interrupted(self.interrupted or signal.SIGTERM, message=(
+                f"interrupted by {signal_name(self.interrupted or signal.SIGTERM)} at step {s['step']}: saved "
+                f"{self.trainer.out / 'last.pt'} there; rerun the same command to resume"))
         if s["step"] % self.config.valid_every != 0:
             self.validate_and_save()
         return self.summary("budget reached")

@@ -19,7 +19,7 @@ import torch
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import load_embedded, split_by_source
 from nmt.data import DataSpec, FilterSpec, training_source
-from nmt.errors import DataError
+from nmt.errors import DataError, Interrupted
 from nmt.plot import chained
 from nmt.prepare import PrepareOptions, TokenCorpus, holds_out, keep_mask, prepare
 from nmt.train import TrainConfig, Trainer, _Loop, inverse_sqrt, linear_decay, lock_run_folder, paper_peak_lr
@@ -189,6 +189,52 @@ def test_save_every_writes_last_between_validations(corpus, tmp_path, monkeypatc
                          max_tokens=800, save_every=2, valid_every=1000, keep_last=0, threads=1)
     Trainer(config).run()
     assert saved_at == [2, 4, 5]  # every 2 steps, then with the validation that ends the run
+
+
+def interrupt_during_update(monkeypatch, step: int, times: int = 1) -> None:
+    """Ctrl-C (`times` of it) in the middle of update `step`: after its forward pass drew its dropout masks,
+    before the optimizer moved."""
+    loss = _Loop.loss
+
+    def loss_then_signal(loop, batch):
+        result = loss(loop, batch)
+        if loop.state["step"] == step - 1:
+            for _ in range(times):
+                os.kill(os.getpid(), signal.SIGINT)
+        return result
+
+    monkeypatch.setattr(_Loop, "loss", loss_then_signal)
+
+
+def test_ctrl_c_stops_at_a_step_boundary_and_the_resume_is_exact(corpus, tmp_path, monkeypatch):
+    def config(out: str) -> TrainConfig:
+        return TrainConfig(out=str(tmp_path / out), src_file=str(corpus / "train.en"),
+                           tgt_file=str(corpus / "train.fr"), spm=str(corpus / "spm.model"), preset="tiny", max_steps=8,
+                           max_tokens=600, warmup=3, valid_every=1000, keep_last=0, threads=1)
+
+    Trainer(config("straight")).run()
+    with monkeypatch.context() as patch:
+        interrupt_during_update(patch, step=4)
+        with pytest.raises(Interrupted, match=r"^interrupted by Ctrl-C at step 4: saved .*last.pt there") as stopped:
+            Trainer(config("split")).run()
+    assert stopped.value.exit_code == 130
+    assert load_checkpoint(tmp_path / "split" / "last.pt").train_state["progress"]["step"] == 4
+    Trainer(config("split")).run()
+    straight, split = (load_checkpoint(tmp_path / run / "last.pt") for run in ("straight", "split"))
+    assert split.train_state["progress"]["step"] == 8
+    for name, tensor in straight.weights.items():
+        assert torch.equal(tensor, split.weights[name]), name
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are put back
+
+
+def test_a_second_ctrl_c_stops_at_once_without_saving(corpus, tmp_path, monkeypatch):
+    interrupt_during_update(monkeypatch, step=2, times=2)
+    config = TrainConfig(out=str(tmp_path / "run"), src_file=str(corpus / "train.en"),
+                         tgt_file=str(corpus / "train.fr"), spm=str(corpus / "spm.model"), preset="tiny", max_steps=8,
+                         max_tokens=600, valid_every=1000, keep_last=0, threads=1)
+    with pytest.raises(Interrupted, match="again: stopped at once"):
+        Trainer(config).run()
+    assert not (tmp_path / "run" / "last.pt").exists()
 
 
 def free_port() -> int:
