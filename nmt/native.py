@@ -76,25 +76,68 @@ def c_compiler() -> str:
     return (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
 
 
+def compiler_identity(path: str) -> bytes:
+    """The compiler binary (its real path, size and modification time): another compiler, or the same one
+    upgraded, builds anew."""
+    real = os.path.realpath(path)
+    info = os.stat(real)
+    return f"{real} {info.st_size} {info.st_mtime_ns}".encode()
+
+
+def private_folder(folder: Path) -> bool:
+    """Make `folder` (created if missing) readable and writable by this user alone; False when it belongs to
+    another user, whose code this process must not load."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.stat()
+    if info.st_uid != os.getuid():
+        log.warning("%s belongs to another user: the attention kernels are not loaded from it", folder)
+        return False
+    if info.st_mode & 0o077:
+        folder.chmod(0o700)
+    return True
+
+
+def trusted(library_path: Path) -> bool:
+    """The library is this user's, writable by no one else, and holds the bytes its build recorded beside it
+    (LIB.sha256): a file changed after the build, by hand or by damage, is not loaded."""
+    try:
+        info = library_path.stat()
+        recorded = library_path.with_suffix(".sha256").read_text().strip()
+        actual = hashlib.sha256(library_path.read_bytes()).hexdigest()
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022 and recorded == actual
+
+
 def compile_library() -> Path | None:
-    """The compiled kernels' path, compiling them if this CPU has no build yet; None if they cannot be built."""
-    compiler = c_compiler()
-    if shutil.which(compiler) is None:
-        log.debug("no C compiler (%s): the decoder keeps float32 attention caches", compiler)
+    """The compiled kernels' path, compiling them if this CPU has no trusted build yet; None if they cannot be
+    built. The cache folder is private to the user (mode 0700), and every load checks the build's
+    checksum (`trusted`)."""
+    compiler = shutil.which(c_compiler())
+    if compiler is None:
+        log.debug("no C compiler (%s): the decoder keeps float32 attention caches", c_compiler())
         return None
     source = SOURCE.read_bytes()
     for flags in FLAG_SETS:
-        key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), cpu_signature().encode()])).hexdigest()
         try:
+            key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), cpu_signature().encode(),
+                                             compiler_identity(compiler)])).hexdigest()
             target = cache_folder() / f"attention-{key[:16]}.so"  # RuntimeError: no home folder
-            if target.is_file():
+            if not private_folder(target.parent):
+                return None
+            if trusted(target):
                 return target
-            target.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
                 built = Path(scratch) / target.name
                 subprocess.run([compiler, *flags, "-shared", "-fPIC", "-o", str(built), str(SOURCE), "-lm"],
                                check=True, capture_output=True, timeout=120)
-                os.replace(built, target)  # atomic: processes building at once each rename a whole library
+                built.chmod(0o700)
+                digest = Path(scratch) / "digest"
+                digest.write_text(hashlib.sha256(built.read_bytes()).hexdigest() + "\n")
+                # atomic: processes building at once each rename a whole library, then its checksum; one that
+                # reads a library and another's checksum between the two renames rebuilds
+                os.replace(built, target)
+                os.replace(digest, target.with_suffix(".sha256"))
             return target
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
             log.debug("compiling %s with %s failed: %s", SOURCE.name, flags, exc)

@@ -3,6 +3,7 @@ whatever the row count, cached length, beam and source lengths; their build, reu
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -187,6 +188,28 @@ def test_library_is_built_once_per_cpu_into_the_cache_folder(monkeypatch, tmp_pa
     assert built is not None and built.parent == tmp_path / "nmt" and built.is_file()
     modified = built.stat().st_mtime_ns
     assert native.compile_library() == built and built.stat().st_mtime_ns == modified  # reused, not rebuilt
+
+
+def test_the_cache_folder_is_private_and_a_changed_library_is_rebuilt_not_loaded(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "nmt").mkdir(mode=0o777)
+    (tmp_path / "nmt").chmod(0o777)  # as another program may have left it
+    built = native.compile_library()
+    assert (tmp_path / "nmt").stat().st_mode & 0o777 == 0o700
+    assert built.stat().st_mode & 0o077 == 0 and native.trusted(built)
+    good = built.read_bytes()
+    built.write_bytes(good + b"planted code")  # changed after the build: its checksum no longer matches
+    assert not native.trusted(built)
+    assert native.compile_library() == built and built.read_bytes() == good and native.trusted(built)
+    built.chmod(0o777)  # writable by anyone: whatever it holds, not trusted
+    assert not native.trusted(built)
+
+
+def test_a_cache_folder_of_another_user_is_not_used(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(os, "getuid", lambda: 12345)
+    assert native.compile_library() is None
+    assert not list((tmp_path / "nmt").iterdir())
 
 
 def test_no_kernels_without_avx2_or_avx512(monkeypatch):
