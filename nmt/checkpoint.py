@@ -2,12 +2,14 @@
 
 Files are written atomically (temporary file, fsync, rename) and read with `torch.load(weights_only=True)`,
 which refuses any pickle that would build objects other than tensors and plain containers, so loading
-never runs code from the file. Training state (optimizer, scheduler, step, RNG, data position) is
-optional and only read when resuming; so is a lexical shortlist (nmt.shortlist) for faster decoding.
+never runs code from the file. A SHA-256 of the contents is stored in the file and checked on loading: torch's
+zip records do not notice a flipped bit inside a tensor. Training state (optimizer, scheduler, step, RNG, data
+position) is optional and only read when resuming; so is a lexical shortlist (nmt.shortlist) for faster decoding.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import warnings
@@ -17,7 +19,7 @@ from pathlib import Path
 import torch
 
 from nmt.config import ModelConfig
-from nmt.errors import CheckpointError
+from nmt.errors import CheckpointError, NmtError
 from nmt.model import Transformer
 from nmt.shortlist import Shortlist
 from nmt.tokenizer import Tokenizer
@@ -70,6 +72,7 @@ def save_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:
         payload["train_state"] = checkpoint.train_state
     if checkpoint.shortlist is not None:
         payload["shortlist"] = checkpoint.shortlist.to_dict()
+    payload["checksum"] = content_checksum(payload)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
@@ -78,6 +81,9 @@ def save_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
+    except OSError as exc:  # a full disk, most often: one line, and the previous file is still whole
+        kept = f"; the previous {path.name} is kept" if path.exists() else ""
+        raise NmtError(f"cannot write {path}: {exc.strerror or exc}{kept}") from None
     finally:
         temporary.unlink(missing_ok=True)
 
@@ -104,6 +110,10 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         raise CheckpointError(
             f"{path}: checkpoint format version {version} is newer than this nmt reads ({FORMAT_VERSION}); upgrade nmt"
         )
+    stored = payload.pop("checksum", None)  # files written before checksums have none
+    if stored is not None and stored != content_checksum(payload):
+        raise CheckpointError(f"{path}: damaged: its contents do not match the checksum stored in it (a flipped bit "
+                              "or a bad copy?)")
     try:
         checkpoint = Checkpoint(
             config=ModelConfig.from_dict(payload["model_config"]),
@@ -125,6 +135,35 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     _check_weights(path, checkpoint)
     _check_decoding(path, checkpoint.decoding)
     return checkpoint
+
+
+def content_checksum(payload: dict) -> str:
+    """SHA-256 over everything in a checkpoint's payload (but the checksum): tensors by dtype, shape and bytes,
+    containers in key order, other values by their repr (what torch.load gives back, it gives back alike)."""
+    digest = hashlib.sha256()
+
+    def add(value) -> None:
+        if isinstance(value, torch.Tensor):
+            tensor = value.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"T{tensor.dtype}{tuple(value.shape)}".encode())
+            digest.update(tensor.view(torch.uint8).numpy().data)
+        elif isinstance(value, dict):
+            digest.update(f"D{len(value)}".encode())
+            for key in sorted(value, key=repr):
+                add(key)
+                add(value[key])
+        elif isinstance(value, list | tuple):
+            digest.update(f"L{len(value)}".encode())
+            for item in value:
+                add(item)
+        elif isinstance(value, bytes | bytearray):
+            digest.update(f"B{len(value)}".encode())
+            digest.update(value)
+        else:
+            digest.update(f"P{value!r}".encode())
+
+    add({key: value for key, value in payload.items() if key != "checksum"})
+    return digest.hexdigest()
 
 
 def _check_weights(path: Path, checkpoint: Checkpoint) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 from nmt.checkpoint import FORMAT_VERSION, Checkpoint, load_checkpoint, model_weights, save_checkpoint
-from nmt.errors import CheckpointError
+from nmt.errors import CheckpointError, NmtError
 from tests.conftest import tiny_model
 
 
@@ -117,10 +118,11 @@ def test_interrupted_write_keeps_the_previous_file(tmp_path, saved, monkeypatch)
     checkpoint = load_checkpoint(saved)
 
     def crash(*args, **kwargs):
-        raise OSError("disk full")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", crash)
-    with pytest.raises(OSError):
+    kept = r"^cannot write .*good.pt: No space left on device; the previous good.pt is kept$"
+    with pytest.raises(NmtError, match=kept):
         save_checkpoint(saved, checkpoint)
     assert saved.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["good.pt"]
@@ -176,3 +178,21 @@ def test_a_damaged_or_foreign_sentencepiece_model_is_one_line_through_the_cli(tm
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("error: the checkpoint's sentencepiece model") and error in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_a_flipped_bit_inside_a_weight_is_refused(tmp_path, saved):
+    import zipfile
+
+    data = bytearray(saved.read_bytes())
+    with zipfile.ZipFile(saved) as archive:
+        largest = max(archive.infolist(), key=lambda info: info.file_size)  # the embedding matrix's record
+    with open(saved, "rb") as file:  # its data starts after the local header, whose name and extra field vary
+        file.seek(largest.header_offset + 26)
+        name_length, extra_length = (int.from_bytes(file.read(2), "little") for _ in range(2))
+    start = largest.header_offset + 30 + name_length + extra_length
+    data[start + largest.file_size // 2] ^= 0x10
+    flipped = tmp_path / "flipped.pt"
+    flipped.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"flipped.pt: damaged: its contents do not match the checksum"):
+        load_checkpoint(flipped)
+    assert load_checkpoint(saved).weights  # the intact file loads
