@@ -19,7 +19,7 @@ from typing import TextIO
 import typer
 
 from nmt import __version__
-from nmt.errors import Interrupted, NmtError, UsageError
+from nmt.errors import STOP_SIGNALS, Interrupted, NmtError, UsageError, stop_signals_handled_by
 from nmt_cli.lean_import import import_torch
 
 app = typer.Typer(
@@ -534,19 +534,14 @@ def _output(path: Path | None, input: Path | None) -> Iterator[TextIO]:
 def interruptible() -> Iterator[None]:
     """Ctrl-C, SIGTERM and SIGHUP raise nmt.errors.Interrupted: the command flushes what is finished, stops
     its worker processes and exits with 128 + the signal's number. A second signal ends it at once."""
-    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def stop(signal_number, frame):
-        for each in stops:
+        for each in STOP_SIGNALS:
             signal.signal(each, signal.SIG_DFL)
         raise Interrupted(signal_number)
 
-    previous = {each: signal.signal(each, stop) for each in stops}
-    try:
+    with stop_signals_handled_by(stop):
         yield
-    finally:
-        for each, handler in previous.items():
-            signal.signal(each, handler)
 
 
 @contextlib.contextmanager

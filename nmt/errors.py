@@ -1,6 +1,11 @@
 """Errors a user can cause and fix. The CLI turns each into one `error: ...` line and its exit code."""
 
+import contextlib
 import signal
+from collections.abc import Iterator
+
+# The signals that ask a command to stop: Ctrl-C, `kill`, a closed terminal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class NmtError(Exception):
@@ -39,3 +44,14 @@ class Interrupted(NmtError):
 
 def signal_name(signal_number: int) -> str:
     return "Ctrl-C" if signal_number == signal.SIGINT else signal.Signals(signal_number).name
+
+
+@contextlib.contextmanager
+def stop_signals_handled_by(handler) -> Iterator[None]:
+    """STOP_SIGNALS go to `handler(signal_number, frame)` inside the block; the previous handlers after it."""
+    previous = {each: signal.signal(each, handler) for each in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for each, old in previous.items():
+            signal.signal(each, old)

@@ -34,7 +34,7 @@ from nmt.checkpoint import Checkpoint, load_checkpoint, model_weights, save_chec
 from nmt.config import PRESETS, ModelConfig
 from nmt.corpus import ParallelText
 from nmt.data import DataSpec, FilterSpec, parse_names, training_source
-from nmt.errors import DataError, Interrupted, NmtError, UsageError, signal_name
+from nmt.errors import DataError, Interrupted, NmtError, UsageError, signal_name, stop_signals_handled_by
 from nmt.evaluate import score
 from nmt.loss import TranslationLoss
 from nmt.model import Transformer
@@ -500,7 +500,6 @@ class _Loop:
         """Ctrl-C, SIGTERM and SIGHUP stop the run after the update in progress, with last.pt saved there, so
         that rerunning resumes exactly; a second one stops at once, keeping the last save. (Only the main
         thread can take signals; elsewhere they keep their handlers.)"""
-        stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
         self.interrupted = 0
 
         def stop(signal_number, frame):
@@ -514,12 +513,8 @@ class _Loop:
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        previous = {each: signal.signal(each, stop) for each in stops}
-        try:
+        with stop_signals_handled_by(stop):
             yield
-        finally:
-            for each, handler in previous.items():
-                signal.signal(each, handler)
 
     def _run(self) -> dict:
         scaler = torch.amp.GradScaler("cuda") if self.config.precision == "fp16" else None
