@@ -1,7 +1,7 @@
 """Training as in the paper: Adam(0.9, 0.98, 1e-9), inverse-square-root schedule with warmup (or a linear decay
-to zero at the end of a planned run), label
-smoothing 0.1, dropout; with token-budget batches, accumulation, bf16/fp16, validation BLEU, best/last
-checkpoints, early stopping, exact resume, and DistributedDataParallel under torchrun.
+to zero at the end of a planned run), label smoothing 0.1, dropout; with token-budget batches, accumulation,
+bf16/fp16, validation BLEU, best/last checkpoints, early stopping, exact resume (Ctrl-C included), and
+DistributedDataParallel under torchrun.
 
     train(TrainConfig(data="multi30k", preset="small", out="runs/m30k"))
 
