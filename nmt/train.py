@@ -352,7 +352,7 @@ class Trainer:
                 if given is not None and given != stored[name]:
                     raise UsageError(f"--{name} {given} differs from the {stored[name]} that {self.out} was trained "
                                      "with: resume without it, or add --reset-schedule to change the schedule")
-            if stored["decay"] == "linear" and planned > stored["total"]:
+            if stored["decay"] == "linear" and (config.max_steps or config.max_epochs) and planned > stored["total"]:
                 raise UsageError(f"{self.out}'s learning rate reaches zero at step {stored['total']}: add "
                                  "--reset-schedule to decay to zero at the new end instead")
             return stored
@@ -458,6 +458,7 @@ class _Loop:
     def finished(self) -> bool:
         s, c = self.state, self.config
         over = (c.max_steps and s["step"] >= c.max_steps) or (c.max_epochs and s["epoch"] >= c.max_epochs)
+        over = over or s["step"] >= self.trainer.schedule.get("total", math.inf)  # a linear decay's rate is 0 there
         timed_out = c.max_minutes and (time.monotonic() - self.started) >= 60 * c.max_minutes
         return self.dist.any(bool(over or timed_out or self.interrupted))
 

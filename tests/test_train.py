@@ -70,6 +70,8 @@ def test_linear_decay_reaches_zero_at_max_steps_and_a_resume_cannot_go_past_it(c
     assert past.returncode == 2 and "reaches zero at step 8" in past.stderr and "Traceback" not in past.stderr
     other = nmt(*train_args(corpus, out, "--max-steps", "8", "--decay", "inverse-sqrt"))
     assert other.returncode == 2 and "--decay inverse-sqrt differs" in other.stderr
+    timed = nmt(*train_args(corpus, out, "--max-minutes", "5"))  # no step budget: the decay's end stands
+    assert timed.returncode == 0 and load_checkpoint(out / "last.pt").train_state["progress"]["step"] == 8
     unplanned = nmt(*train_args(corpus, tmp_path / "timed", "--max-minutes", "1", "--decay", "linear"))
     assert unplanned.returncode == 2 and "--decay linear needs --max-steps" in unplanned.stderr
 
