@@ -90,6 +90,9 @@ DATA_OPTIONS = {
                               "local Arrow copy of a hub dataset)."),
     "valid_src": typer.Option(None, "--valid-src", help="Validation English file."),
     "valid_tgt": typer.Option(None, "--valid-tgt", help="Validation French file."),
+    "augment": typer.Option(None, "--augment/--no-augment", help="Add variants of the training pairs that teach "
+                            "numbers, links, codes, names, emoji, capitals and long sentences (nmt.augment). "
+                            "Default off."),
 }
 
 
@@ -188,6 +191,7 @@ def train(
     streaming: bool = DATA_OPTIONS["streaming"],
     valid_src: str = DATA_OPTIONS["valid_src"],
     valid_tgt: str = DATA_OPTIONS["valid_tgt"],
+    augment: bool = DATA_OPTIONS["augment"],
     preset: str = typer.Option(None, "--preset", help="tiny, small, base or big. Default small."),
     pre_norm: bool = typer.Option(None, "--pre-norm/--post-norm", help="LayerNorm placement. Default post-norm."),
     dropout: float = typer.Option(None, "--dropout", help="Default 0.1."),
@@ -259,6 +263,7 @@ def prepare(
     streaming: bool = DATA_OPTIONS["streaming"],
     valid_src: str = DATA_OPTIONS["valid_src"],
     valid_tgt: str = DATA_OPTIONS["valid_tgt"],
+    augment: bool = DATA_OPTIONS["augment"],
     vocab_size: int = typer.Option(8000, "--vocab-size", help="Sentencepiece pieces."),
     spm: str = typer.Option(None, "--spm", help="Use this sentencepiece model instead of training one."),
     spm_sample: int = typer.Option(1_000_000, "--spm-sample", help="Sentences sentencepiece trains on."),
@@ -284,7 +289,7 @@ def prepare(
             raise UsageError(f"cannot read the sentencepiece model {spm}: {exc.strerror}") from None
     spec = DataSpec(names=parse_names(data) if data else (), src_file=src_file, tgt_file=tgt_file,
                     hf_dataset=hf_dataset, hf_config=hf_config, streaming=bool(streaming), valid_src=valid_src,
-                    valid_tgt=valid_tgt, seed=seed)
+                    valid_tgt=valid_tgt, augment=bool(augment), seed=seed)
     options = PrepareOptions(vocab_size=vocab_size, spm_model=spm_model, spm_sample=spm_sample,
                              limits=FilterSpec(max_len, max_ratio), seed=seed, workers=workers, cache_dir=cache_dir)
     prepared = prepare_corpus(training_source(spec), options)
@@ -313,6 +318,7 @@ def evaluate(
     _configure_logging(False)
     from nmt.corpus import parse_test_set, read_lines
     from nmt.evaluate import score
+    from nmt.robustness import format_report, load_robustness, robustness_report
 
     if sum(x is not None for x in (hyp, src, test)) != 1:
         raise UsageError("give one of --hyp (with --ref), --src (with --ref) or --test")
@@ -327,6 +333,9 @@ def evaluate(
     if limit:
         references = references[:limit]
         sources = sources[:limit] if sources is not None else None
+    robust = []  # the robustness sets are also scored by category (nmt.robustness)
+    if test is not None and test.startswith("robustness:"):
+        robust = load_robustness(test.partition(":")[2])[: limit or None]
     if hyp is not None:
         hypotheses = read_lines(hyp)[: limit or None]
     else:
@@ -342,18 +351,27 @@ def evaluate(
             device = resolve_device(device)
             translator = Translator.from_checkpoint(checkpoint, options, device, max_tokens=max_tokens,
                                                     workers=default_workers(device), use_shortlist=shortlist)
-        hypotheses = [t.text for t in translator.translate(sources)]
+        plain = [(index, line.plain) for index, line in enumerate(robust) if line.plain]
+        translated = [t.text for t in translator.translate(sources + [text for _, text in plain])]
+        hypotheses = translated[: len(sources)]
+        plain_translations = {index: text for (index, _), text in zip(plain, translated[len(sources):], strict=True)}
+        categories = robustness_report(robust, hypotheses, plain_translations) if robust else {}
     scores = score(hypotheses, references, lc_tok=lc_tok)
     if as_json:
         import json
 
-        typer.echo(json.dumps({**scores.to_dict(), "test": name}))
+        record = {**scores.to_dict(), "test": name}
+        if robust:
+            record["categories"] = {category: report.to_dict() for category, report in categories.items()}
+        typer.echo(json.dumps(record))
         return
     typer.echo(f"{name}: {scores.lines} lines")
     typer.echo(f"BLEU {scores.bleu:.2f}  ({scores.signatures['bleu']})")
     typer.echo(f"chrF {scores.chrf:.2f}  ({scores.signatures['chrf']})")
     if scores.bleu_lc_tok is not None:
         typer.echo(f"BLEU lowercased Moses-tokenized {scores.bleu_lc_tok:.2f}  ({scores.signatures['bleu_lc_tok']})")
+    if robust:
+        typer.echo("\n".join(format_report(categories)))
 
 
 @app.command()

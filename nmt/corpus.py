@@ -28,6 +28,7 @@ EMBEDDED = {
                               "test_2017_flickr": "test_2017_flickr"}),
     "tatoeba": ("tatoeba", {"train": "train", "dev": None}),
     "news-commentary": ("news_commentary", {"train": "train", "dev": None, "dev_newsdiscuss": "dev_newsdiscuss"}),
+    "robustness": ("robustness", {"dev": "dev", "test": "test"}),  # nmt.robustness scores it by category
 }
 SOURCE_LANG, TARGET_LANG = "en", "fr"
 HELD_OUT_SEED = 1  # a split named None above is held out of "train" by distinct source sentence, this seed

@@ -44,6 +44,7 @@ class DataSpec:
     valid_src: str | None = None
     valid_tgt: str | None = None
     valid_size: int = 1000  # held out when no validation set exists
+    augment: bool = False  # add nmt.augment's variants of the training pairs
     seed: int = 1
 
 
@@ -196,7 +197,16 @@ class PairSource:
 def training_source(spec: DataSpec) -> PairSource:
     """The pairs of --hf-dataset, or of --data and --src-file/--tgt-file, either or both (the embedded corpora,
     then the files: synthetic pairs beside real ones, say); validation pairs as given, else the embedded
-    corpora's."""
+    corpora's. With spec.augment, each chunk is followed by its variants (nmt.augment)."""
+    source = _training_source(spec)
+    if not spec.augment:
+        return source
+    from nmt.augment import Augment, augmented  # nmt.augment builds on this module
+
+    return augmented(source, Augment(seed=spec.seed))
+
+
+def _training_source(spec: DataSpec) -> PairSource:
     files = spec.src_file or spec.tgt_file
     if spec.hf_dataset and (spec.names or files) or not (spec.names or files or spec.hf_dataset):
         raise DataError("give one training source: --data NAMES and/or --src-file/--tgt-file, or --hf-dataset")

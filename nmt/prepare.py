@@ -43,6 +43,7 @@ from nmt.tokenizer import Tokenizer, train_tokenizer
 log = logging.getLogger("nmt")
 
 CACHE_VERSION = 1
+SPM_VERSION = 2  # 2: with nmt.protect's placeholders as pieces
 CHUNK_PAIRS = 50_000
 
 
@@ -83,7 +84,7 @@ def prepare(source: PairSource, options: PrepareOptions, writer: bool = True) ->
     another process (the first rank on this machine) to make what is missing instead."""
     root = cache_root(options.cache_dir)
     hold_out = source.valid is None
-    plan = _digest(CACHE_VERSION, source.identity, options.vocab_size, options.spm_sample, options.seed,
+    plan = _digest(CACHE_VERSION, SPM_VERSION, source.identity, options.vocab_size, options.spm_sample, options.seed,
                    options.valid_size if hold_out else None)
     if options.spm_model:
         tokenizer, share = Tokenizer(options.spm_model), None

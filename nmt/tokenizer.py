@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import sentencepiece as spm
 
 from nmt.errors import DataError
+from nmt.protect import PLACEHOLDERS
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
@@ -35,9 +36,15 @@ class Tokenizer:
     def decode(self, ids: list[int]) -> str:
         return self.processor.decode(ids)
 
+    @property
+    def has_placeholders(self) -> bool:
+        """Whether each placeholder of nmt.protect is one piece (sentencepiece models trained since they exist)."""
+        return all(self.processor.piece_to_id(piece) != UNK_ID for piece in PLACEHOLDERS)
+
 
 def train_tokenizer(sentences: Iterable[str], vocab_size: int, max_sentences: int = 2_000_000) -> Tokenizer:
-    """A unigram model with byte fallback (emoji and unseen scripts survive as bytes) and the ids above."""
+    """A unigram model with byte fallback (emoji and unseen scripts survive as bytes), the ids above, and the
+    placeholders of nmt.protect as pieces of their own."""
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
@@ -47,6 +54,7 @@ def train_tokenizer(sentences: Iterable[str], vocab_size: int, max_sentences: in
             model_type="unigram",
             character_coverage=0.9999,
             byte_fallback=True,
+            user_defined_symbols=list(PLACEHOLDERS),
             pad_id=PAD_ID,
             unk_id=UNK_ID,
             bos_id=BOS_ID,

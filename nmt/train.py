@@ -58,6 +58,7 @@ class TrainConfig:
     hf_dataset: str | None = None
     hf_config: str | None = None
     streaming: bool = False
+    augment: bool = False  # nmt.augment's variants of the training pairs
     valid_src: str | None = None
     valid_tgt: str | None = None
     preset: str = "small"
@@ -236,7 +237,7 @@ class Trainer:
         spec = DataSpec(names=parse_names(config.data) if config.data else (), src_file=config.src_file,
                         tgt_file=config.tgt_file, hf_dataset=config.hf_dataset, hf_config=config.hf_config,
                         streaming=config.streaming, valid_src=config.valid_src, valid_tgt=config.valid_tgt,
-                        seed=config.seed)
+                        augment=config.augment, seed=config.seed)
         options = PrepareOptions(vocab_size=config.vocab_size, spm_model=spm_model, spm_sample=config.spm_sample,
                                  limits=FilterSpec(config.max_len, config.max_ratio), seed=config.seed,
                                  workers=config.prepare_workers, cache_dir=config.cache_dir)

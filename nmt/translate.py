@@ -32,6 +32,7 @@ from nmt.errors import Interrupted, NmtError, UsageError
 from nmt.flat_decoder import FlatDecoder
 from nmt.graphs import StepGraphs
 from nmt.model import Transformer
+from nmt.protect import Protected, case_normalized, protect
 from nmt.quantize import fbgemm_available, quantize_dynamic_int8, quantize_weights_int8, untie_output_projection
 from nmt.search import SearchOptions, search
 from nmt.segment import split_clauses, split_sentences
@@ -39,6 +40,19 @@ from nmt.shortlist import Shortlist
 from nmt.tokenizer import Tokenizer
 
 log = logging.getLogger("nmt")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A sentence (or clause) as translated: its token pieces, its placeholders, whether it was in capitals."""
+
+    pieces: list[list[int]]
+    protected: Protected | None
+    upper: bool
+
+    def restore(self, translation: str) -> str:
+        text = self.protected.restore(translation) if self.protected else translation
+        return text.upper() if self.upper else text
 
 
 @dataclass
@@ -192,10 +206,12 @@ def _search_in_worker(sources: list[list[int]]) -> list:
 class Translator:
     def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
                  batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1,
-                 shortlist: Shortlist | None = None):
+                 shortlist: Shortlist | None = None, ordinary_input: bool = True):
         """workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
         thread each, when a window of lines makes several batches (a single batch: here, on all threads).
-        shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.shortlist)."""
+        shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.shortlist).
+        ordinary_input: ALL-CAPS sentences are translated in sentence case and put back in capitals, and,
+        with a model that has placeholders, URLs, e-mails, codes, numbers and emoji are protected (nmt.protect)."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -213,6 +229,7 @@ class Translator:
             raise UsageError("--shortlist needs the cached decoder without CUDA graphs: drop --no-cache, "
                              "add --no-cuda-graphs on CUDA")
         self.shortlist = shortlist
+        self.ordinary_input = ordinary_input
         self.tokenizer = tokenizer
         self.options = options
         self.max_tokens = max_tokens
@@ -233,22 +250,33 @@ class Translator:
         shortlist = checkpoint.shortlist if use_shortlist else None
         return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, **settings)
 
-    def _pieces(self, line: str) -> list[list[int]]:
-        """The token ids of `line`'s pieces: its sentences, the clauses of a sentence too long to translate
-        whole, and, for a clause still too long, runs of tokens cut at word starts (nmt.segment)."""
+    def _units(self, line: str) -> list[Unit]:
+        """`line` as the units it is translated in: its sentences, and the clauses of a sentence too long to
+        translate whole (nmt.segment); a clause still too long is cut into runs of tokens at word starts."""
         limit = self.max_piece_tokens
-        pieces = []
+        units = []
         for sentence in split_sentences(line):
-            ids = self.tokenizer.encode(sentence)
-            if len(ids) <= limit:
-                pieces.append(ids)
+            unit = self._unit(sentence)
+            if len(unit.pieces) <= 1:  # not cut: at most max_piece_tokens
+                units.append(unit)
                 continue
             if not self._warned_long:
                 log.warning("a sentence is longer than %d tokens: it is translated in pieces", limit)
                 self._warned_long = True
-            for clause in split_clauses(sentence, lambda text: len(self.tokenizer.encode(text)), limit):
-                pieces.extend(self._cut_at_word_starts(self.tokenizer.encode(clause)))
-        return [ids for ids in pieces if ids]
+            units.extend(self._unit(clause) for clause in split_clauses(
+                sentence, lambda text: len(self.tokenizer.encode(text)), limit))
+        return [unit for unit in units if unit.pieces]
+
+    def _unit(self, text: str) -> Unit:
+        """`text` in sentence case if it is in capitals, with its entities behind placeholders where the model
+        has them (nmt.protect), as token ids of at most max_piece_tokens."""
+        upper = False
+        if self.ordinary_input:
+            text, upper = case_normalized(text)
+        protected = protect(text) if self.ordinary_input and self.tokenizer.has_placeholders else None
+        ids = self.tokenizer.encode(protected.text if protected else text)
+        pieces = [ids] if len(ids) <= self.max_piece_tokens else self._cut_at_word_starts(ids)
+        return Unit([piece for piece in pieces if piece], protected, upper)
 
     def _cut_at_word_starts(self, ids: list[int]) -> list[list[int]]:
         """`ids` in runs of at most max_piece_tokens, cut at a word start in the second half of each run."""
@@ -326,8 +354,10 @@ class Translator:
         """(line index, Translation) pairs as batches finish: empty lines first, then by length."""
         sources: list[list[int]] = []
         owners: list[int] = []  # line index of each source piece
+        units: list[list[Unit]] = []
         for index, line in enumerate(lines):
-            pieces = self._pieces(line)
+            units.append(self._units(line))
+            pieces = [piece for unit in units[-1] for piece in unit.pieces]
             if not pieces:
                 yield index, Translation(line, "", None)
             sources.extend(pieces)
@@ -344,15 +374,21 @@ class Translator:
                 done.setdefault(owner, []).append((source_index, result))
                 pieces_left[owner] -= 1
                 if pieces_left[owner] == 0:
-                    yield owner, self._join(lines[owner], [r for _, r in sorted(done.pop(owner))])
+                    yield owner, self._join(lines[owner], units[owner], [r for _, r in sorted(done.pop(owner))])
 
-    def _join(self, line: str, results: list) -> Translation:
+    def _join(self, line: str, units: list[Unit], results: list) -> Translation:
+        """The Translation of `line` from its units and the search's results, one per piece, in order."""
         if not results:
             return Translation(line, "", None)
         if len(results) == 1:
-            nbest = [(self.tokenizer.decode(h.tokens), h.score) for h in results[0]]
+            nbest = [(units[0].restore(self.tokenizer.decode(h.tokens)), h.score) for h in results[0]]
             return Translation(line, nbest[0][0], nbest[0][1], nbest)
-        text = " ".join(self.tokenizer.decode(r[0].tokens) for r in results)
+        texts, start = [], 0
+        for unit in units:
+            hypotheses = results[start : start + len(unit.pieces)]
+            texts.append(unit.restore(" ".join(self.tokenizer.decode(h[0].tokens) for h in hypotheses)))
+            start += len(unit.pieces)
+        text = " ".join(texts)
         score = sum(r[0].score for r in results) / len(results)
         return Translation(line, text, score, [(text, score)])
 

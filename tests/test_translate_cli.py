@@ -133,9 +133,24 @@ def test_a_line_is_translated_a_sentence_at_a_time_in_pieces_of_bounded_length(t
     assert translator.translate([line])[0].text == " ".join(
         translator.translate([sentence])[0].text for sentence in ("A dog runs in the park.", "Two men are talking!"))
     hostile = " ".join(["word"] * 3000) + ". " + ", ".join(["a man rides a bike"] * 500)
-    pieces = translator._pieces(hostile)
+    pieces = [piece for unit in translator._units(hostile) for piece in unit.pieces]
     assert all(0 < len(piece) <= translator.max_piece_tokens for piece in pieces)
     assert " ".join(map(translator.tokenizer.decode, pieces)).split() == hostile.split()  # no word lost
+
+
+def test_even_an_untrained_model_cannot_garble_a_link_an_address_a_code_or_a_number(translator):
+    assert translator.tokenizer.has_placeholders
+    line = "Write to help@example.org or see https://example.com/faq?x=1 about AF1234, $1,249.99 and 🎉."
+    text = translator.translate([line])[0].text
+    for entity in ("help@example.org", "https://example.com/faq?x=1", "AF1234", "1,249.99", "🎉"):
+        assert text.count(entity) == 1, text
+    loose = Translator(translator.model, translator.tokenizer, translator.options, ordinary_input=False)
+    assert "https://example.com/faq?x=1" not in loose.translate([line])[0].text  # the model alone garbles it
+
+
+def test_capitals_are_translated_in_sentence_case_and_put_back(translator):
+    shouted = translator.translate(["A DOG RUNS IN THE PARK."])[0].text
+    assert shouted == translator.translate(["A dog runs in the park."])[0].text.upper()
 
 
 def test_closed_stdout_ends_quietly(tiny_checkpoint):

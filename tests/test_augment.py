@@ -1,0 +1,45 @@
+import random
+
+from nmt.augment import Augment, augmented, shared_words, swap_shared, variants
+from nmt.corpus import ParallelText
+from nmt.data import PairSource
+from nmt.protect import PLACEHOLDER_PATTERN, entities
+
+PAIRS = ParallelText(["Tom bought 3 apples in 1990.", "A dog runs on the beach.", "Mary is here."],
+                     ["Tom a acheté 3 pommes en 1990.", "Un chien court sur la plage.", "Mary est ici."])
+
+
+def test_shared_words_are_names_and_numbers_found_once_on_each_side():
+    assert shared_words(PAIRS.source[0], PAIRS.target[0]) == ["Tom", "3", "1990"]
+    assert shared_words(PAIRS.source[1], PAIRS.target[1]) == []  # "A" / "Un": nothing shared
+
+
+def test_a_swap_puts_the_same_entity_or_placeholder_on_both_sides():
+    rng = random.Random(0)
+    for _ in range(200):
+        source, target = swap_shared(PAIRS.source[0], PAIRS.target[0], rng)
+        assert "Tom" not in source and "Tom" not in target and "apples" in source and "pommes" in target
+        placeholders = PLACEHOLDER_PATTERN.findall(source)
+        assert placeholders == PLACEHOLDER_PATTERN.findall(target)
+        kept, numbers = entities(source)
+        assert all(entity in target for entity in kept)  # URLs, codes, e-mails, emoji: verbatim in French
+
+
+def test_variants_are_capitals_title_case_swaps_emoji_and_joins_drawn_from_a_seed():
+    options = Augment(upper=1.0, title=1.0, swap=1.0, emoji=1.0, join=1.0)
+    out = variants(PAIRS, options, random.Random(3))
+    assert ("TOM BOUGHT 3 APPLES IN 1990.", "TOM A ACHETÉ 3 POMMES EN 1990.") in zip(out.source, out.target)
+    assert ("A Dog Runs On The Beach.", "Un chien court sur la plage.") in zip(out.source, out.target) or (
+        "A Dog Runs on the Beach.", "Un chien court sur la plage.") in zip(out.source, out.target)
+    assert any(source.startswith(PAIRS.source[1] + " ") and target.startswith(PAIRS.target[1] + " ")
+               for source, target in zip(out.source, out.target))  # joined with others
+    assert out.source == variants(PAIRS, options, random.Random(3)).source
+    assert sum(variants(PAIRS, Augment(), random.Random(seed)).source != [] for seed in range(20)) > 0
+
+
+def test_an_augmented_source_keeps_every_pair_and_names_its_variants_in_its_identity():
+    source = PairSource("corpus", lambda size: iter([PAIRS]), None)
+    chunk = next(augmented(source, Augment(swap=1.0)).chunks(100))
+    assert chunk.source[:3] == PAIRS.source and chunk.target[:3] == PAIRS.target and len(chunk) > 3
+    assert augmented(source, Augment()).identity != source.identity
+    assert augmented(source, Augment()).identity != augmented(source, Augment(seed=2)).identity

@@ -1,0 +1,38 @@
+from nmt.protect import case_normalized, entities, is_title_case, protect
+
+
+def test_entities_go_behind_numbered_placeholders_and_come_back():
+    sentence = "Visit https://example.com/faq?lang=en or write to help@example.org about AF1234 by 9:30 🎉"
+    protected = protect(sentence)
+    assert protected.text == "Visit ⦅1⦆ or write to ⦅2⦆ about ⦅3⦆ by ⦅4⦆ ⦅5⦆"
+    assert protected.restore("Visitez ⦅1⦆ ou écrivez à ⦅2⦆ au sujet de ⦅3⦆ avant ⦅4⦆ ⦅5⦆") == (
+        "Visitez https://example.com/faq?lang=en ou écrivez à help@example.org au sujet de AF1234 avant 9:30 🎉")
+
+
+def test_restoring_never_loses_or_repeats_an_entity():
+    protected = protect("Please visit www.example.com today.")
+    assert protected.restore("Visitez ⦅1⦆ ⦅1⦆ ⦅7⦆ aujourd'hui.") == "Visitez www.example.com aujourd'hui."
+    dropped = protected.restore("Visitez aujourd'hui.")
+    assert dropped.count("www.example.com") == 1 and dropped.replace("www.example.com", "").split() == [
+        "Visitez", "aujourd'hui."]
+
+
+def test_text_that_already_holds_placeholder_brackets_is_left_alone():
+    protected = protect("The symbol ⦅1⦆ costs $5.")
+    assert protected.text == "The symbol ⦅1⦆ costs $5." and protected.restore("x ⦅1⦆") == "x ⦅1⦆"
+
+
+def test_numbers_count_as_kept_in_french_form_but_not_garbled():
+    verbatim, numbers = entities("I paid $1,249.99 at 18:00 and 15:30 for 3 laptops.")
+    assert verbatim == [] and numbers == ["124999", "18", "1530", "3"]
+    verbatim, numbers = entities("Call +1 (555) 123-4567 about version 3.2.1 🍀")
+    assert verbatim == ["3.2.1", "🍀"] and numbers == ["1", "555", "123", "4567"]
+
+
+def test_capitals_and_title_case_are_translated_in_sentence_case():
+    assert case_normalized("DO NOT OPEN THIS DOOR.") == ("Do not open this door.", True)
+    assert case_normalized("A Man in a Red Jacket Is Walking His Dog") == (
+        "A man in a red jacket is walking his dog", False)
+    for sentence in ("Dmitri Volkov arrived in Vladivostok on Sunday.", "He's in Tokyo.", "I saw the BBC.", "OK"):
+        assert case_normalized(sentence) == (sentence, False)
+    assert not is_title_case("Chen Wei and Liu Yang got married in Shanghai.")
