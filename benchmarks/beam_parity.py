@@ -58,7 +58,8 @@ def main() -> None:
             for beam in map(int, args.beams.split(",")):
                 for lenpen in map(float, args.lenpens.split(",")):
                     options = SearchOptions(beam_size=beam, lenpen=lenpen, loop_guard=False)
-                    ours = [t.text for t in Translator.from_checkpoint(checkpoint, options).translate(pairs.source)]
+                    ours = [t.text for t in Translator.from_checkpoint(checkpoint, options, ordinary_input=False)
+                            .translate(pairs.source)]
                     theirs = ctranslate2_translations(ct2, tokenizer, pairs.source, beam, lenpen)
                     bleu_ours = bleu.corpus_score(ours, [pairs.target]).score
                     bleu_theirs = bleu.corpus_score(theirs, [pairs.target]).score

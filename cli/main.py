@@ -76,6 +76,8 @@ def search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbes
 
 # Where training pairs come from: `nmt train` and `nmt prepare` take the same options (the same data, the same
 # prepared cache).
+NO_PROTECT_HELP = ("Translate the text as it is: no sentence case for lines in capitals, no placeholders for links, "
+                   "addresses, codes, numbers and emoji (models trained since nmt has them).")
 DATA_OPTIONS = {
     "data": typer.Option(None, "--data", help="Embedded corpora: multi30k, tatoeba, news-commentary; "
                          "comma-separated to mix, NAME*K repeats one."),
@@ -123,6 +125,7 @@ def translate(
     shortlist: bool = typer.Option(False, "--shortlist", help=SHORTLIST_HELP),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs",
                                      help="On CUDA, replay each decoder step as a captured CUDA graph."),
+    no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
     output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or warnings on stderr."),
@@ -152,7 +155,7 @@ def translate(
             workers = default_workers(device)
         translator = Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
                                                 batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers,
-                                                use_shortlist=shortlist)
+                                                use_shortlist=shortlist, ordinary_input=not no_protect)
     source = _open_input(input)
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
     with interruptible(), _output(output, input) as sink:
@@ -311,6 +314,7 @@ def evaluate(
     limit: int = typer.Option(None, "--limit", help="Score only the first N lines."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     shortlist: bool = typer.Option(False, "--shortlist", help=SHORTLIST_HELP),
+    no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
     lc_tok: bool = typer.Option(False, "--lc-tok", help="Also BLEU on lowercased Moses-tokenized text (papers)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
@@ -350,7 +354,8 @@ def evaluate(
             options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False)
             device = resolve_device(device)
             translator = Translator.from_checkpoint(checkpoint, options, device, max_tokens=max_tokens,
-                                                    workers=default_workers(device), use_shortlist=shortlist)
+                                                    workers=default_workers(device), use_shortlist=shortlist,
+                                                    ordinary_input=not no_protect)
         plain = [(index, line.plain) for index, line in enumerate(robust) if line.plain]
         translated = [t.text for t in translator.translate(sources + [text for _, text in plain])]
         hypotheses = translated[: len(sources)]

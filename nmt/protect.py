@@ -26,7 +26,7 @@ MAX_PLACEHOLDERS = 9
 PLACEHOLDERS = tuple(PLACEHOLDER.format(n) for n in range(1, MAX_PLACEHOLDERS + 1))
 PLACEHOLDER_PATTERN = re.compile("\u2985([1-9])\u2986")
 
-URL = re.compile(r"(?:https?://|www\.)\S+?(?=[.,;:!?)\"']*(?:\s|$))")
+URL = re.compile(r"(?i:https?://|www\.)\S+?(?=[.,;:!?)\"']*(?:\s|$))")
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 # a --flag, a version (3.2.1, 2.0.0-rc1), a token of letters and digits (AF1234, X7k9-Qp2z, H5N1)
 CODE = re.compile(r"(?<![\w-])(?:--?[a-z][\w-]*|\d+(?:\.\d+){2,}(?:[\w.-]*\w)?"

@@ -16,20 +16,33 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from nmt.protect import verbatim_spans
+
 # Cheap test before calling the segmenter: an end of sentence followed by more text somewhere in the line.
 MAYBE_SEVERAL_SENTENCES = re.compile(r"[.!?\u2026\u3002\uff01\uff1f]\S*\s+\S")
+STAND_IN = "\ue000{}\ue001"  # private-use characters around a number: what the segmenter sees of an entity
 # Where a long sentence can be cut: after a clause's punctuation and its spaces, the punctuation kept left.
 CLAUSE_END = re.compile(r"(?<=[,;:\u2014\u2013)])\s+")
 
 
 def split_sentences(text: str) -> list[str]:
-    """The sentences of `text`, stripped, none empty; a single sentence comes back alone."""
+    """The sentences of `text`, stripped, none empty; a single sentence comes back alone. A link, address,
+    code or number is never cut ("example.com", "3.2.1"): the segmenter sees a stand-in without dots."""
     text = text.strip()
     if not MAYBE_SEVERAL_SENTENCES.search(text):
         return [text] if text else []
     from sentencex import segment
 
-    return [sentence.strip() for sentence in segment("en", text) if sentence.strip()]
+    originals = [text[start:end] for start, end in verbatim_spans(text)]
+    for number, original in enumerate(originals):
+        text = text.replace(original, STAND_IN.format(number), 1)
+    sentences = []
+    for sentence in segment("en", text):
+        for number, original in enumerate(originals):
+            sentence = sentence.replace(STAND_IN.format(number), original)
+        if sentence.strip():
+            sentences.append(sentence.strip())
+    return sentences
 
 
 def split_clauses(sentence: str, count_tokens: Callable[[str], int], limit: int) -> list[str]:

@@ -28,11 +28,12 @@ def test_a_swap_puts_the_same_entity_or_placeholder_on_both_sides():
 def test_variants_are_capitals_title_case_swaps_emoji_and_joins_drawn_from_a_seed():
     options = Augment(upper=1.0, title=1.0, swap=1.0, emoji=1.0, join=1.0)
     out = variants(PAIRS, options, random.Random(3))
-    assert ("TOM BOUGHT 3 APPLES IN 1990.", "TOM A ACHETÉ 3 POMMES EN 1990.") in zip(out.source, out.target)
-    assert ("A Dog Runs On The Beach.", "Un chien court sur la plage.") in zip(out.source, out.target) or (
-        "A Dog Runs on the Beach.", "Un chien court sur la plage.") in zip(out.source, out.target)
+    pairs = list(zip(out.source, out.target, strict=True))
+    assert ("TOM BOUGHT 3 APPLES IN 1990.", "TOM A ACHETÉ 3 POMMES EN 1990.") in pairs
+    assert {("A Dog Runs On The Beach.", "Un chien court sur la plage."),
+            ("A Dog Runs on the Beach.", "Un chien court sur la plage.")} & set(pairs)
     assert any(source.startswith(PAIRS.source[1] + " ") and target.startswith(PAIRS.target[1] + " ")
-               for source, target in zip(out.source, out.target))  # joined with others
+               for source, target in pairs)  # joined with others
     assert out.source == variants(PAIRS, options, random.Random(3)).source
     assert sum(variants(PAIRS, Augment(), random.Random(seed)).source != [] for seed in range(20)) > 0
 

@@ -32,3 +32,9 @@ def test_clauses_fill_pieces_up_to_the_limit_and_keep_every_word():
 
 def test_a_clause_longer_than_the_limit_stays_whole():
     assert split_clauses("a b c d e f g, h", words, limit=3) == ["a b c d e f g,", "h"]
+
+
+def test_links_addresses_codes_and_numbers_are_never_cut():
+    line = "Visit www.example.com. Version 3.2.1 costs $1,249.99. Mail a.b@c.fr or SEE HTTPS://X.COM/FAQ NOW."
+    assert split_sentences(line) == ["Visit www.example.com.", "Version 3.2.1 costs $1,249.99.",
+                                     "Mail a.b@c.fr or SEE HTTPS://X.COM/FAQ NOW."]

@@ -148,6 +148,14 @@ def test_even_an_untrained_model_cannot_garble_a_link_an_address_a_code_or_a_num
     assert "https://example.com/faq?x=1" not in loose.translate([line])[0].text  # the model alone garbles it
 
 
+def test_no_protect_translates_the_text_as_it_is(tiny_checkpoint, translator):
+    line = b"SEE HTTPS://EXAMPLE.COM/FAQ NOW.\n"
+    as_is = Translator(translator.model, translator.tokenizer, translator.options, ordinary_input=False)
+    result = run(["--model", str(tiny_checkpoint), "--no-protect"], line)
+    assert result.stdout.decode() == as_is.translate([line.decode().strip()])[0].text + "\n"
+    assert run(["--model", str(tiny_checkpoint)], line).stdout.decode().count("HTTPS://EXAMPLE.COM/FAQ") == 1
+
+
 def test_capitals_are_translated_in_sentence_case_and_put_back(translator):
     shouted = translator.translate(["A DOG RUNS IN THE PARK."])[0].text
     assert shouted == translator.translate(["A dog runs in the park."])[0].text.upper()
