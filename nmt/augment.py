@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from nmt.corpus import ParallelText
 from nmt.data import PairSource
-from nmt.protect import PLACEHOLDER
+from nmt.protect import PLACEHOLDER, SMALL_WORDS
 
 AUGMENT_VERSION = 1  # part of the prepared corpus's identity: change it when the variants change
 
@@ -90,9 +90,6 @@ def variants(pairs: ParallelText, options: Augment, rng: random.Random) -> Paral
             partners = [index] + [rng.randrange(len(pairs)) for _ in range(rng.choice((1, 2)))]  # variants)
             add(" ".join(pairs.source[i] for i in partners), " ".join(pairs.target[i] for i in partners))
     return out
-
-
-SMALL_WORDS = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "and", "or", "with", "by", "from"}
 
 
 def title_case(text: str, rng: random.Random) -> str:
