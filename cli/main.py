@@ -61,11 +61,12 @@ def find_model(model: Path | None) -> Path:
     raise UsageError("no model: pass --model PATH or set NMT_MODEL (no shipped model is installed)")
 
 
-def search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache):
+def search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache, no_repeat_ngram=None):
     """Command-line decoding options over the checkpoint's tuned defaults over the library's."""
     from nmt.search import SearchOptions
 
-    given = dict(beam_size=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len)
+    given = dict(beam_size=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len,
+                 no_repeat_ngram=no_repeat_ngram)
     stored = {key: value for key, value in checkpoint.decoding.items() if key in given}
     chosen = {**stored, **{key: value for key, value in given.items() if value is not None}}
     try:
@@ -74,10 +75,11 @@ def search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbes
         raise UsageError(str(exc)) from None
 
 
-# Where training pairs come from: `nmt train` and `nmt prepare` take the same options (the same data, the same
-# prepared cache).
 NO_PROTECT_HELP = ("Translate the text as it is: no sentence case for lines in capitals, no placeholders for links, "
                    "addresses, codes, numbers and emoji (models trained since nmt has them).")
+NO_REPEAT_HELP = "Never repeat an n-gram of N target tokens in a translation. Default: the model's, else off."
+# Where training pairs come from: `nmt train` and `nmt prepare` take the same options (the same data, the same
+# prepared cache).
 DATA_OPTIONS = {
     "data": typer.Option(None, "--data", help="Embedded corpora: multi30k, tatoeba, news-commentary; "
                          "comma-separated to mix, NAME*K repeats one."),
@@ -109,6 +111,7 @@ def translate(
     max_len_a: float = typer.Option(None, "--max-len-a", help="Target length cap: a * source + b tokens. Default 1.5."),
     max_len_b: int = typer.Option(None, "--max-len-b", help="See --max-len-a. Default 10."),
     min_len: int = typer.Option(None, "--min-len", help="Fewest target tokens before EOS. Default 0."),
+    no_repeat_ngram: int = typer.Option(None, "--no-repeat-ngram", help=NO_REPEAT_HELP),
     max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded source tokens."),
     batch_size: int = typer.Option(None, "--batch-size", help="Batch by sentence count instead of --max-tokens."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
@@ -149,7 +152,8 @@ def translate(
                 raise UsageError(f"--threads must be at least 1, not {threads}")
             torch.set_num_threads(threads)
         checkpoint = load_checkpoint(find_model(model))
-        options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache)
+        options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache,
+                                 no_repeat_ngram)
         device = resolve_device(device)
         if workers is None:
             workers = default_workers(device)
@@ -310,6 +314,7 @@ def evaluate(
     lenpen: float = typer.Option(None, "--lenpen", help=LENPEN_HELP),
     max_len_a: float = typer.Option(None, "--max-len-a", help="Target length cap: a * source + b tokens."),
     max_len_b: int = typer.Option(None, "--max-len-b", help="See --max-len-a."),
+    no_repeat_ngram: int = typer.Option(None, "--no-repeat-ngram", help=NO_REPEAT_HELP),
     max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded source tokens."),
     limit: int = typer.Option(None, "--limit", help="Score only the first N lines."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
@@ -351,7 +356,7 @@ def evaluate(
             from nmt.translate import Translator, default_workers, resolve_device
 
             checkpoint = load_checkpoint(find_model(model))
-            options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False)
+            options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False, no_repeat_ngram)
             device = resolve_device(device)
             translator = Translator.from_checkpoint(checkpoint, options, device, max_tokens=max_tokens,
                                                     workers=default_workers(device), use_shortlist=shortlist,

@@ -34,14 +34,15 @@ class SearchOptions:
     nbest: int = 1
     use_cache: bool = True
     loop_guard: bool = True  # end a hypothesis that repeats itself (stop_loops)
+    no_repeat_ngram: int = 0  # N > 0: no n-gram of N tokens twice in a hypothesis (block_repeats)
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
             raise ValueError("beam size must be at least 1")
         if not 1 <= self.nbest <= self.beam_size:
             raise ValueError(f"nbest must be between 1 and the beam size ({self.beam_size})")
-        if self.lenpen < 0 or self.min_len < 0 or self.max_len_a < 0:
-            raise ValueError("lenpen, min_len and max_len_a must not be negative")
+        if self.lenpen < 0 or self.min_len < 0 or self.max_len_a < 0 or self.no_repeat_ngram < 0:
+            raise ValueError("lenpen, min_len, max_len_a and no_repeat_ngram must not be negative")
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,29 @@ def stop_loops(log_probs: Tensor, histories: list[list[int]], eos_id: int) -> Te
     return log_probs
 
 
+def repeated_continuations(tokens: list[int], n: int) -> list[int]:
+    """The tokens that would end a second occurrence of an n-gram of `tokens`: those that followed an
+    earlier occurrence of its last n-1 tokens."""
+    if len(tokens) < n or (n > 1 and tokens[-1] not in tokens[:-1]):  # no earlier (n-1)-gram can match
+        return []
+    tail = tokens[len(tokens) - n + 1:] if n > 1 else []
+    return [tokens[i + n - 1] for i in range(len(tokens) - n + 1) if tokens[i : i + n - 1] == tail]
+
+
+def block_repeats(log_probs: Tensor, histories: list[list[int]], n: int) -> Tensor:
+    """Forbid, in each row, every token that would repeat an n-gram of its history (in place), as fairseq's
+    and CTranslate2's no_repeat_ngram_size do; log_probs (R, V), histories one per row."""
+    rows, tokens = [], []
+    for row, history in enumerate(histories):
+        for token in repeated_continuations(history, n):
+            rows.append(row)
+            tokens.append(token)
+    if rows:
+        device = log_probs.device
+        log_probs[as_tensor(rows, torch.int64, device), as_tensor(tokens, torch.int64, device)] = -math.inf
+    return log_probs
+
+
 ARRAY_TYPECODES = {torch.int64: "q", torch.float32: "f"}  # as_tensor's dtypes and their array.array codes
 
 
@@ -189,6 +213,8 @@ def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs
         constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
         if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
             stop_loops(log_probs, history, config.eos_id)
+        if options.no_repeat_ngram:
+            block_repeats(log_probs, history, options.no_repeat_ngram)
         best, tokens = log_probs.max(dim=-1)
         log_prob += best
         chosen = tokens.tolist()
@@ -247,6 +273,8 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
         constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
         if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
             stop_loops(log_probs, history, config.eos_id)
+        if options.no_repeat_ngram:
+            block_repeats(log_probs, history, options.no_repeat_ngram)
         vocab = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(n, width, vocab)).view(n, width * vocab)
         top = top_k(candidates, min(2 * beam, width * vocab))  # (n, 2K), best first

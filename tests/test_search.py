@@ -4,12 +4,21 @@ hand, so the expected hypotheses and scores are known exactly (fairseq's test_se
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
 
-from nmt.search import LOOP_SPAN, SearchOptions, beam_search, greedy_search, loops, search, top_k
+from nmt.search import (
+    LOOP_SPAN,
+    SearchOptions,
+    beam_search,
+    greedy_search,
+    loops,
+    repeated_continuations,
+    search,
+    top_k,
+)
 
 PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5
 VOCAB = 6
@@ -217,6 +226,22 @@ def test_a_looping_hypothesis_ends_at_the_loop_not_at_the_length_cap(beam):
     assert len(unguarded.tokens) == 59  # EOS forced at the cap
     at_least = SearchOptions(beam_size=beam, max_len_a=0.0, max_len_b=60, min_len=20)
     assert len(search(LoopingModel(), SRC, at_least)[0][0].tokens) == 20  # min_len comes first
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_no_repeat_ngram_never_lets_an_n_gram_occur_twice(beam):
+    options = SearchOptions(beam_size=beam, max_len_a=0.0, max_len_b=12, loop_guard=False)
+    for n in (1, 2, 3):
+        tokens = search(LoopingModel(), SRC, replace(options, no_repeat_ngram=n))[0][0].tokens
+        grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+        assert len(grams) == len(set(grams)) and tokens[:n] == [A, B, A][:n]
+    assert search(LoopingModel(), SRC, options)[0][0].tokens == [A, B] * 5 + [A]  # unblocked: the loop
+
+
+def test_repeated_continuations_are_what_followed_the_last_n_minus_one_tokens_before():
+    assert repeated_continuations([A, B, EOS, A, B], 3) == [EOS]
+    assert repeated_continuations([A, B, A, B], 2) == [A]
+    assert repeated_continuations([A, B, UNK], 2) == [] and repeated_continuations([A, B], 1) == [A, B]
 
 
 class LateBloomer(ScriptedModel):
