@@ -64,13 +64,14 @@ def plot_runs(runs: list[str | Path], out: str | Path | None = None, x: str = "s
         name = "+".join(Path(p).name if Path(p).is_dir() else Path(p).stem for p in phases)
         prefix = f"{name}: " if len(runs) > 1 else ""
         train = [(r[key] * scale, r["train_loss"]) for r in records if "train_loss" in r]
-        valid = [(r[key] * scale, r["valid_loss"], r["valid_bleu"]) for r in records if "valid_bleu" in r]
+        valid = [(r[key] * scale, r["valid_bleu"]) for r in records if "valid_bleu" in r]
+        valid_loss = [(r[key] * scale, r["valid_loss"]) for r in records if "valid_loss" in r]
         if train:
             loss_axis.plot(*zip(*train, strict=True), color=color, alpha=0.5, label=f"{prefix}train (label-smoothed)")
-        if valid:
-            where, losses, bleus = zip(*valid, strict=True)
-            loss_axis.plot(where, losses, "o-", color=color, label=f"{prefix}validation")
-            bleu_axis.plot(where, bleus, "o-", color=color, label=name)
+        if valid_loss:
+            loss_axis.plot(*zip(*valid_loss, strict=True), "o-", color=color, label=f"{prefix}validation")
+        if valid:  # a record of BLEU alone (a run known from its model card) still draws
+            bleu_axis.plot(*zip(*valid, strict=True), "o-", color=color, label=name)
     loss_axis.set(xlabel=label, ylabel="cross-entropy", title="loss")
     loss_axis.legend()
     bleu_axis.set(xlabel=label, ylabel="BLEU", title="validation BLEU (greedy, sacreBLEU)")

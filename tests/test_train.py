@@ -119,6 +119,10 @@ def test_plot_draws_several_runs_against_minutes_and_refuses_other_axes(tmp_path
     assert wrong.returncode == 2 and wrong.stderr.strip() == "error: --x must be steps or minutes, not 'hours'"
     missing = nmt("plot", str(tmp_path / "none"))
     assert missing.returncode == 2 and "no metrics.jsonl" in missing.stderr
+    bleu_only = tmp_path / "card.jsonl"  # a run known only by the BLEU its model card lists
+    bleu_only.write_text(json.dumps({"step": 20, "valid_bleu": 31.0, "elapsed_s": 100.0}) + "\n")
+    drawn = nmt("plot", str(bleu_only), str(tmp_path / "new"), "--out", str(tmp_path / "card.png"))
+    assert drawn.returncode == 0 and (tmp_path / "card.png").is_file(), drawn.stderr
 
 
 def test_resume_gives_the_same_parameters_as_a_straight_run(corpus, tmp_path):
