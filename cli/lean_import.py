@@ -1,8 +1,8 @@
 """`import torch` without the parts of torch that translating never uses, for `nmt translate` and `nmt eval`.
 
 torch's `__init__` imports everything torch.compile, torch.export and tensor subclasses need, whatever the
-program: on the 2-core EPYC of `benchmarks/RESULTS.md`, `import torch` takes 1.8-2.2 s of a 7-8 s
-translation run, and seven of its submodules (with what they import) take about a third of that.
+program: `import torch` is a large share of a short translation run, and seven of its submodules (with what
+they import) take about a third of it (`benchmarks/EXPERIMENTS.md`).
 `import_torch()` imports torch with those seven bound as placeholders whose bodies have not run. The bodies
 all run, in torch's own order, as soon as a name is looked up in any of them (`torch.export.export`) or a
 torch module that torch's own import did not load is imported (`import torch._dynamo`, `import torchao`),
@@ -40,7 +40,7 @@ INDEPENDENT = frozenset({"torch.utils.serialization", "torch.utils.serialization
 
 # torch registers two operators while it imports itself and records the source line of each through
 # inspect.getframeinfo, whose inspect.getmodule maps every loaded module to its real path to find the
-# caller's module: a realpath for each of 800-1000 modules, 0.1-0.2 s. Told beforehand which modules these
+# caller's module: a realpath for each of 800-1000 modules. Told beforehand which modules these
 # callers' files hold, inspect finds them at once.
 REGISTERING = ("torch.utils._debug_mode._mode", "torch._native.registry")
 

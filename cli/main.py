@@ -577,10 +577,10 @@ def collection_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while a command imports torch and loads its model, then the
     objects made so far frozen (never scanned again) and the collector back on.
 
-    Start-up makes a few hundred thousand objects that live as long as the process and little garbage:
-    `import torch` alone ran 348 young, 31 middle and 2 full collections, 0.14-0.18 s of its 1.8-2.1 s
-    (2-core EPYC). Frozen objects also stay untouched in forked decoding workers, whose collections would
-    otherwise write to every page of the parent's objects that they share."""
+    Start-up makes a few hundred thousand objects that live as long as the process and little garbage,
+    and `import torch` alone runs hundreds of collections over them. Frozen objects also stay untouched
+    in forked decoding workers, whose collections would otherwise write to every page of the parent's
+    objects that they share."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -602,8 +602,8 @@ def _configure_logging(quiet: bool, progress: bool = False) -> None:
 
 
 # Commands that leave nothing to clean up once they return: their output is written, flushed and closed
-# and their worker processes are gone. The interpreter's teardown with torch loaded takes about 0.5 s on 2
-# cores (a tenth of translating Multi30k's 1000-sentence test set), so these end the process at once.
+# and their worker processes are gone. The interpreter's teardown with torch loaded is a noticeable share of
+# a short translation, so these end the process at once.
 EXIT_AT_ONCE = ("translate",)
 
 

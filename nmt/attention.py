@@ -19,8 +19,8 @@ from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 # cuDNN's attention builds an execution plan for every new shape, and the dynamic cache makes a new shape
-# at every step: on an H100 (torch 2.11) an fp16 beam-4 step over 32 sentences took 100 ms on first sight
-# of its shapes and 3.5 ms without cuDNN; greedy fp16 translation ran at 289 tok/s against 6285 in fp32.
+# at every step, so decoding with it ran many times slower (figures for this and the choices below:
+# benchmarks/EXPERIMENTS.md, "Measurements behind choices in the code").
 CUDA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
@@ -33,17 +33,14 @@ def attention_backends(device: torch.device, training: bool):
 
 
 # Batched decoding on a CPU (many rows, one query position each, or the K beams of a sentence) runs
-# faster as plain matmuls than through the fused CPU kernel, which is tiled for long queries: measured
-# with 4 heads of 64, 128 rows and 30 keys, 382 us against 1560 in bf16 and 271 against 336 in fp32; at
-# a few rows the fused kernel wins (B=1: 23 us against 83 in bf16).
+# faster as plain matmuls than through the fused CPU kernel, which is tiled for long queries; at a few rows
+# the fused kernel wins.
 PLAIN_ATTENTION_MIN_BATCH = 16
 
 
 # torch's batched matmul on a CPU multiplies matrices of under 400 multiply-adds in a plain loop, and a
 # cached decoder step's self-attention over its first positions is such matrices (1 x 64 by 64 x S for
-# S <= 6): there, broadcast products and sums are faster. One thread, 4 heads of 64, over position-major
-# caches: 128 rows, S = 1-5: 80-190 us against 260-730 (S = 7: 183-198 against 225-281, where the
-# matmuls leave the loop); 16-64 rows: 34-103 us against sdpa's 31-183 (under 16 rows sdpa wins).
+# S <= 6): there, broadcast products and sums are faster, from 16 rows up.
 BMM_LOOP_MAX = 400
 
 
@@ -55,10 +52,8 @@ def broadcast_attention(q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
 
 def plain_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
     """softmax(q k^T / sqrt(Dh)) v: q (B, H, T, Dh), keys/values (B, H, S, Dh), mask True where allowed.
-    As batched products over B*H matrices, the mask added as the products' starting value: cross-attention
-    of 128 rows (32 sentences of 4 beams, 20 source tokens, 4 heads of 64) 250-329 us against 291-352 with
-    the mask filled in after a 4-dimensional matmul, self-attention over 8-30 cached positions 7-15% faster
-    (one thread, the same outputs)."""
+    As batched products over B*H matrices, the mask added as the products' starting value (faster than
+    filling it in after a 4-dimensional matmul, the same outputs)."""
     batch, heads, length, head_dim = q.shape
     size = keys.size(2)
     q = q.reshape(batch * heads, length, head_dim)  # a copy when q is a transposed view: bmm reads it faster
@@ -80,8 +75,7 @@ def inference_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | 
     if q.dtype != keys.dtype:
         return inference_attention(q.to(keys.dtype), keys, values, mask).to(q.dtype)
     # On a CPU there is no kernel to choose at inference, and attention_backends' context costs six entries
-    # and exits a step: without it greedy decoding at batch 1 ran 7-8% faster (150 sentences, int8_fp32
-    # --shortlist, one thread, in-process, alternating: 4.14 s median against 4.44, then 3.40 against 3.70)
+    # and exits a step, a measurable share of greedy decoding at batch 1
     if q.is_cpu:
         batch, _, length, head_dim = q.shape
         if batch >= PLAIN_ATTENTION_MIN_BATCH:
@@ -95,13 +89,9 @@ def inference_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | 
 
 
 # On a CPU the decoder's caches (self-attention keys/values, cross-attention keys/values) are float32
-# whatever the model's precision, and attention over them runs in float32. Over a bf16 self-attention
-# cache every step's attention was 2.5-3x slower (one thread, 128 rows, 4 heads of 64: 348-592 us against
-# 130-194 in float32 over 8-30 positions; at 1-4 rows 9-46 us against 7-13). bf16 batched products go
+# whatever the model's precision, and attention over them runs in float32: bf16 batched products go
 # through oneDNN, which builds a kernel for every new shape, and the self-attention length is new at every
-# step: 512 products (1x64)(64xT) took 834 us on first sight of T, 216 us after, 110-118 us in float32
-# (MKL, no per-shape cost). Cross-attention in float32 took 0.125 s of a 1.38 s translation (320
-# sentences, beam 4, batch 32, int8_bf16 --shortlist, one thread) against 0.15.
+# step, which made bf16 attention several times slower than float32 through MKL.
 # Writing new keys and values into the cache converts them; queries are converted, outputs converted back.
 # The flat decoder (nmt.flat_decoder), which translation runs, keeps bf16 caches instead where nmt.native's
 # C kernels are built: they read bf16 directly, with no per-shape cost.

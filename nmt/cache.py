@@ -9,9 +9,8 @@ whole sentences with `select` (finished ones then cost nothing).
 The self-attention buffers are position-major, (capacity, rows, H, Dh): the positions filled so far are
 one contiguous block, which a reorder copies alone into a buffer one position larger (room for the next
 step), where a row-major buffer made it copy the unused capacity too, and attention reads them as one
-block per position. `nmt translate`, beam 4, batch 32, int8_bf16 --shortlist, test 2016 (2-core EPYC):
-3.54-3.69 s against 3.72-3.98 s row-major (5 alternating runs each), greedy batch 1 6.0-6.5 s against
-6.5-6.7 s; the same translations.
+block per position (faster, the same translations: benchmarks/EXPERIMENTS.md, "Measurements behind
+choices in the code").
 
 With `use_cache=False` the state keeps the token prefix and the encoder memory instead, and every step
 recomputes the whole decoder prefix: slow, kept to verify the cache and to benchmark it.

@@ -4,7 +4,7 @@ nn.Module tree.
 
 At batch 1 a decoder step of the shipped model is close to a hundred small tensor operations, and
 nn.Module's call machinery (hooks, attribute lookups, dropout calls that do nothing in evaluation) cost
-about as much as the operations themselves: greedy int8_bf16 decoding at batch 1 ran 2.0x faster flat.
+about as much as the operations themselves.
 FlatDecoder looks every layer's weights up once and runs the step as one plain function over them; the
 search sees it as a model (`config`, `init_state`, `decode_step`).
 
@@ -81,8 +81,8 @@ def output_rows(model: Transformer, ids: Tensor) -> tuple[Tensor, Tensor | None]
 
 
 def relu_linear_function(module: nn.Module) -> Linear:
-    """relu(module(rows)) as one function; int8_fp32's fbgemm GEMM applies the ReLU as it writes its output
-    (128 rows x 256 -> 1024, one thread: 632-644 us against 694-736 with a ReLU of its own)."""
+    """relu(module(rows)) as one function; int8_fp32's fbgemm GEMM applies the ReLU as it writes its output,
+    which saves a pass over the rows."""
     if isinstance(module, (Int8Linear, DynamicInt8Linear)):
         return module.function(relu=True)
     if type(module.weight) is nn.Parameter and module.weight.dtype == torch.bfloat16:
@@ -213,8 +213,8 @@ class FlatDecoder:
     @functools.cached_property
     def output_rows_bf16(self) -> tuple[Tensor, Tensor | None]:
         """output_rows of the whole vocabulary, the weights (V, D) in bf16: each batch takes its sentences' own
-        tokens from them (4 MB for the shipped model; gathering and converting them from the int8 weights took
-        90 us a batch, a few percent of greedy decoding at batch 1)."""
+        tokens from them (4 MB for the shipped model, where gathering and converting them from the int8
+        weights for every batch was a few percent of greedy decoding at batch 1)."""
         weights, bias = output_rows(self.model, torch.arange(self.config.vocab_size, device=self.embedding.device))
         return weights.bfloat16(), bias
 
@@ -256,9 +256,8 @@ class FlatDecoder:
 
     @torch.inference_mode()  # as nmt.search
     def encode(self, src: Tensor) -> Tensor:
-        """Transformer.encode without the nn.Module calls: source (N, S) -> memory (N, S, D). At batch 1
-        they were a quarter of the encoder's time (0.98-1.03 ms against 0.77 per sentence of test 2016,
-        int8_bf16, one thread)."""
+        """Transformer.encode without the nn.Module calls (at batch 1 they were a quarter of the encoder's
+        time): source (N, S) -> memory (N, S, D)."""
         config = self.config
         batch, length = src.shape
         heads, head_dim, pre_norm = config.n_heads, config.d_model // config.n_heads, config.pre_norm

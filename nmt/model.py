@@ -36,9 +36,9 @@ def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
 
 
 class Dropout(nn.Module):
-    """nn.Dropout, with the masks drawn faster on a CPU: torch's Bernoulli sampling there took 40 ms for a
-    4096 x 1024 tensor (a quarter of a `small` training step, benchmarks/EXPERIMENTS.md), where filling
-    int64s with random bits and reading them as 16-bit integers takes a fifth of that. A unit is dropped when its
+    """nn.Dropout, with the masks drawn faster on a CPU: torch's Bernoulli sampling there was a large share of
+    a `small` training step (benchmarks/EXPERIMENTS.md), where filling int64s with random bits and reading
+    them as 16-bit integers takes a fifth of its time. A unit is dropped when its
     16 bits fall below p x 2^16: p is rounded to a multiple of 2^-16, and the kept units are scaled by the
     exact inverse of the rate kept. On other devices, F.dropout."""
 
@@ -205,8 +205,8 @@ class Transformer(nn.Module):
     @classmethod
     def from_weights(cls, config: ModelConfig, weights: dict[str, Tensor]) -> Transformer:
         """A model holding float32 copies of `weights`, built without the random initialization they
-        replace: on the meta device (tensors without storage), then given the copies. For the shipped
-        model on 2 cores, 0.01-0.02 s against 0.10-0.15 to build it initialized and load the weights."""
+        replace: on the meta device (tensors without storage), then given the copies (several times faster
+        than building it initialized and loading the weights)."""
         with torch.device("meta"):
             model = cls(config)
         model.load_state_dict({name: tensor.to(torch.float32, copy=True) for name, tensor in weights.items()},
@@ -217,8 +217,7 @@ class Transformer(nn.Module):
         """Xavier for projections; embeddings N(0, 1/d_model), so that after the sqrt(d_model) scaling
         they have unit variance and the tied output projection starts with small logits. Nothing to do on
         the meta device (Transformer.from_weights), where torch would run normal_ through its Python
-        reference kernels and import torch._dynamo for them: 1.4-2 s in a process that imported torch
-        plainly."""
+        reference kernels and import torch._dynamo for them, which takes seconds."""
         if self.embed.weight.is_meta:
             return
         for name, parameter in self.named_parameters():

@@ -11,13 +11,10 @@ at a time (8 with AVX2); `decode_cross_attention` reads each sentence's encoder 
 all of its beams, up to the sentence's own length (so it needs sources padded at the end);
 `decode_log_softmax` turns a step's logits into log-probabilities one row at a time;
 `decode_sentence_logits` scores each sentence's own shortlist tokens (nmt.shortlist) after the shared
-ones, reading each sentence's output weights once for its beams. On an AMX Xeon (one
-thread, beam 4, batch 32, int8_bf16 `--shortlist`, 320 sentences of test 2017) translation took
-0.81-0.86 s with the attention kernels against 1.02-1.10 without; on a Zen 1 EPYC with AVX2 (int8_fp32
-`--shortlist`, 320 sentences of multi30k valid, `benchmarks/ab.py`) 1.116x faster, median of 6 rounds
-(the same kernels over float32 caches: 0.975x, no gain). `benchmarks/EXPERIMENTS.md` has the rest. The
-kernels run on the calling thread: translation on a CPU decodes in one-thread worker processes by default
-(`--workers`).
+ones, reading each sentence's output weights once for its beams. What they gain on AVX-512 and AVX2
+CPUs is in `benchmarks/EXPERIMENTS.md` (over float32 caches they gained nothing: the bytes read are what
+they save). The kernels run on the calling thread: translation on a CPU decodes in one-thread worker
+processes by default (`--workers`).
 
 The kernels are compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
 else `~/.cache/nmt`), once per source, compiler flags and CPU; `make setup` does it ahead. They are for
@@ -146,11 +143,9 @@ def compile_library() -> Path | None:
 
 def has_vector_units() -> bool:
     """Whether this CPU has the vectors the kernels are written for: AVX-512 (16 floats) or AVX2 with FMA
-    (8 floats; the source picks the width from what the compiler targets). Built with 16-float vectors for
-    AVX2, GCC split each vector and its shuffles into many instructions (on an AMX Xeon, self-attention
-    over 512 rows and 30 positions took 940 us against torch's 378); with 8-float ones, on a Zen 1 EPYC
-    (AVX2, one thread), 726 us against 1671 for torch's float32 scaled_dot_product_attention. Other CPUs,
-    Arm ones included, keep torch's products."""
+    (8 floats; the source picks the width from what the compiler targets: built with 16-float vectors for
+    AVX2, GCC split each vector and its shuffles into many instructions and the kernel lost to torch).
+    Other CPUs, Arm ones included, keep torch's products."""
     flags = cpu_signature().split()
     return "avx512f" in flags or {"avx2", "fma"} <= set(flags)
 
@@ -185,7 +180,7 @@ def library() -> ctypes.CDLL | None:
 def check_inputs(q: Tensor, keys: Tensor, values: Tensor) -> None:
     """The kernels read raw memory: only contiguous CPU tensors, bf16 caches of one shape, bf16 or float32
     queries and head dimensions of whole vectors may reach them. (Checked at every call of every layer and
-    step: written for speed, about 3 us.)"""
+    step: written to cost little.)"""
     if not (q.dtype in QUERY_DTYPES and keys.dtype == torch.bfloat16 and values.dtype == torch.bfloat16
             and q.is_cpu and keys.is_cpu and values.is_cpu
             and q.is_contiguous() and keys.is_contiguous() and values.is_contiguous()):
@@ -246,9 +241,8 @@ def cross_attention_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor], Tenso
 
 
 def log_softmax_kernel() -> Callable[[Tensor], Tensor] | None:
-    """decode_log_softmax as a function of tensors, or None where the kernels are unavailable. 128 rows of
-    3008 bf16 logits, one thread, AMX Xeon: 153 us against F.log_softmax's 285 (float32 logits: 169 against
-    217), the same log-probabilities within 2e-6."""
+    """decode_log_softmax as a function of tensors, or None where the kernels are unavailable; faster than
+    F.log_softmax on a decoding step's rows, the same log-probabilities within 2e-6."""
     loaded = library()
     if loaded is None:
         return None
@@ -272,8 +266,8 @@ SentenceLogits = Callable[[Tensor, Tensor, Tensor, int], Tensor]  # (rows, share
 def sentence_logits_kernel() -> Callable[[Tensor, Tensor | None, Tensor, Tensor], SentenceLogits] | None:
     """decode_sentence_logits for one batch's vocabularies, or None where the kernels are unavailable:
     bind(weights, bias, starts, counts) checks a batch's own tokens once and returns the function that its
-    decoding steps call, whose checks of indices are the kernel's own (a call at batch 1 took 35 us with
-    them in Python, mostly reductions)."""
+    decoding steps call, whose checks of indices are the kernel's own (checked in Python at every call,
+    they cost more than the call at batch 1)."""
     loaded = library()
     if loaded is None:
         return None

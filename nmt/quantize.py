@@ -82,18 +82,10 @@ def int8_linear(rows: Tensor, quantized: Tensor, scale: Tensor, bias: Tensor | N
 
 # oneDNN multiplies bf16 matrices in a blocked layout of the weights: F.linear converts a plain weight into
 # it at every call, where a weight packed once is used as it is (torch's own CPU compiler packs them so).
-# One thread, AMX Xeon, rows x in x out: 128 x 256 x 256 30 us against 40, 128 x 256 x 1024 63 against 85,
-# 128 x 1024 x 256 60 against 98, 128 x 256 x 3000 170 against 277, 8 x 256 x 256 18 against 30, the same
-# outputs (fbgemm's int8 GEMM of int8_fp32: 57, 165, 158, 477 and 16 us). Packing takes 0.3-1.3 ms a
-# weight.
 PACKING_ROWS = 128  # the row count oneDNN is told to expect: any other runs on the same packed weight
-# oneDNN builds its kernel for each new shape, about 0.6 ms (rows 1-128 through one packed 256 -> 1024
-# weight: 688 us a call the first time, 61-72 after), and a beam search's row count changes as its
-# sentences finish: above ROW_STEP rows, the rows are padded to a multiple of it, so that at most 8 row
-# counts above 16 reach each weight. Beam 4, batch 32, bf16 --shortlist, 320 sentences of test 2017, one
-# thread, in-process from a fresh translator (3 alternating runs each): 1.20-1.26 s against 1.33-1.40
-# without the padding; with both, against F.linear: bf16 1.16-1.23 s against 1.36-1.42, int8_bf16
-# 1.23-1.27 against 1.35-1.42, the same translations.
+# oneDNN builds its kernel for each new shape, about ten calls' worth of time, and a beam search's row
+# count changes as its sentences finish: above ROW_STEP rows, the rows are padded to a multiple of it, so
+# that at most 8 row counts above 16 reach each weight.
 ROW_STEP = 16
 
 
@@ -153,8 +145,7 @@ def replace_linear_layers(model: nn.Module, layer_type: type[nn.Module]) -> nn.M
 
 
 # At or above this many multiply-adds (rows x in x out) fbgemm's int8 GEMM wins over torch's int8-weight
-# kernel (one thread, 2-core AVX2 EPYC, weights in cache): at 1 row 43 us against 23 on 256x256 and 51
-# against 82 on 256x2000; at 4 rows 53 against 33 on 256x256 and 57 against 74 on 256x1024.
+# kernel; below it, fbgemm's fixed cost per call dominates.
 FBGEMM_MIN_PRODUCT = 1 << 19
 
 
@@ -183,10 +174,9 @@ class DynamicInt8Linear(nn.Module):
                                      scale=self.scale, bias=self.bias, relu=relu)
         if relu:
             raise ValueError("a ReLU is fused over all output channels only")
-        # Packing with one scale per channel costs about 2 us a channel in fbgemm's prepack (6.5 ms for a
-        # 2800-token shortlist, against 1.6 with one scale): pack the int8 values with scale 1 and apply
-        # the channels' scales to the output. Packed on first use: a greedy step at batch 1 never needs it
-        # (packing took 1 ms a sentence, 3% of greedy batch-1 translation).
+        # Packing with one scale per channel is several times slower in fbgemm's prepack than with one
+        # scale: pack the int8 values with scale 1 and apply the channels' scales to the output. Packed on
+        # first use: a greedy step at batch 1 never needs it.
         quantized = self.quantized.index_select(0, outputs)
         return functools.partial(dynamic_int8_linear, packed=FbgemmWeights(quantized), quantized=quantized,
                                  scale=self.scale.index_select(0, outputs),
@@ -238,8 +228,8 @@ def fbgemm_pack(quantized: Tensor, scale: Tensor | None, bias: Tensor | None):
     # fbgemm takes its weights as a quantized tensor, a kind of tensor torch 2.13 deprecates (with a
     # warning at every creation). torch's other int8 GEMMs were slower on an AVX2 CPU (one thread):
     # oneDNN's qlinear, with the activations quantized by torch operations, lost to fbgemm at every shape
-    # measured and to float32 at 32 rows; torchao's int8 goes through torch._int_mm, 1-3 GFLOP/s against
-    # 55-75 in float32, and its whole translation took 15x as long as fp32 (beam 4, batch 32, test 2016).
+    # measured and to float32 at 32 rows; torchao's int8 goes through torch._int_mm, many times slower than
+    # float32 there.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         if scale is None:
@@ -256,8 +246,7 @@ def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
     model.float()
     replace_linear_layers(model, DynamicInt8Linear)
     # Packed now, in the parent, so that forked workers share them; the output projection on first use:
-    # with a shortlist each batch packs its own rows and the whole matrix is never used (8000 x 256, one
-    # scale per channel: 30-48 ms, a tenth of the start-up after `import torch`)
+    # with a shortlist each batch packs its own rows and the whole matrix, slow to pack, is never used
     for module in model.modules():
         if isinstance(module, DynamicInt8Linear) and module is not model.output_proj:
             module.packed.get()

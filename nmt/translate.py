@@ -110,10 +110,7 @@ def cpu_has_native_bf16() -> bool | None:
 def auto_precision(device: torch.device) -> str:
     """The fastest mode that keeps BLEU within 0.5 of fp32 on `device`, as CTranslate2's compute_type "auto"
     picks one: fp16 on CUDA; on a CPU, int8_bf16 with bf16 arithmetic (AVX-512 BF16, AMX), else int8_fp32
-    where torch has fbgemm (x86), else fp32. On a 2-vCPU AMX Xeon (whole runs, multi30k test 2017, with
-    --shortlist, benchmarks/RESULTS.md) int8_bf16 and int8_fp32 were within 5% of each other: beam 4,
-    batch 32 2.53-2.64 s against 2.63-2.72, greedy batch 1 5.61-5.78 against 5.42-5.54, beam 4 batch 1
-    8.19-8.34 against 8.09-8.63. int8_fp32 has not been timed on an AVX-512 BF16 CPU without AMX."""
+    where torch has fbgemm (x86), else fp32 (benchmarks/MACHINES.md: what each mode gains by CPU)."""
     if device.type == "cuda":
         return "fp16"
     if cpu_has_native_bf16():
@@ -143,11 +140,8 @@ def resolve_device(name: str) -> torch.device:
 
 
 def default_workers(device: torch.device) -> int:
-    """How many batches to decode at once: on a CPU where processes can be forked, one per torch thread.
-    On the shipped model (2-core EPYC, int8_bf16, in-process, 2 workers against one process on both
-    threads): greedy batch 1 1.44-1.73x, beam 4 batch 1 1.29-1.43x, greedy batch 32 1.23-1.32x; beam 4
-    batch 32 as fast as two threads of one process decoding a batch each (0.93-1.05x), which were
-    1.25-1.45x one batch at a time."""
+    """How many batches to decode at once: on a CPU where processes can be forked, one per torch thread
+    (faster than one process on all the threads at every batch size but beam 4, batch 32, where they tie)."""
     if device.type != "cpu" or not can_fork():
         return 1
     return torch.get_num_threads()
@@ -168,8 +162,7 @@ _worker_translator: Translator | None = None
 # than a tenth of this; a sentence past it is cut at clause punctuation, then at word starts.
 MAX_PIECE_TOKENS = 128
 # Small batches go to a worker several at a time, at least this many sentences per task: at batch 1, one batch
-# per task spent about 1.2 ms per sentence on the round trip between the processes (greedy, int8_bf16, test
-# 2016, whole runs: 6.10-6.13 s against 5.23-5.25 s with 8; 16 and 32 were within noise of 8).
+# per task spent more on the round trip between the processes than on decoding (16 and 32 were no faster).
 TASK_SENTENCES = 8
 PR_SET_PDEATHSIG = 1  # prctl(2)
 
