@@ -61,6 +61,13 @@ def find_model(model: Path | None) -> Path:
     raise UsageError("no model: pass --model PATH or set NMT_MODEL (no shipped model is installed)")
 
 
+def set_threads(torch, threads: int | None) -> None:
+    if threads is not None:
+        if threads < 1:
+            raise UsageError(f"--threads must be at least 1, not {threads}")
+        torch.set_num_threads(threads)
+
+
 def search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache, no_repeat_ngram=None):
     """Command-line decoding options over the checkpoint's tuned defaults over the library's."""
     from nmt.search import SearchOptions
@@ -75,6 +82,12 @@ def search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbes
         raise UsageError(str(exc)) from None
 
 
+PRECISION_HELP = ("fp32, bf16 (CPUs with bf16 support, GPUs), fp16 (CUDA), int8 (CPU, dynamic quantization of the "
+                  "linear layers with torchao) or int8_bf16 (CPU, int8 weights with bf16 activations: the fastest at "
+                  "batch 1 on CPUs with native bf16), int8_fp32 (x86 CPU, int8 weights and GEMMs with fp32 "
+                  "activations: the fastest on AVX2 CPUs) or auto (the fastest for this device: int8_bf16, int8_fp32 "
+                  "or fp32 on a CPU, fp16 on CUDA).")
+WORKERS_HELP = "CPU: batches decoded at once, in forked processes of one thread each. Default: as many as --threads."
 NO_PROTECT_HELP = ("Translate the text as it is: no sentence case for lines in capitals, no placeholders for links, "
                    "addresses, codes, numbers and emoji (models trained since nmt has them).")
 NO_REPEAT_HELP = "Never repeat an n-gram of N target tokens in a translation. Default: the model's, else off."
@@ -115,15 +128,9 @@ def translate(
     max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded source tokens."),
     batch_size: int = typer.Option(None, "--batch-size", help="Batch by sentence count instead of --max-tokens."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-    precision: str = typer.Option("fp32", "--precision", help="fp32, bf16 (CPUs with bf16 support, GPUs), fp16 "
-                                  "(CUDA), int8 (CPU, dynamic quantization of the linear layers with torchao) or "
-                                  "int8_bf16 (CPU, int8 weights with bf16 activations: the fastest at batch 1 on CPUs "
-                                  "with native bf16), int8_fp32 (x86 CPU, int8 weights and GEMMs with fp32 "
-                                  "activations: the fastest on AVX2 CPUs) or auto (the fastest for this device: "
-                                  "int8_bf16, int8_fp32 or fp32 on a CPU, fp16 on CUDA)."),
+    precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
     threads: int = typer.Option(None, "--threads", help="CPU threads for torch."),
-    workers: int = typer.Option(None, "--workers", help="CPU: batches decoded at once, in forked processes "
-                                "of one thread each. Default: as many as --threads."),
+    workers: int = typer.Option(None, "--workers", help=WORKERS_HELP),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute the decoder prefix every step (slow; checks)."),
     shortlist: bool = typer.Option(False, "--shortlist", help=SHORTLIST_HELP),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs",
@@ -147,10 +154,7 @@ def translate(
         from nmt.checkpoint import load_checkpoint
         from nmt.translate import Translator, default_workers, resolve_device, translate_stream
 
-        if threads is not None:
-            if threads < 1:
-                raise UsageError(f"--threads must be at least 1, not {threads}")
-            torch.set_num_threads(threads)
+        set_threads(torch, threads)
         checkpoint = load_checkpoint(find_model(model))
         options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache,
                                  no_repeat_ngram)
@@ -316,8 +320,12 @@ def evaluate(
     max_len_b: int = typer.Option(None, "--max-len-b", help="See --max-len-a."),
     no_repeat_ngram: int = typer.Option(None, "--no-repeat-ngram", help=NO_REPEAT_HELP),
     max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded source tokens."),
+    batch_size: int = typer.Option(None, "--batch-size", help="Batch by sentence count instead of --max-tokens."),
     limit: int = typer.Option(None, "--limit", help="Score only the first N lines."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
+    threads: int = typer.Option(None, "--threads", help="CPU threads for torch."),
+    workers: int = typer.Option(None, "--workers", help=WORKERS_HELP),
     shortlist: bool = typer.Option(False, "--shortlist", help=SHORTLIST_HELP),
     no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
     lc_tok: bool = typer.Option(False, "--lc-tok", help="Also BLEU on lowercased Moses-tokenized text (papers)."),
@@ -351,16 +359,18 @@ def evaluate(
         if len(sources) != len(references):
             raise UsageError(f"{len(sources)} source lines but {len(references)} references")
         with collection_paused():
-            import_torch()
+            torch = import_torch()
             from nmt.checkpoint import load_checkpoint
             from nmt.translate import Translator, default_workers, resolve_device
 
+            set_threads(torch, threads)
             checkpoint = load_checkpoint(find_model(model))
             options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False, no_repeat_ngram)
             device = resolve_device(device)
-            translator = Translator.from_checkpoint(checkpoint, options, device, max_tokens=max_tokens,
-                                                    workers=default_workers(device), use_shortlist=shortlist,
-                                                    ordinary_input=not no_protect)
+            translator = Translator.from_checkpoint(
+                checkpoint, options, device, precision, max_tokens=max_tokens, batch_size=batch_size,
+                workers=default_workers(device) if workers is None else workers, use_shortlist=shortlist,
+                ordinary_input=not no_protect)
         plain = [(index, line.plain) for index, line in enumerate(robust) if line.plain]
         translated = [t.text for t in translator.translate(sources + [text for _, text in plain])]
         hypotheses = translated[: len(sources)]

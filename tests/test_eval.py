@@ -66,6 +66,26 @@ def test_translates_an_embedded_test_set_with_a_model(tiny_checkpoint):
     assert record["lines"] == 5 and record["test"] == "multi30k:test_2016_flickr"
 
 
+def test_eval_decodes_with_the_options_of_translate(tiny_checkpoint, tmp_path):
+    from nmt.corpus import load_embedded
+
+    pairs = load_embedded("multi30k", "valid")
+    src, ref = tmp_path / "src.en", tmp_path / "ref.fr"
+    src.write_text("\n".join(pairs.source[:6]) + "\n")
+    ref.write_text("\n".join(pairs.target[:6]) + "\n")
+    options = ["--model", str(tiny_checkpoint), "--beam", "2", "--precision", "int8_fp32", "--threads", "1",
+               "--workers", "2", "--batch-size", "2"]
+    translated = subprocess.run([sys.executable, "-m", "nmt_cli.main", "translate", *options, "--input", str(src)],
+                                capture_output=True, text=True)
+    assert translated.returncode == 0, translated.stderr
+    hyp = tmp_path / "hyp.fr"
+    hyp.write_text(translated.stdout)
+    scored = [json.loads(subprocess.run(NMT + args + ["--ref", str(ref), "--json"], capture_output=True,
+                                        text=True).stdout)
+              for args in (["--src", str(src), *options], ["--hyp", str(hyp)])]
+    assert scored[0]["bleu"] == scored[1]["bleu"] and scored[0]["chrf"] == scored[1]["chrf"]
+
+
 def test_tune_stores_the_best_decoding_defaults_and_half_precision_weights(tiny_checkpoint, tmp_path):
     import torch
 
