@@ -171,6 +171,65 @@ def translate(
 
 
 @app.command()
+def score(
+    src: Path = typer.Option(None, "--src", help="English sentences, one per line."),
+    tgt: Path = typer.Option(None, "--tgt", help="Their French translations, one per line."),
+    input: Path = typer.Option(None, "--input", "-i", help="With --format jsonl: read the pairs from this file "
+                               "instead of stdin."),
+    output_format: str = typer.Option("text", "--format", help="text (--src/--tgt in, one log-probability a line "
+                                      "out) or jsonl (lines with source and translation in, log_prob and score out)."),
+    model: Path = typer.Option(None, "--model", "-m", help="Checkpoint; default $NMT_MODEL, then the shipped model."),
+    lenpen: float = typer.Option(None, "--lenpen", help="The score's length normalization, as translate's. "
+                                 "Default: the model's, else 1.0."),
+    per_token: bool = typer.Option(False, "--per-token", help="Also each piece's log-probability, EOS last."),
+    max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded tokens."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+) -> None:
+    """The model's log-probability of each French translation given its English source, one line per pair,
+    in order (for filtering a corpus or reranking): the sum over its pieces and EOS, and with --format jsonl
+    the score normalized as translate ranks hypotheses."""
+    import json
+
+    from nmt.corpus import read_lines, read_stream_lines
+
+    _configure_logging(False)
+    if output_format not in ("text", "jsonl"):
+        raise UsageError(f"--format must be text or jsonl, not {output_format!r}")
+    if output_format == "text":
+        if src is None or tgt is None or input is not None:
+            raise UsageError("give --src and --tgt (or --format jsonl with pairs on stdin or --input)")
+        sources, targets = read_lines(src), read_lines(tgt)
+        if len(sources) != len(targets):
+            raise UsageError(f"{src} has {len(sources)} lines but {tgt} has {len(targets)}")
+    else:
+        if src is not None or tgt is not None:
+            raise UsageError("--format jsonl reads pairs from stdin or --input, not --src/--tgt")
+        sources, targets = [], []
+        for number, line in enumerate(read_stream_lines(_open_input(input)), 1):
+            try:
+                record = json.loads(line)
+                sources.append(record["source"])
+                targets.append(record["translation"])
+            except (ValueError, KeyError, TypeError):
+                raise UsageError(f"line {number}: not a JSON object with source and translation") from None
+            if not (isinstance(sources[-1], str) and isinstance(targets[-1], str)):
+                raise UsageError(f"line {number}: source and translation must be strings")
+    with collection_paused():
+        import_torch()
+        from nmt.checkpoint import load_checkpoint
+        from nmt.score import Scorer
+        from nmt.translate import resolve_device
+
+        checkpoint = load_checkpoint(find_model(model))
+        lenpen = checkpoint.decoding.get("lenpen", 1.0) if lenpen is None else lenpen
+        model_on_device = checkpoint.build_model(resolve_device(device))
+        scorer = Scorer(model_on_device, checkpoint.tokenizer(), lenpen=lenpen, max_tokens=max_tokens)
+    with _output(None, None) as sink:
+        for pair in scorer.score(sources, targets):
+            sink.write((pair.to_json(per_token) if output_format == "jsonl" else pair.to_text(per_token)) + "\n")
+
+
+@app.command()
 def info(checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help="A checkpoint file.")) -> None:
     """Show a checkpoint's model config, vocabulary, parameter count and training summary."""
     from nmt.checkpoint import load_checkpoint
