@@ -68,18 +68,36 @@ def set_threads(torch, threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache, no_repeat_ngram=None):
+def search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache, no_repeat_ngram=None,
+                   sampling=None, temperature=None, seed=None):
     """Command-line decoding options over the checkpoint's tuned defaults over the library's."""
     from nmt.search import SearchOptions
 
     given = dict(beam_size=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len,
-                 no_repeat_ngram=no_repeat_ngram)
+                 no_repeat_ngram=no_repeat_ngram, temperature=temperature, seed=seed)
+    if sampling is not None:
+        given.update(parse_sampling(sampling), beam_size=1 if beam is None else beam)
+    elif temperature is not None or seed is not None:
+        raise UsageError("--temperature and --seed go with --sampling topk:K or topp:P")
     stored = {key: value for key, value in checkpoint.decoding.items() if key in given}
     chosen = {**stored, **{key: value for key, value in given.items() if value is not None}}
     try:
         return SearchOptions(**chosen, nbest=nbest, use_cache=not no_cache)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def parse_sampling(value: str) -> dict:
+    """'topk:K' or 'topp:P' -> SearchOptions' top_k or top_p."""
+    kind, _, number = value.partition(":")
+    try:
+        if kind == "topk" and int(number) > 0:
+            return {"top_k": int(number)}
+        if kind == "topp" and 0 < float(number) <= 1:
+            return {"top_p": float(number)}
+    except ValueError:
+        pass
+    raise UsageError(f"--sampling must be topk:K (K a whole number above 0) or topp:P (0 < P <= 1), not {value!r}")
 
 
 PRECISION_HELP = ("fp32, bf16 (CPUs with bf16 support, GPUs), fp16 (CUDA), int8 (CPU, dynamic quantization of the "
@@ -125,6 +143,13 @@ def translate(
     max_len_b: int = typer.Option(None, "--max-len-b", help="See --max-len-a. Default 10."),
     min_len: int = typer.Option(None, "--min-len", help="Fewest target tokens before EOS. Default 0."),
     no_repeat_ngram: int = typer.Option(None, "--no-repeat-ngram", help=NO_REPEAT_HELP),
+    sampling: str = typer.Option(None, "--sampling", help="Sample instead of searching: topk:K (from the K most "
+                                 "probable tokens) or topp:P (from the fewest whose probabilities sum to P); with "
+                                 "--nbest N, N samples a line. For back-translation and diverse n-best lists."),
+    temperature: float = typer.Option(None, "--temperature", help="With --sampling: divide log-probabilities by T "
+                                      "(below 1 sharper, above 1 flatter). Default 1."),
+    seed: int = typer.Option(None, "--seed", help="With --sampling: the same seed and options give the same "
+                             "output. Default 0."),
     max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded source tokens."),
     batch_size: int = typer.Option(None, "--batch-size", help="Batch by sentence count instead of --max-tokens."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
@@ -157,7 +182,7 @@ def translate(
         set_threads(torch, threads)
         checkpoint = load_checkpoint(find_model(model))
         options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache,
-                                 no_repeat_ngram)
+                                 no_repeat_ngram, sampling, temperature, seed)
         device = resolve_device(device)
         if workers is None:
             workers = default_workers(device)

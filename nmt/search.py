@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import array
 import math
+import zlib
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -35,14 +37,31 @@ class SearchOptions:
     use_cache: bool = True
     loop_guard: bool = True  # end a hypothesis that repeats itself (stop_loops)
     no_repeat_ngram: int = 0  # N > 0: no n-gram of N tokens twice in a hypothesis (block_repeats)
+    # Sampling instead of search (beam size 1): from the top_k most probable tokens, or the fewest whose
+    # probabilities sum to top_p, at `temperature`; nbest independent samples per sentence, drawn from a
+    # generator seeded by `seed` and the batch's tokens, so that the same input and options give the same output
+    top_k: int = 0
+    top_p: float = 0.0
+    temperature: float = 1.0
+    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
             raise ValueError("beam size must be at least 1")
-        if not 1 <= self.nbest <= self.beam_size:
+        if self.sampling:
+            if self.beam_size != 1 or self.top_k and self.top_p:
+                raise ValueError("sampling takes beam size 1 and one of top-k or top-p")
+            if self.top_k < 0 or not 0 <= self.top_p <= 1 or self.temperature <= 0:
+                raise ValueError("top-k must be positive, top-p between 0 and 1, the temperature above 0")
+        elif not 1 <= self.nbest <= self.beam_size:
             raise ValueError(f"nbest must be between 1 and the beam size ({self.beam_size})")
         if self.lenpen < 0 or self.min_len < 0 or self.max_len_a < 0 or self.no_repeat_ngram < 0:
             raise ValueError("lenpen, min_len, max_len_a and no_repeat_ngram must not be negative")
+
+
+    @property
+    def sampling(self) -> bool:
+        return bool(self.top_k or self.top_p)
 
 
 @dataclass(frozen=True)
@@ -171,9 +190,43 @@ def as_tensor(values: list, dtype: torch.dtype, device: torch.device) -> Tensor:
 def search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None) -> list[list[Hypothesis]]:
     """Translate a batch of source token ids (N, S), padded: per sentence, up to nbest hypotheses.
     With `graphs`, the decoder runs on fixed shapes (captured as CUDA graphs on a GPU)."""
+    if options.sampling:
+        return sample(model, src, options, graphs)
     if options.beam_size == 1:
         return greedy_search(model, src, options, graphs)
     return beam_search(model, src, options, graphs)
+
+
+def sample(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None) -> list[list[Hypothesis]]:
+    """options.nbest samples per sentence, best first: greedy search's loop choosing by sampling_choice."""
+    generator = np.random.default_rng([options.seed, zlib.crc32(src.cpu().numpy().tobytes())])
+    rows = src.repeat_interleave(options.nbest, dim=0)  # (N*n, S): each sample a row of its own
+    drawn = greedy_search(model, rows, options, graphs, choose=lambda log_probs: sampling_choice(
+        log_probs, options, generator))
+    return [_top_finished([h for found in drawn[i : i + options.nbest] for h in found], options.nbest)
+            for i in range(0, len(drawn), options.nbest)]
+
+
+def sampling_choice(log_probs: Tensor, options: SearchOptions, generator: np.random.Generator
+                    ) -> tuple[Tensor, Tensor]:
+    """(the model's log-probability of each row's sampled token, the token): log_probs (R, V) -> (R,), (R,).
+    Drawn from the top_k most probable tokens, or the fewest whose probabilities sum to top_p, their
+    log-probabilities divided by the temperature, by inverting each row's distribution function at a
+    uniform number from `generator` (numpy's: the same numbers on every device)."""
+    scaled = log_probs / options.temperature
+    if options.top_k:
+        threshold = scaled.topk(min(options.top_k, scaled.size(-1)), dim=-1).values[:, -1:]  # (R, 1)
+        scaled = scaled.masked_fill(scaled < threshold, -math.inf)
+    else:
+        ordered, order = scaled.sort(dim=-1, descending=True)
+        before = ordered.softmax(dim=-1).cumsum(dim=-1) - ordered.softmax(dim=-1)  # mass of the better tokens
+        ordered = ordered.masked_fill(before >= options.top_p, -math.inf)  # the best token always stays
+        scaled = torch.full_like(scaled, -math.inf).scatter(-1, order, ordered)
+    cumulative = scaled.double().softmax(dim=-1).cumsum(dim=-1)  # (R, V)
+    uniform = torch.from_numpy(1.0 - generator.random(log_probs.size(0))).to(cumulative.device)  # (R,) in (0, 1]
+    # the first token whose cumulative mass reaches u x the total: never one of zero mass, since u > 0
+    tokens = (cumulative < uniform[:, None] * cumulative[:, -1:]).sum(dim=-1)
+    return log_probs.gather(1, tokens[:, None])[:, 0], tokens
 
 
 def initial_state(model, src: Tensor, beam_size: int, options: SearchOptions, max_lens: list[int],
@@ -194,8 +247,10 @@ def initial_state(model, src: Tensor, beam_size: int, options: SearchOptions, ma
 
 
 @torch.inference_mode()
-def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None
-                  ) -> list[list[Hypothesis]]:
+def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None,
+                  choose=lambda log_probs: log_probs.max(dim=-1)) -> list[list[Hypothesis]]:
+    """The most probable token at each step, or what `choose` (log_probs (R, V) -> (log_prob, token),
+    each (R,)) picks."""
     config = model.config
     max_lens = max_lengths(src, config.pad_id, options, config.max_positions)
     state = initial_state(model, src, 1, options, max_lens, graphs)
@@ -211,7 +266,7 @@ def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs
             stop_loops(log_probs, history, config.eos_id)
         if options.no_repeat_ngram:
             block_repeats(log_probs, history, options.no_repeat_ngram)
-        best, tokens = log_probs.max(dim=-1)
+        best, tokens = choose(log_probs)
         log_prob += best
         chosen = tokens.tolist()
         if config.eos_id in chosen:

@@ -244,6 +244,30 @@ def test_repeated_continuations_are_what_followed_the_last_n_minus_one_tokens_be
     assert repeated_continuations([A, B, UNK], 2) == [] and repeated_continuations([A, B], 1) == [A, B]
 
 
+def first_tokens(options: SearchOptions, seeds=range(40)) -> set[int]:
+    return {search(ScriptedModel(), SRC, replace(options, seed=seed))[0][0].tokens[0] for seed in seeds}
+
+
+def test_sampling_draws_from_the_top_k_or_the_nucleus_and_a_seed_repeats_it():
+    sampled = SearchOptions(beam_size=1, top_k=2)
+    assert first_tokens(sampled) == {A, B}  # A 0.6, B 0.4 at the first step
+    assert first_tokens(replace(sampled, top_k=1)) == {A}
+    assert search(ScriptedModel(), SRC, replace(sampled, top_k=1))[0][0] == search(
+        ScriptedModel(), SRC, SearchOptions(beam_size=1))[0][0]  # top-1 sampling is greedy search
+    assert first_tokens(SearchOptions(beam_size=1, top_p=0.5)) == {A}  # A alone holds half the mass
+    assert first_tokens(SearchOptions(beam_size=1, top_p=0.7)) == {A, B}
+    assert first_tokens(SearchOptions(beam_size=1, top_k=2, temperature=0.05)) == {A}  # sharpened
+    again = [search(ScriptedModel(), SRC.repeat(6, 1), replace(sampled, seed=7)) for _ in range(2)]
+    assert again[0] == again[1]
+
+
+def test_n_samples_per_sentence_come_best_first_and_sampling_takes_beam_one():
+    samples = search(ScriptedModel(), SRC, SearchOptions(beam_size=1, top_k=3, nbest=5, seed=1))[0]
+    assert len(samples) == 5 and [h.score for h in samples] == sorted((h.score for h in samples), reverse=True)
+    with pytest.raises(ValueError, match="beam size 1"):
+        SearchOptions(beam_size=4, top_k=5)
+
+
 class LateBloomer(ScriptedModel):
     """B then EOS is likely at once; A is unlikely at first, then each of eight more A's and EOS almost
     certain, which makes A's hypothesis the best per token in the end. Nothing else ever ends."""

@@ -161,6 +161,19 @@ def test_capitals_are_translated_in_sentence_case_and_put_back(translator):
     assert shouted == translator.translate(["A dog runs in the park."])[0].text.upper()
 
 
+def test_sampling_repeats_with_its_seed_and_refuses_bad_settings(tiny_checkpoint):
+    lines = b"A dog runs in the park.\nTwo men are talking.\nA woman reads.\n"
+    common = ["--model", str(tiny_checkpoint), "--sampling", "topk:20", "--format", "jsonl", "--nbest", "3"]
+    first, again, other = (run(common + ["--seed", seed], lines) for seed in ("3", "3", "4"))
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == again.stdout != other.stdout
+    assert all(len(json.loads(line)["nbest"]) == 3 for line in first.stdout.decode().splitlines())
+    for bad in (["--sampling", "topk:0"], ["--sampling", "top5"], ["--sampling", "topk:5", "--beam", "4"],
+                ["--seed", "1"]):
+        result = run(["--model", str(tiny_checkpoint), *bad], lines)
+        assert result.returncode == 2 and result.stderr.decode().startswith("error: "), bad
+
+
 def test_closed_stdout_ends_quietly(tiny_checkpoint):
     lines = b"A dog runs.\n" * 3000
     pipeline = subprocess.run(
