@@ -162,12 +162,16 @@ def translate(
                                      help="On CUDA, replay each decoder step as a captured CUDA graph."),
     no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
     output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
+    input_format: str = typer.Option("text", "--input-format", help="text, or jsonl: lines {\"source\": ..., "
+                                     "\"prefix\": ...}, the translation starting with the French prefix if given."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or warnings on stderr."),
 ) -> None:
     """Translate English lines from stdin (or --input) to French on stdout, one line per line."""
     if output_format not in ("text", "jsonl"):
         raise UsageError(f"--format must be text or jsonl, not {output_format!r}")
+    if input_format not in ("text", "jsonl"):
+        raise UsageError(f"--input-format must be text or jsonl, not {input_format!r}")
     if nbest > 1 and output_format != "jsonl":
         raise UsageError("--nbest above 1 needs --format jsonl (the text format keeps one line per input)")
     if device not in ("auto", "cpu", "cuda"):
@@ -192,7 +196,8 @@ def translate(
     source = _open_input(input)
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
     with interruptible(), _output(output, input) as sink:
-        translate_stream(translator, source, sink, window=window, as_json=output_format == "jsonl", quiet=quiet)
+        translate_stream(translator, source, sink, window=window, as_json=output_format == "jsonl", quiet=quiet,
+                         records=input_format == "jsonl")
 
 
 @app.command()

@@ -187,22 +187,57 @@ def as_tensor(values: list, dtype: torch.dtype, device: torch.device) -> Tensor:
     return torch.frombuffer(numbers, dtype=dtype).to(device)
 
 
-def search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None) -> list[list[Hypothesis]]:
+def search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None,
+           prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
     """Translate a batch of source token ids (N, S), padded: per sentence, up to nbest hypotheses.
-    With `graphs`, the decoder runs on fixed shapes (captured as CUDA graphs on a GPU)."""
+    With `graphs`, the decoder runs on fixed shapes (captured as CUDA graphs on a GPU). With `prefixes`
+    (target token ids per sentence, [] for none), each sentence's hypotheses start with its own."""
     if options.sampling:
-        return sample(model, src, options, graphs)
+        return sample(model, src, options, graphs, prefixes)
     if options.beam_size == 1:
-        return greedy_search(model, src, options, graphs)
-    return beam_search(model, src, options, graphs)
+        return greedy_search(model, src, options, graphs, prefixes=prefixes)
+    return beam_search(model, src, options, graphs, prefixes)
 
 
-def sample(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None) -> list[list[Hypothesis]]:
+def force_prefixes(log_probs: Tensor, raw: Tensor | None, step: int, row_prefixes: list[list[int]]) -> None:
+    """Leave each row whose prefix is longer than `step` its prefix's token alone, at its log-probability
+    before any other constraint (`raw`, taken by prefix_values), in place; log_probs (R, V)."""
+    if raw is None:
+        return
+    rows = [row for row, prefix in enumerate(row_prefixes) if step < len(prefix)]
+    tokens = as_tensor([row_prefixes[row][step] for row in rows], torch.int64, log_probs.device)
+    rows_tensor = as_tensor(rows, torch.int64, log_probs.device)
+    log_probs[rows_tensor] = -math.inf
+    log_probs[rows_tensor, tokens] = raw
+
+
+def prefix_values(log_probs: Tensor, step: int, row_prefixes: list[list[int]] | None) -> Tensor | None:
+    """The log-probabilities of the prefix tokens due at `step`, one per row that has one (None if none)."""
+    if row_prefixes is None:
+        return None
+    rows = [row for row, prefix in enumerate(row_prefixes) if step < len(prefix)]
+    if not rows:
+        return None
+    tokens = [row_prefixes[row][step] for row in rows]
+    device = log_probs.device
+    return log_probs[as_tensor(rows, torch.int64, device), as_tensor(tokens, torch.int64, device)].clone()
+
+
+def with_prefixes(max_lens: list[int], prefixes: list[list[int]] | None) -> list[int]:
+    """Length caps that leave room for each prefix and an EOS after it."""
+    if prefixes is None:
+        return max_lens
+    return [max(limit, len(prefix) + 1) for limit, prefix in zip(max_lens, prefixes, strict=True)]
+
+
+def sample(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None,
+           prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
     """options.nbest samples per sentence, best first: greedy search's loop choosing by sampling_choice."""
     generator = np.random.default_rng([options.seed, zlib.crc32(src.cpu().numpy().tobytes())])
     rows = src.repeat_interleave(options.nbest, dim=0)  # (N*n, S): each sample a row of its own
+    row_prefixes = None if prefixes is None else [prefix for prefix in prefixes for _ in range(options.nbest)]
     drawn = greedy_search(model, rows, options, graphs, choose=lambda log_probs: sampling_choice(
-        log_probs, options, generator))
+        log_probs, options, generator), prefixes=row_prefixes)
     return [_top_finished([h for found in drawn[i : i + options.nbest] for h in found], options.nbest)
             for i in range(0, len(drawn), options.nbest)]
 
@@ -248,11 +283,12 @@ def initial_state(model, src: Tensor, beam_size: int, options: SearchOptions, ma
 
 @torch.inference_mode()
 def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None,
-                  choose=lambda log_probs: log_probs.max(dim=-1)) -> list[list[Hypothesis]]:
+                  choose=lambda log_probs: log_probs.max(dim=-1), prefixes: list[list[int]] | None = None
+                  ) -> list[list[Hypothesis]]:
     """The most probable token at each step, or what `choose` (log_probs (R, V) -> (log_prob, token),
-    each (R,)) picks."""
+    each (R,)) picks; a sentence's prefix tokens first."""
     config = model.config
-    max_lens = max_lengths(src, config.pad_id, options, config.max_positions)
+    max_lens = with_prefixes(max_lengths(src, config.pad_id, options, config.max_positions), prefixes)
     state = initial_state(model, src, 1, options, max_lens, graphs)
     active = list(range(src.size(0)))  # sentence index of each row
     tokens = torch.full((len(active),), config.bos_id, dtype=torch.long, device=src.device)
@@ -261,11 +297,14 @@ def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs
     results: list[list[Hypothesis]] = [[] for _ in active]
     for step in range(max(max_lens)):
         log_probs, state = model.decode_step(tokens, state)
+        row_prefixes = None if prefixes is None else [prefixes[i] for i in active]
+        raw = prefix_values(log_probs, step, row_prefixes)
         constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
         if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
             stop_loops(log_probs, history, config.eos_id)
         if options.no_repeat_ngram:
             block_repeats(log_probs, history, options.no_repeat_ngram)
+        force_prefixes(log_probs, raw, step, row_prefixes)
         best, tokens = choose(log_probs)
         log_prob += best
         chosen = tokens.tolist()
@@ -303,11 +342,11 @@ def _top_finished(hypotheses: list[Hypothesis], n: int) -> list[Hypothesis]:
 
 
 @torch.inference_mode()
-def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None
-                ) -> list[list[Hypothesis]]:
+def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None,
+                prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
     config = model.config
     beam = options.beam_size
-    max_lens = max_lengths(src, config.pad_id, options, config.max_positions)
+    max_lens = with_prefixes(max_lengths(src, config.pad_id, options, config.max_positions), prefixes)
     # All K beams of a sentence start from the same BOS, so the first step runs one row per sentence and
     # its K best continuations then fill the beam (CUDA graphs keep the K rows: their shapes are fixed)
     width = beam if graphs is not None and options.use_cache else 1  # rows per sentence
@@ -321,11 +360,14 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
     for step in range(max(max_lens)):
         n = len(active)
         log_probs, state = model.decode_step(tokens, state)  # (n*width, V)
+        row_prefixes = None if prefixes is None else [prefixes[i] for i in active for _ in range(width)]
+        raw = prefix_values(log_probs, step, row_prefixes)
         constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
         if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
             stop_loops(log_probs, history, config.eos_id)
         if options.no_repeat_ngram:
             block_repeats(log_probs, history, options.no_repeat_ngram)
+        force_prefixes(log_probs, raw, step, row_prefixes)
         vocab = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(n, width, vocab)).view(n, width * vocab)
         top = top_k(candidates, min(2 * beam, width * vocab))  # (n, 2K), best first

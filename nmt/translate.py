@@ -192,8 +192,8 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
         process.terminate()
 
 
-def _search_in_worker(sources: list[list[int]]) -> list:
-    return _worker_translator._search_batch(sources)
+def _search_in_worker(batch: tuple[list[list[int]], list[list[int]] | None]) -> list:
+    return _worker_translator._search_batch(*batch)
 
 
 class Translator:
@@ -230,6 +230,7 @@ class Translator:
         # Longer sentences are translated in pieces (nmt.segment); the model's positions leave room for EOS
         self.max_piece_tokens = min(MAX_PIECE_TOKENS, self.model.config.max_positions - 1)
         self._warned_long = False
+        self._noted_prefix = False
 
     @classmethod
     def from_checkpoint(cls, checkpoint: Checkpoint, options: SearchOptions, device: str | torch.device = "cpu",
@@ -300,32 +301,33 @@ class Translator:
         if batch:
             yield batch
 
-    def _search_batch(self, sources: list[list[int]]):
+    def _search_batch(self, sources: list[list[int]], prefixes: list[list[int]] | None = None):
+        """The search's hypotheses for each source; prefixes: target token ids each must start with."""
         eos, pad = self.model.config.eos_id, self.model.config.pad_id
         length = max(len(ids) for ids in sources) + 1
         src = torch.full((len(sources), length), pad, dtype=torch.long)
         for row, ids in enumerate(sources):
             src[row, : len(ids) + 1] = torch.tensor([*ids, eos], dtype=torch.long)
-        if self.shortlist is None:
-            return search(self.decoder, src.to(self.device), self.options, self.graphs)
+        if self.shortlist is None or prefixes is not None:  # a prefix's tokens need not be in the shortlist
+            return search(self.decoder, src.to(self.device), self.options, self.graphs, prefixes)
         decoder = self.decoder.restricted(self.shortlist.vocabularies(src))  # on the CPU, where the shortlist is
         found = search(decoder, src.to(self.device), self.options)
         vocabularies = decoder.token_ids.tolist()  # sentence s's token i is vocabularies[s][i]
         return [[replace(h, tokens=[ids[t] for t in h.tokens]) for h in hypotheses]
                 for ids, hypotheses in zip(vocabularies, found, strict=True)]
 
-    def _search_batches(self, batches: list[list[list[int]]]) -> Iterator[list]:
+    def _search_batches(self, batches: list[tuple[list[list[int]], list[list[int]] | None]]) -> Iterator[list]:
         """_search_batch of each batch, in order; with several workers and batches, `workers` batches at
         once in forked processes of one thread each."""
         if self.workers == 1 or len(batches) <= 1:
-            yield from map(self._search_batch, batches)
+            yield from (self._search_batch(*batch) for batch in batches)
             return
         # concurrent.futures rather than multiprocessing.Pool: a worker that dies ends the translation with
         # BrokenProcessPool, where Pool waited for its results forever
         pool = ProcessPoolExecutor(min(self.workers, len(batches)), multiprocessing.get_context("fork"),
                                    _start_worker, (self,))
         try:
-            chunk = max(1, TASK_SENTENCES // max(len(batch) for batch in batches))  # batches per task
+            chunk = max(1, TASK_SENTENCES // max(len(sources) for sources, _ in batches))  # batches per task
             yield from pool.map(_search_in_worker, batches, chunksize=chunk)
         except BrokenProcessPool:
             raise NmtError("a decoding worker process died (killed, or out of memory); --workers 1 decodes in "
@@ -336,23 +338,28 @@ class Translator:
         finally:  # batches not yet started are dropped
             pool.shutdown(cancel_futures=True)
 
-    def translate(self, lines: list[str]) -> list[Translation]:
-        """One Translation per line, in order."""
+    def translate(self, lines: list[str], prefixes: list[str | None] | None = None) -> list[Translation]:
+        """One Translation per line, in order; a line's prefix (French) starts its translation."""
         results: list[Translation | None] = [None] * len(lines)
-        for index, translation in self.translate_as_ready(lines):
+        for index, translation in self.translate_as_ready(lines, prefixes):
             results[index] = translation
         return results
 
-    def translate_as_ready(self, lines: list[str]) -> Iterator[tuple[int, Translation]]:
-        """(line index, Translation) pairs as batches finish: empty lines first, then by length."""
+    def translate_as_ready(self, lines: list[str], prefixes: list[str | None] | None = None
+                           ) -> Iterator[tuple[int, Translation]]:
+        """(line index, Translation) pairs as batches finish: empty lines first, then by length. A line's
+        prefix starts the translation of its first sentence."""
         sources: list[list[int]] = []
         owners: list[int] = []  # line index of each source piece
+        forced: list[list[int]] = []  # prefix token ids of each source piece
         units: list[list[Unit]] = []
         for index, line in enumerate(lines):
             units.append(self._units(line))
             pieces = [piece for unit in units[-1] for piece in unit.pieces]
             if not pieces:
                 yield index, Translation(line, "", None)
+            prefix = prefixes[index] if prefixes and pieces else None
+            forced.extend([self.tokenizer.encode(prefix) if prefix else []][: len(pieces)] + [[]] * (len(pieces) - 1))
             sources.extend(pieces)
             owners.extend([index] * len(pieces))
         pieces_left = [0] * len(lines)
@@ -360,7 +367,12 @@ class Translator:
             pieces_left[owner] += 1
         done: dict[int, list] = {}
         batches = list(self._batches(sources))
-        searched = self._search_batches([[sources[i] for i in batch] for batch in batches])
+        if any(forced) and self.shortlist is not None and not self._noted_prefix:
+            log.warning("target prefixes are decoded over the whole vocabulary, not the shortlist")
+            self._noted_prefix = True
+        searched = self._search_batches([([sources[i] for i in batch],
+                                          [forced[i] for i in batch] if any(forced[i] for i in batch) else None)
+                                         for batch in batches])
         for batch, results in zip(batches, searched, strict=True):
             for source_index, result in zip(batch, results, strict=True):
                 owner = owners[source_index]
@@ -387,16 +399,21 @@ class Translator:
 
 
 def translate_stream(translator: Translator, source: BinaryIO, sink: TextIO, *, window: int = 1000,
-                     as_json: bool = False, quiet: bool = False) -> int:
+                     as_json: bool = False, quiet: bool = False, records: bool = False) -> int:
     """Translate `source` line by line to `sink`, `window` lines at a time (1: answer each line at once).
     Returns the number of lines written. Lines are written in order as soon as all before them are done,
     and flushed at the end of each window; on an interruption (nmt.errors.Interrupted) the finished lines
-    are flushed and the interruption goes on with their count."""
+    are flushed and the interruption goes on with their count. records: each line is a JSON object with
+    "source" and optionally "prefix" (a line that is not stops the translation before its window, with
+    every line before that window written)."""
     lines = read_stream_lines(source, lambda: log.warning("invalid UTF-8 in the input was replaced by U+FFFD"))
     written, started, last_report = 0, time.monotonic(), time.monotonic()
     try:
         while chunk := list(itertools.islice(lines, window)):
-            written += _translate_window(translator, chunk, sink, as_json)
+            prefixes = None
+            if records:
+                chunk, prefixes = parse_records(chunk, first_number=written + 1)
+            written += _translate_window(translator, chunk, sink, as_json, prefixes)
             now = time.monotonic()
             if not quiet and now - last_report > 5:
                 log.info("%d lines, %.1f lines/s", written, written / (now - started))
@@ -406,12 +423,30 @@ def translate_stream(translator: Translator, source: BinaryIO, sink: TextIO, *, 
     return written
 
 
-def _translate_window(translator: Translator, chunk: list[str], sink: TextIO, as_json: bool) -> int:
+def parse_records(lines: list[str], first_number: int) -> tuple[list[str], list[str | None]]:
+    """(sources, prefixes) of JSON lines {"source": ..., "prefix": ...} ("prefix" optional); UsageError
+    naming the first line that is not one (numbered from first_number)."""
+    sources, prefixes = [], []
+    for number, line in enumerate(lines, first_number):
+        try:
+            record = json.loads(line)
+            source, prefix = record["source"], record.get("prefix")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise UsageError(f"input line {number}: not a JSON object with a source") from None
+        if not isinstance(source, str) or not isinstance(prefix, str | None):
+            raise UsageError(f"input line {number}: source and prefix must be strings")
+        sources.append(source)
+        prefixes.append(prefix)
+    return sources, prefixes
+
+
+def _translate_window(translator: Translator, chunk: list[str], sink: TextIO, as_json: bool,
+                      prefixes: list[str | None] | None = None) -> int:
     """Write the translations of `chunk` in order; returns len(chunk)."""
     ready: dict[int, Translation] = {}
     next_line = 0
     try:
-        with contextlib.closing(translator.translate_as_ready(chunk)) as translations:
+        with contextlib.closing(translator.translate_as_ready(chunk, prefixes)) as translations:
             for index, translation in translations:
                 ready[index] = translation
                 while next_line in ready:  # write the in-order prefix as soon as it is complete

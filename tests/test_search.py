@@ -268,6 +268,17 @@ def test_n_samples_per_sentence_come_best_first_and_sampling_takes_beam_one():
         SearchOptions(beam_size=4, top_k=5)
 
 
+@pytest.mark.parametrize("beam", [1, 2, 3])
+def test_each_sentence_starts_with_its_own_prefix_scored_by_the_model(beam):
+    options = SearchOptions(beam_size=beam, nbest=beam, max_len_a=0.0, max_len_b=3)
+    src = SRC.repeat(3, 1)
+    found = search(ScriptedModel(), src, options, prefixes=[[B], [B, A, A, B], []])
+    assert all(h.tokens[:1] == [B] for h in found[0]) and found[0][0].tokens == [B]
+    assert found[0][0].log_prob == pytest.approx(logp(0.4, 0.9), abs=1e-5)  # B's own 0.4, then EOS
+    assert all(h.tokens[:4] == [B, A, A, B] for h in found[1])  # longer than the cap: the cap makes room
+    assert found[2][0].tokens == search(ScriptedModel(), SRC, options)[0][0].tokens  # no prefix: as before
+
+
 class LateBloomer(ScriptedModel):
     """B then EOS is likely at once; A is unlikely at first, then each of eight more A's and EOS almost
     certain, which makes A's hypothesis the best per token in the end. Nothing else ever ends."""

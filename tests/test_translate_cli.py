@@ -174,6 +174,20 @@ def test_sampling_repeats_with_its_seed_and_refuses_bad_settings(tiny_checkpoint
         assert result.returncode == 2 and result.stderr.decode().startswith("error: "), bad
 
 
+@pytest.mark.parametrize("beam", ["1", "3"])
+def test_jsonl_input_prefixes_start_their_translations(tiny_checkpoint, translator, beam):
+    records = [{"source": "A dog runs in the park.", "prefix": "Un chien"}, {"source": "Two men talk."},
+               {"source": "", "prefix": "Rien"}, {"source": "A cat. A bird.", "prefix": "Le chat"}]
+    data = "".join(json.dumps(record) + "\n" for record in records).encode()
+    result = run(["--model", str(tiny_checkpoint), "--beam", beam, "--input-format", "jsonl"], data)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().split("\n")[:-1]
+    assert len(lines) == 4 and lines[0].startswith("Un chien") and lines[3].startswith("Le chat") and lines[2] == ""
+    assert lines[1] == run(["--model", str(tiny_checkpoint), "--beam", beam], b"Two men talk.\n").stdout.decode()[:-1]
+    bad = run(["--model", str(tiny_checkpoint), "--input-format", "jsonl"], b'{"source": "A dog."}\nA dog.\n')
+    assert bad.returncode == 2 and bad.stderr.decode() == "error: input line 2: not a JSON object with a source\n"
+
+
 def test_closed_stdout_ends_quietly(tiny_checkpoint):
     lines = b"A dog runs.\n" * 3000
     pipeline = subprocess.run(
