@@ -61,6 +61,14 @@ def find_model(model: Path | None) -> Path:
     raise UsageError("no model: pass --model PATH or set NMT_MODEL (no shipped model is installed)")
 
 
+def load_models(paths: list[Path] | None):
+    """The checkpoint of the first --model (else $NMT_MODEL, else the shipped model) and those of the others."""
+    from nmt.checkpoint import load_checkpoint
+
+    paths = paths or [None]
+    return load_checkpoint(find_model(paths[0])), tuple(load_checkpoint(path) for path in paths[1:])
+
+
 def set_threads(torch, threads: int | None) -> None:
     if threads is not None:
         if threads < 1:
@@ -105,6 +113,8 @@ PRECISION_HELP = ("fp32, bf16 (CPUs with bf16 support, GPUs), fp16 (CUDA), int8 
                   "batch 1 on CPUs with native bf16), int8_fp32 (x86 CPU, int8 weights and GEMMs with fp32 "
                   "activations: the fastest on AVX2 CPUs) or auto (the fastest for this device: int8_bf16, int8_fp32 "
                   "or fp32 on a CPU, fp16 on CUDA).")
+MODELS_HELP = ("Checkpoint; default $NMT_MODEL, then the shipped model. Given several times: an ensemble "
+               "averaging the models' log-probabilities at each step (one sentencepiece model).")
 WORKERS_HELP = "CPU: batches decoded at once, in forked processes of one thread each. Default: as many as --threads."
 NO_PROTECT_HELP = ("Translate the text as it is: no sentence case for lines in capitals, no placeholders for links, "
                    "addresses, codes, numbers and emoji (models trained since nmt has them).")
@@ -133,7 +143,7 @@ DATA_OPTIONS = {
 
 @app.command()
 def translate(
-    model: Path = typer.Option(None, "--model", "-m", help="Checkpoint; default $NMT_MODEL, then the shipped model."),
+    model: list[Path] = typer.Option(None, "--model", "-m", help=MODELS_HELP),
     input: Path = typer.Option(None, "--input", "-i", help="Read this file instead of stdin."),
     output: Path = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
     beam: int = typer.Option(None, "--beam", "-b", help="Beam size, 1 = greedy. Default: the model's, else 4."),
@@ -180,11 +190,10 @@ def translate(
     with collection_paused():
         torch = import_torch()
 
-        from nmt.checkpoint import load_checkpoint
         from nmt.translate import Translator, default_workers, resolve_device, translate_stream
 
         set_threads(torch, threads)
-        checkpoint = load_checkpoint(find_model(model))
+        checkpoint, others = load_models(model)
         options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache,
                                  no_repeat_ngram, sampling, temperature, seed)
         device = resolve_device(device)
@@ -192,7 +201,7 @@ def translate(
             workers = default_workers(device)
         translator = Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
                                                 batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers,
-                                                use_shortlist=shortlist, ordinary_input=not no_protect)
+                                                use_shortlist=shortlist, ordinary_input=not no_protect, others=others)
     source = _open_input(input)
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
     with interruptible(), _output(output, input) as sink:
@@ -402,7 +411,7 @@ def evaluate(
     ref: Path = typer.Option(None, "--ref", help="References, one per line."),
     src: Path = typer.Option(None, "--src", help="Translate this file with the model, then score against --ref."),
     test: str = typer.Option(None, "--test", help="Embedded test set, e.g. multi30k:test_2016_flickr."),
-    model: Path = typer.Option(None, "--model", "-m", help="Checkpoint; default $NMT_MODEL, then the shipped model."),
+    model: list[Path] = typer.Option(None, "--model", "-m", help=MODELS_HELP),
     beam: int = typer.Option(None, "--beam", "-b", help="Beam size. Default: the model's, else 4."),
     lenpen: float = typer.Option(None, "--lenpen", help=LENPEN_HELP),
     max_len_a: float = typer.Option(None, "--max-len-a", help="Target length cap: a * source + b tokens."),
@@ -449,17 +458,16 @@ def evaluate(
             raise UsageError(f"{len(sources)} source lines but {len(references)} references")
         with collection_paused():
             torch = import_torch()
-            from nmt.checkpoint import load_checkpoint
             from nmt.translate import Translator, default_workers, resolve_device
 
             set_threads(torch, threads)
-            checkpoint = load_checkpoint(find_model(model))
+            checkpoint, others = load_models(model)
             options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False, no_repeat_ngram)
             device = resolve_device(device)
             translator = Translator.from_checkpoint(
                 checkpoint, options, device, precision, max_tokens=max_tokens, batch_size=batch_size,
                 workers=default_workers(device) if workers is None else workers, use_shortlist=shortlist,
-                ordinary_input=not no_protect)
+                ordinary_input=not no_protect, others=others)
         plain = [(index, line.plain) for index, line in enumerate(robust) if line.plain]
         translated = [t.text for t in translator.translate(sources + [text for _, text in plain])]
         hypotheses = translated[: len(sources)]

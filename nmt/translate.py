@@ -28,6 +28,7 @@ import torch
 
 from nmt.checkpoint import Checkpoint
 from nmt.corpus import read_stream_lines
+from nmt.ensemble import Ensemble
 from nmt.errors import Interrupted, NmtError, UsageError
 from nmt.flat_decoder import FlatDecoder
 from nmt.graphs import StepGraphs
@@ -199,12 +200,13 @@ def _search_in_worker(batch: tuple[list[list[int]], list[list[int]] | None]) -> 
 class Translator:
     def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
                  batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1,
-                 shortlist: Shortlist | None = None, ordinary_input: bool = True):
+                 shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = ()):
         """workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
         thread each, when a window of lines makes several batches (a single batch: here, on all threads).
         shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.shortlist).
         ordinary_input: ALL-CAPS sentences are translated in sentence case and put back in capitals, and,
-        with a model that has placeholders, URLs, e-mails, codes, numbers and emoji are protected (nmt.protect)."""
+        with a model that has placeholders, URLs, e-mails, codes, numbers and emoji are protected (nmt.protect).
+        ensemble: more models of the same vocabulary, decoding with `model` as one (nmt.ensemble)."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -218,6 +220,11 @@ class Translator:
         self.graphs = StepGraphs() if cuda_graphs and self.device.type == "cuda" else None
         # otherwise by the flattened step (nmt.flat_decoder): the same computation with less Python per step
         self.decoder = model if self.graphs is not None else FlatDecoder(model)
+        if ensemble:
+            if shortlist is not None:
+                raise UsageError("--shortlist decodes one model: give one --model, or drop --shortlist")
+            self.graphs = None  # captured graphs hold one model's step
+            self.decoder = Ensemble([FlatDecoder(member) for member in (model, *ensemble)])
         if shortlist is not None and (self.graphs is not None or not options.use_cache):
             raise UsageError("--shortlist needs the cached decoder without CUDA graphs: drop --no-cache, "
                              "add --no-cuda-graphs on CUDA")
@@ -234,15 +241,20 @@ class Translator:
 
     @classmethod
     def from_checkpoint(cls, checkpoint: Checkpoint, options: SearchOptions, device: str | torch.device = "cpu",
-                        precision: str = "fp32", use_shortlist: bool = False, **settings) -> Translator:
-        """use_shortlist: decode over the checkpoint's lexical shortlist (UsageError if it has none)."""
+                        precision: str = "fp32", use_shortlist: bool = False, others: tuple[Checkpoint, ...] = (),
+                        **settings) -> Translator:
+        """use_shortlist: decode over the checkpoint's lexical shortlist (UsageError if it has none).
+        others: checkpoints of the same sentencepiece model, decoding with this one as an ensemble."""
         if use_shortlist and checkpoint.shortlist is None:
             raise UsageError("this model holds no shortlist: `nmt shortlist` adds one")
         if use_shortlist and precision == "int8":
             raise UsageError("--shortlist works with --precision fp32, bf16, fp16, int8_bf16 or int8_fp32, not int8")
+        if any(other.spm_model != checkpoint.spm_model for other in others):
+            raise UsageError("the models of an ensemble must share one sentencepiece model; these do not")
         model = cast_for_inference(checkpoint.build_model(device), precision)
+        ensemble = tuple(cast_for_inference(other.build_model(device), precision) for other in others)
         shortlist = checkpoint.shortlist if use_shortlist else None
-        return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, **settings)
+        return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, ensemble=ensemble, **settings)
 
     def _units(self, line: str) -> list[Unit]:
         """`line` as the units it is translated in: its sentences, and the clauses of a sentence too long to
