@@ -172,6 +172,8 @@ def translate(
                                      help="On CUDA, replay each decoder step as a captured CUDA graph."),
     no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
     output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
+    alignments: bool = typer.Option(False, "--alignments", help="With --format jsonl: word alignments (Pharaoh "
+                                    "i-j over whitespace words) from the model's cross-attention."),
     input_format: str = typer.Option("text", "--input-format", help="text, or jsonl: lines {\"source\": ..., "
                                      "\"prefix\": ...}, the translation starting with the French prefix if given."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
@@ -182,6 +184,8 @@ def translate(
         raise UsageError(f"--format must be text or jsonl, not {output_format!r}")
     if input_format not in ("text", "jsonl"):
         raise UsageError(f"--input-format must be text or jsonl, not {input_format!r}")
+    if alignments and output_format != "jsonl":
+        raise UsageError("--alignments needs --format jsonl")
     if nbest > 1 and output_format != "jsonl":
         raise UsageError("--nbest above 1 needs --format jsonl (the text format keeps one line per input)")
     if device not in ("auto", "cpu", "cuda"):
@@ -201,7 +205,8 @@ def translate(
             workers = default_workers(device)
         translator = Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
                                                 batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers,
-                                                use_shortlist=shortlist, ordinary_input=not no_protect, others=others)
+                                                use_shortlist=shortlist, ordinary_input=not no_protect, others=others,
+                                                alignments=alignments)
     source = _open_input(input)
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
     with interruptible(), _output(output, input) as sink:
@@ -266,6 +271,44 @@ def score(
     with _output(None, None) as sink:
         for pair in scorer.score(sources, targets):
             sink.write((pair.to_json(per_token) if output_format == "jsonl" else pair.to_text(per_token)) + "\n")
+
+
+@app.command()
+def attention(
+    text: str = typer.Option(..., "--text", help="One English sentence."),
+    out: Path = typer.Option(Path("attention.png"), "--out", help="Where to write the PNG."),
+    model: Path = typer.Option(None, "--model", "-m", help="Checkpoint; default $NMT_MODEL, then the shipped model."),
+    layer: int = typer.Option(None, "--layer", help="Decoder layer, 1 = the first. Default: the one alignments use "
+                              "(nmt.alignment.ALIGNMENT_LAYER from the top)."),
+    head: int = typer.Option(None, "--head", help="One head (1 = the first). Default: the mean of the heads."),
+    grid: bool = typer.Option(False, "--grid", help="Every head of the layer side by side."),
+    beam: int = typer.Option(None, "--beam", "-b", help="Beam size. Default: the model's, else 4."),
+) -> None:
+    """Translate one sentence and draw the decoder's cross-attention as a heatmap: source pieces along the
+    top, target pieces down the side."""
+    _configure_logging(False)
+    if head is not None and grid:
+        raise UsageError("give --head or --grid, not both")
+    with collection_paused():
+        import_torch()
+        from nmt.alignment import ALIGNMENT_LAYER, cross_attention, draw_attention
+        from nmt.checkpoint import load_checkpoint
+        from nmt.translate import Translator
+
+        checkpoint = load_checkpoint(find_model(model))
+        options = search_options(checkpoint, beam, None, None, None, None, 1, False)
+        translator = Translator.from_checkpoint(checkpoint, options, ordinary_input=False)
+    source = translator.tokenizer.encode(text.strip())
+    if not source or len(source) >= translator.max_piece_tokens:
+        raise UsageError(f"--text must be one sentence of 1 to {translator.max_piece_tokens - 1} pieces")
+    target = translator._search_batch([source])[0][0].tokens
+    weights = cross_attention(translator.model, source, target)
+    pieces = translator.tokenizer.processor.id_to_piece
+    layers = weights.size(0)
+    written = draw_attention(weights, [pieces(i) for i in source], [pieces(i) for i in target], out,
+                             layer=layers + 1 - ALIGNMENT_LAYER if layer is None else layer, head=head, grid=grid)
+    typer.echo(translator.tokenizer.decode(target))
+    typer.echo(f"written to {written}", err=True)
 
 
 @app.command()

@@ -26,6 +26,7 @@ from typing import BinaryIO, TextIO
 
 import torch
 
+from nmt.alignment import align
 from nmt.checkpoint import Checkpoint
 from nmt.corpus import read_stream_lines
 from nmt.ensemble import Ensemble
@@ -62,10 +63,13 @@ class Translation:
     text: str
     score: float | None  # None for an empty line, which is not searched
     nbest: list[tuple[str, float]] = field(default_factory=list)
+    alignment: list[tuple[int, int]] | None = None  # Pharaoh (source word, target word) pairs, when asked for
 
     def to_json(self) -> str:
         nbest = [{"translation": text, "score": score} for text, score in self.nbest]
         record = {"source": self.source, "translation": self.text, "score": self.score, "nbest": nbest}
+        if self.alignment is not None:
+            record["alignment"] = " ".join(f"{i}-{j}" for i, j in self.alignment)
         return json.dumps(record, ensure_ascii=False)
 
 
@@ -200,13 +204,15 @@ def _search_in_worker(batch: tuple[list[list[int]], list[list[int]] | None]) -> 
 class Translator:
     def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
                  batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1,
-                 shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = ()):
+                 shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = (),
+                 alignments: bool = False):
         """workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
         thread each, when a window of lines makes several batches (a single batch: here, on all threads).
         shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.shortlist).
         ordinary_input: ALL-CAPS sentences are translated in sentence case and put back in capitals, and,
         with a model that has placeholders, URLs, e-mails, codes, numbers and emoji are protected (nmt.protect).
-        ensemble: more models of the same vocabulary, decoding with `model` as one (nmt.ensemble)."""
+        ensemble: more models of the same vocabulary, decoding with `model` as one (nmt.ensemble).
+        alignments: each Translation carries word alignments from `model`'s cross-attention (nmt.alignment)."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -230,6 +236,7 @@ class Translator:
                              "add --no-cuda-graphs on CUDA")
         self.shortlist = shortlist
         self.ordinary_input = ordinary_input
+        self.alignments = alignments
         self.tokenizer = tokenizer
         self.options = options
         self.max_tokens = max_tokens
@@ -369,7 +376,7 @@ class Translator:
             units.append(self._units(line))
             pieces = [piece for unit in units[-1] for piece in unit.pieces]
             if not pieces:
-                yield index, Translation(line, "", None)
+                yield index, Translation(line, "", None, alignment=[] if self.alignments else None)
             prefix = prefixes[index] if prefixes and pieces else None
             forced.extend([self.tokenizer.encode(prefix) if prefix else []][: len(pieces)] + [[]] * (len(pieces) - 1))
             sources.extend(pieces)
@@ -391,7 +398,11 @@ class Translator:
                 done.setdefault(owner, []).append((source_index, result))
                 pieces_left[owner] -= 1
                 if pieces_left[owner] == 0:
-                    yield owner, self._join(lines[owner], units[owner], [r for _, r in sorted(done.pop(owner))])
+                    translation = self._join(lines[owner], units[owner], [r for _, r in sorted(done.pop(owner))])
+                    if self.alignments:
+                        translation = replace(translation, alignment=align(self.model, self.tokenizer,
+                                                                           translation.source, translation.text))
+                    yield owner, translation
 
     def _join(self, line: str, units: list[Unit], results: list) -> Translation:
         """The Translation of `line` from its units and the search's results, one per piece, in order."""

@@ -21,7 +21,8 @@ NMT = shutil.which("nmt", path=str(Path(sys.executable).parent)) or "nmt"
 def test_help_lists_every_command_with_a_description():
     result = subprocess.run([NMT, "--help"], capture_output=True, text=True)
     assert result.returncode == 0
-    for command in ("translate", "score", "train", "eval", "info", "average", "tune", "shortlist", "plot", "export"):
+    for command in ("translate", "score", "attention", "train", "eval", "info", "average", "tune", "shortlist",
+                    "plot", "export"):
         line = next(line for line in result.stdout.splitlines() if line.strip().startswith(command + " "))
         assert len(line.split()) > 2, f"{command} has no description"
 
