@@ -174,6 +174,9 @@ def translate(
     output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
     alignments: bool = typer.Option(False, "--alignments", help="With --format jsonl: word alignments (Pharaoh "
                                     "i-j over whitespace words) from the model's cross-attention."),
+    document: bool = typer.Option(False, "--document", help="Read running text: paragraphs separated by blank "
+                                  "lines, lines wrapped at any width; write one French line a paragraph, blank lines "
+                                  "kept."),
     input_format: str = typer.Option("text", "--input-format", help="text, or jsonl: lines {\"source\": ..., "
                                      "\"prefix\": ...}, the translation starting with the French prefix if given."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
@@ -186,6 +189,8 @@ def translate(
         raise UsageError(f"--input-format must be text or jsonl, not {input_format!r}")
     if alignments and output_format != "jsonl":
         raise UsageError("--alignments needs --format jsonl")
+    if document and (output_format != "text" or input_format != "text" or nbest > 1):
+        raise UsageError("--document reads and writes text: drop --format, --input-format and --nbest")
     if nbest > 1 and output_format != "jsonl":
         raise UsageError("--nbest above 1 needs --format jsonl (the text format keeps one line per input)")
     if device not in ("auto", "cpu", "cuda"):
@@ -208,6 +213,13 @@ def translate(
                                                 use_shortlist=shortlist, ordinary_input=not no_protect, others=others,
                                                 alignments=alignments)
     source = _open_input(input)
+    if document:
+        from nmt.translate import translate_document
+
+        text = source.read().decode("utf-8", errors="replace")
+        with interruptible(), _output(output, input) as sink:
+            sink.write(translate_document(translator, text))
+        return
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
     with interruptible(), _output(output, input) as sink:
         translate_stream(translator, source, sink, window=window, as_json=output_format == "jsonl", quiet=quiet,

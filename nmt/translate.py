@@ -446,6 +446,26 @@ def translate_stream(translator: Translator, source: BinaryIO, sink: TextIO, *, 
     return written
 
 
+def translate_document(translator: Translator, text: str) -> str:
+    """Running text translated paragraph by paragraph: paragraphs are separated by blank lines, and a
+    paragraph's lines (wrapped at any width) are joined into one text that nmt.segment splits into
+    sentences. The French keeps the paragraphs and every blank line between them, one line a paragraph."""
+    blocks: list[list[str]] = []  # paragraphs (their lines) and runs of blank lines ([""] each)
+    for line in text.split("\n"):
+        line = line.rstrip("\r")
+        if not line.strip():
+            blocks.append([""])
+        elif blocks and blocks[-1] != [""]:
+            blocks[-1].append(line.strip())
+        else:
+            blocks.append([line.strip()])
+    if text.endswith("\n") and blocks and blocks[-1] == [""]:
+        blocks.pop()  # the final newline ends the last line, it is not a blank line
+    paragraphs = [" ".join(block) for block in blocks if block != [""]]
+    translated = iter(t.text for t in translator.translate(paragraphs))
+    return "".join(("" if block == [""] else next(translated)) + "\n" for block in blocks)
+
+
 def parse_records(lines: list[str], first_number: int) -> tuple[list[str], list[str | None]]:
     """(sources, prefixes) of JSON lines {"source": ..., "prefix": ...} ("prefix" optional); UsageError
     naming the first line that is not one (numbered from first_number)."""

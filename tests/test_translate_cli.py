@@ -20,7 +20,7 @@ from nmt.checkpoint import load_checkpoint
 from nmt.corpus import load_embedded
 from nmt.errors import NmtError
 from nmt.search import SearchOptions
-from nmt.translate import Translator, translate_stream
+from nmt.translate import Translator, translate_document, translate_stream
 
 NMT = [sys.executable, "-m", "nmt_cli.main", "translate"]
 
@@ -186,6 +186,18 @@ def test_jsonl_input_prefixes_start_their_translations(tiny_checkpoint, translat
     assert lines[1] == run(["--model", str(tiny_checkpoint), "--beam", beam], b"Two men talk.\n").stdout.decode()[:-1]
     bad = run(["--model", str(tiny_checkpoint), "--input-format", "jsonl"], b'{"source": "A dog."}\nA dog.\n')
     assert bad.returncode == 2 and bad.stderr.decode() == "error: input line 2: not a JSON object with a source\n"
+
+
+def test_a_document_keeps_its_paragraphs_and_blank_lines(tiny_checkpoint, translator):
+    text = "A dog runs in the\npark. Two men talk.\n\n\nA woman reads\r\na book.\n"
+    french = translate_document(translator, text)
+    assert french.split("\n") == [translator.translate(["A dog runs in the park. Two men talk."])[0].text, "", "",
+                                  translator.translate(["A woman reads a book."])[0].text, ""]
+    assert translate_document(translator, "\n\nA dog.") == "\n\n" + translator.translate(["A dog."])[0].text + "\n"
+    result = run(["--model", str(tiny_checkpoint), "--document"], text.encode())
+    assert result.returncode == 0 and result.stdout.decode() == french
+    refused = run(["--model", str(tiny_checkpoint), "--document", "--format", "jsonl"], text.encode())
+    assert refused.returncode == 2
 
 
 def test_closed_stdout_ends_quietly(tiny_checkpoint):
