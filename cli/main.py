@@ -174,6 +174,9 @@ def translate(
     output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
     alignments: bool = typer.Option(False, "--alignments", help="With --format jsonl: word alignments (Pharaoh "
                                     "i-j over whitespace words) from the model's cross-attention."),
+    min_confidence: float = typer.Option(None, "--min-confidence", help="Leave a translation whose confidence "
+                                         "(its tokens' mean log-probability) is below this empty; the count goes "
+                                         "to stderr."),
     document: bool = typer.Option(False, "--document", help="Read running text: paragraphs separated by blank "
                                   "lines, lines wrapped at any width; write one French line a paragraph, blank lines "
                                   "kept."),
@@ -199,7 +202,7 @@ def translate(
     with collection_paused():
         torch = import_torch()
 
-        from nmt.translate import Translator, default_workers, resolve_device, translate_stream
+        from nmt.translate import Translator, default_workers, resolve_device, translate_document, translate_stream
 
         set_threads(torch, threads)
         checkpoint, others = load_models(model)
@@ -211,19 +214,20 @@ def translate(
         translator = Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
                                                 batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers,
                                                 use_shortlist=shortlist, ordinary_input=not no_protect, others=others,
-                                                alignments=alignments)
+                                                alignments=alignments, min_confidence=min_confidence)
     source = _open_input(input)
-    if document:
-        from nmt.translate import translate_document
-
-        text = source.read().decode("utf-8", errors="replace")
-        with interruptible(), _output(output, input) as sink:
-            sink.write(translate_document(translator, text))
-        return
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
-    with interruptible(), _output(output, input) as sink:
-        translate_stream(translator, source, sink, window=window, as_json=output_format == "jsonl", quiet=quiet,
-                         records=input_format == "jsonl")
+    try:
+        with interruptible(), _output(output, input) as sink:
+            if document:
+                sink.write(translate_document(translator, source.read().decode("utf-8", errors="replace")))
+            else:
+                translate_stream(translator, source, sink, window=window, as_json=output_format == "jsonl",
+                                 quiet=quiet, records=input_format == "jsonl")
+    finally:
+        if translator.withheld:
+            typer.echo(f"{translator.withheld} translations below --min-confidence {min_confidence:g} were left "
+                       "empty", err=True)
 
 
 @app.command()

@@ -15,6 +15,7 @@ import ctypes
 import itertools
 import json
 import logging
+import math
 import multiprocessing
 import signal
 import time
@@ -36,6 +37,7 @@ from nmt.graphs import StepGraphs
 from nmt.model import Transformer
 from nmt.protect import Protected, case_normalized, protect
 from nmt.quantize import fbgemm_available, quantize_dynamic_int8, quantize_weights_int8, untie_output_projection
+from nmt.robustness import loops
 from nmt.search import SearchOptions, search
 from nmt.segment import split_clauses, split_sentences
 from nmt.shortlist import Shortlist
@@ -64,10 +66,13 @@ class Translation:
     score: float | None  # None for an empty line, which is not searched
     nbest: list[tuple[str, float]] = field(default_factory=list)
     alignment: list[tuple[int, int]] | None = None  # Pharaoh (source word, target word) pairs, when asked for
+    confidence: float | None = None  # mean log-probability of the best hypothesis's tokens, EOS included
+    flags: list[str] = field(default_factory=list)  # failures seen: copy, loop, max_length, empty
 
     def to_json(self) -> str:
         nbest = [{"translation": text, "score": score} for text, score in self.nbest]
-        record = {"source": self.source, "translation": self.text, "score": self.score, "nbest": nbest}
+        record = {"source": self.source, "translation": self.text, "score": self.score, "nbest": nbest,
+                  "confidence": self.confidence, "flags": self.flags}
         if self.alignment is not None:
             record["alignment"] = " ".join(f"{i}-{j}" for i, j in self.alignment)
         return json.dumps(record, ensure_ascii=False)
@@ -205,14 +210,15 @@ class Translator:
     def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
                  batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1,
                  shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = (),
-                 alignments: bool = False):
+                 alignments: bool = False, min_confidence: float | None = None):
         """workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
         thread each, when a window of lines makes several batches (a single batch: here, on all threads).
         shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.shortlist).
         ordinary_input: ALL-CAPS sentences are translated in sentence case and put back in capitals, and,
         with a model that has placeholders, URLs, e-mails, codes, numbers and emoji are protected (nmt.protect).
         ensemble: more models of the same vocabulary, decoding with `model` as one (nmt.ensemble).
-        alignments: each Translation carries word alignments from `model`'s cross-attention (nmt.alignment)."""
+        alignments: each Translation carries word alignments from `model`'s cross-attention (nmt.alignment).
+        min_confidence: translations less confident than this come out empty (counted in self.withheld)."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -237,6 +243,8 @@ class Translator:
         self.shortlist = shortlist
         self.ordinary_input = ordinary_input
         self.alignments = alignments
+        self.min_confidence = min_confidence
+        self.withheld = 0  # translations left empty for their confidence
         self.tokenizer = tokenizer
         self.options = options
         self.max_tokens = max_tokens
@@ -402,6 +410,9 @@ class Translator:
                     if self.alignments:
                         translation = replace(translation, alignment=align(self.model, self.tokenizer,
                                                                            translation.source, translation.text))
+                    if self.min_confidence is not None and translation.confidence < self.min_confidence:
+                        translation = replace(translation, text="", nbest=[])
+                        self.withheld += 1
                     yield owner, translation
 
     def _join(self, line: str, units: list[Unit], results: list) -> Translation:
@@ -410,15 +421,36 @@ class Translator:
             return Translation(line, "", None)
         if len(results) == 1:
             nbest = [(units[0].restore(self.tokenizer.decode(h.tokens)), h.score) for h in results[0]]
-            return Translation(line, nbest[0][0], nbest[0][1], nbest)
-        texts, start = [], 0
-        for unit in units:
-            hypotheses = results[start : start + len(unit.pieces)]
-            texts.append(unit.restore(" ".join(self.tokenizer.decode(h[0].tokens) for h in hypotheses)))
-            start += len(unit.pieces)
-        text = " ".join(texts)
-        score = sum(r[0].score for r in results) / len(results)
-        return Translation(line, text, score, [(text, score)])
+            text, score = nbest[0]
+        else:
+            texts, start = [], 0
+            for unit in units:
+                hypotheses = results[start : start + len(unit.pieces)]
+                texts.append(unit.restore(" ".join(self.tokenizer.decode(h[0].tokens) for h in hypotheses)))
+                start += len(unit.pieces)
+            text = " ".join(texts)
+            score = sum(r[0].score for r in results) / len(results)
+            nbest = [(text, score)]
+        best = [r[0] for r in results]
+        confidence = sum(h.log_prob for h in best) / sum(len(h.tokens) + 1 for h in best)
+        pieces = [piece for unit in units for piece in unit.pieces]
+        return Translation(line, text, score, nbest, confidence=confidence, flags=self._flags(line, text, best, pieces))
+
+    def _flags(self, line: str, text: str, best: list, pieces: list[list[int]]) -> list[str]:
+        """The failures a translation shows: it copies the source, loops, reached the length cap, is empty."""
+        flags = []
+        if text.strip() and normalized(text) == normalized(line):
+            flags.append("copy")
+        if loops(text):
+            flags.append("loop")
+        options = self.options
+        caps = [min(math.floor(options.max_len_a * (len(ids) + 1)) + options.max_len_b, self.model.config.max_positions)
+                for ids in pieces]
+        if any(len(h.tokens) + 1 >= cap for h, cap in zip(best, caps, strict=True)):
+            flags.append("max_length")
+        if not text.strip():
+            flags.append("empty")
+        return flags
 
 
 def translate_stream(translator: Translator, source: BinaryIO, sink: TextIO, *, window: int = 1000,
@@ -444,6 +476,11 @@ def translate_stream(translator: Translator, source: BinaryIO, sink: TextIO, *, 
     except Interrupted as stop:
         raise stop.after(written) from None
     return written
+
+
+def normalized(text: str) -> str:
+    """Letters and digits alone, lowercased: what a copied source has in common with the source."""
+    return "".join(char for char in text.lower() if char.isalnum())
 
 
 def translate_document(translator: Translator, text: str) -> str:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import load_embedded
 from nmt.errors import NmtError
-from nmt.search import SearchOptions
+from nmt.search import Hypothesis, SearchOptions
 from nmt.translate import Translator, translate_document, translate_stream
 
 NMT = [sys.executable, "-m", "nmt_cli.main", "translate"]
@@ -198,6 +198,20 @@ def test_a_document_keeps_its_paragraphs_and_blank_lines(tiny_checkpoint, transl
     assert result.returncode == 0 and result.stdout.decode() == french
     refused = run(["--model", str(tiny_checkpoint), "--document", "--format", "jsonl"], text.encode())
     assert refused.returncode == 2
+
+
+def test_confidence_flags_and_the_confidence_floor(tiny_checkpoint, translator):
+    capped = Translator(translator.model, translator.tokenizer, SearchOptions(beam_size=2, max_len_a=0.0, max_len_b=3))
+    result = capped.translate(["A dog runs in the park."])[0]
+    assert "max_length" in result.flags and result.confidence == pytest.approx(result.score)  # lenpen 1: the same
+    hypothesis = Hypothesis(tokens=[5], score=-1.0, log_prob=-2.0)
+    assert translator._flags("Tom!", "tom", [hypothesis], [[5, 6, 7]]) == ["copy"]
+    assert translator._flags("A dog.", "de la de la de la de la de la", [hypothesis], [[5, 6, 7]]) == ["loop"]
+    assert translator._flags("A dog.", " ", [hypothesis], [[5, 6, 7]]) == ["empty"]
+    lines = b"A dog runs.\n\nTwo men talk.\n"
+    floor = run(["--model", str(tiny_checkpoint), "--min-confidence", "0", "-q"], lines)
+    assert floor.returncode == 0 and floor.stdout == b"\n\n\n"  # log-probabilities are below 0: all withheld
+    assert floor.stderr.decode().startswith("2 translations below --min-confidence 0 were left empty")
 
 
 def test_closed_stdout_ends_quietly(tiny_checkpoint):
