@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import load_embedded
-from nmt.errors import NmtError
+from nmt.errors import NmtError, UsageError
 from nmt.search import Hypothesis, SearchOptions
 from nmt.translate import Translator, translate_document, translate_stream
+from nmt_cli.main import search_options
 
 NMT = [sys.executable, "-m", "nmt_cli.main", "translate"]
 
@@ -161,29 +162,41 @@ def test_capitals_are_translated_in_sentence_case_and_put_back(translator):
     assert shouted == translator.translate(["A dog runs in the park."])[0].text.upper()
 
 
-def test_sampling_repeats_with_its_seed_and_refuses_bad_settings(tiny_checkpoint):
-    lines = b"A dog runs in the park.\nTwo men are talking.\nA woman reads.\n"
-    common = ["--model", str(tiny_checkpoint), "--sampling", "topk:20", "--format", "jsonl", "--nbest", "3"]
-    first, again, other = (run(common + ["--seed", seed], lines) for seed in ("3", "3", "4"))
-    assert first.returncode == 0, first.stderr
-    assert first.stdout == again.stdout != other.stdout
-    assert all(len(json.loads(line)["nbest"]) == 3 for line in first.stdout.decode().splitlines())
-    for bad in (["--sampling", "topk:0"], ["--sampling", "top5"], ["--sampling", "topk:5", "--beam", "4"],
-                ["--seed", "1"]):
-        result = run(["--model", str(tiny_checkpoint), *bad], lines)
-        assert result.returncode == 2 and result.stderr.decode().startswith("error: "), bad
+def test_sampling_repeats_with_its_seed_and_refuses_bad_settings(tiny_checkpoint, translator):
+    lines = ["A dog runs in the park.", "Two men are talking.", "A woman reads."]
+
+    def sampled(seed: int) -> list:
+        options = SearchOptions(beam_size=1, top_k=20, nbest=3, seed=seed, max_len_a=1.0, max_len_b=5)
+        return [t.nbest for t in Translator(translator.model, translator.tokenizer, options).translate(lines)]
+
+    assert sampled(3) == sampled(3) != sampled(4) and all(len(nbest) == 3 for nbest in sampled(3))
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    assert search_options(checkpoint, None, None, None, None, None, 3, False, None, "topp:0.9", 0.7, 2) == \
+        SearchOptions(beam_size=1, top_p=0.9, temperature=0.7, seed=2, nbest=3, max_len_a=1.0, max_len_b=5)
+    for bad in (dict(sampling="topk:0"), dict(sampling="top5"), dict(sampling="topk:5", beam=4), dict(seed=1)):
+        arguments = {"beam": None, "sampling": None, "temperature": None, "seed": None, **bad}
+        with pytest.raises(UsageError):
+            search_options(checkpoint, arguments["beam"], None, None, None, None, 1, False, None,
+                           arguments["sampling"], arguments["temperature"], arguments["seed"])
+    result = run(["--model", str(tiny_checkpoint), "--sampling", "topk:20", "--seed", "3", "--format", "jsonl",
+                  "--nbest", "3"], "\n".join(lines).encode() + b"\n")
+    assert [[(n["translation"], pytest.approx(n["score"], abs=1e-5)) for n in json.loads(line)["nbest"]]
+            for line in result.stdout.decode().splitlines()] == [[tuple(n) for n in nbest] for nbest in sampled(3)]
 
 
-@pytest.mark.parametrize("beam", ["1", "3"])
-def test_jsonl_input_prefixes_start_their_translations(tiny_checkpoint, translator, beam):
-    records = [{"source": "A dog runs in the park.", "prefix": "Un chien"}, {"source": "Two men talk."},
-               {"source": "", "prefix": "Rien"}, {"source": "A cat. A bird.", "prefix": "Le chat"}]
+def test_jsonl_input_prefixes_start_their_translations(tiny_checkpoint, translator):
+    sources = ["A dog runs in the park.", "Two men talk.", "", "A cat. A bird."]
+    prefixes = ["Un chien", None, "Rien", "Le chat"]
+    for beam in (1, 3):
+        options = SearchOptions(beam_size=beam, max_len_a=1.0, max_len_b=5)
+        lines = [t.text for t in Translator(translator.model, translator.tokenizer, options).translate(
+            sources, prefixes)]
+        assert lines[0].startswith("Un chien") and lines[3].startswith("Le chat") and lines[2] == ""
+        assert lines[1] == Translator(translator.model, translator.tokenizer, options).translate([sources[1]])[0].text
+    records = [{"source": source, "prefix": prefix} for source, prefix in zip(sources, prefixes, strict=True)]
     data = "".join(json.dumps(record) + "\n" for record in records).encode()
-    result = run(["--model", str(tiny_checkpoint), "--beam", beam, "--input-format", "jsonl"], data)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.decode().split("\n")[:-1]
-    assert len(lines) == 4 and lines[0].startswith("Un chien") and lines[3].startswith("Le chat") and lines[2] == ""
-    assert lines[1] == run(["--model", str(tiny_checkpoint), "--beam", beam], b"Two men talk.\n").stdout.decode()[:-1]
+    result = run(["--model", str(tiny_checkpoint), "--input-format", "jsonl"], data)
+    assert result.stdout.decode().split("\n")[:-1] == [t.text for t in translator.translate(sources, prefixes)]
     bad = run(["--model", str(tiny_checkpoint), "--input-format", "jsonl"], b'{"source": "A dog."}\nA dog.\n')
     assert bad.returncode == 2 and bad.stderr.decode() == "error: input line 2: not a JSON object with a source\n"
 
