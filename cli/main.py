@@ -61,6 +61,16 @@ def find_model(model: Path | None) -> Path:
     raise UsageError("no model: pass --model PATH or set NMT_MODEL (no shipped model is installed)")
 
 
+def read_glossary(path: Path | None, sampling: str | None):
+    if path is None:
+        return None
+    if sampling is not None:
+        raise UsageError("--glossary needs a beam search: drop --sampling")
+    from nmt.constraints import Glossary
+
+    return Glossary.read(path)
+
+
 def load_models(paths: list[Path] | None):
     """The checkpoint of the first --model (else $NMT_MODEL, else the shipped model) and those of the others."""
     from nmt.checkpoint import load_checkpoint
@@ -118,6 +128,8 @@ MODELS_HELP = ("Checkpoint; default $NMT_MODEL, then the shipped model. Given se
 WORKERS_HELP = "CPU: batches decoded at once, in forked processes of one thread each. Default: as many as --threads."
 NO_PROTECT_HELP = ("Translate the text as it is: no sentence case for lines in capitals, no placeholders for links, "
                    "addresses, codes, numbers and emoji (models trained since nmt has them).")
+GLOSSARY_HELP = ("A TSV file of English term TAB French term: where a sentence holds an English term (whole words, "
+                 "any case), its French term is in the translation (constrained beam search).")
 NO_REPEAT_HELP = "Never repeat an n-gram of N target tokens in a translation. Default: the model's, else off."
 # Where training pairs come from: `nmt train` and `nmt prepare` take the same options (the same data, the same
 # prepared cache).
@@ -174,6 +186,7 @@ def translate(
     output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
     alignments: bool = typer.Option(False, "--alignments", help="With --format jsonl: word alignments (Pharaoh "
                                     "i-j over whitespace words) from the model's cross-attention."),
+    glossary: Path = typer.Option(None, "--glossary", help=GLOSSARY_HELP),
     min_confidence: float = typer.Option(None, "--min-confidence", help="Leave a translation whose confidence "
                                          "(its tokens' mean log-probability) is below this empty; the count goes "
                                          "to stderr."),
@@ -214,7 +227,8 @@ def translate(
         translator = Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
                                                 batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers,
                                                 use_shortlist=shortlist, ordinary_input=not no_protect, others=others,
-                                                alignments=alignments, min_confidence=min_confidence)
+                                                alignments=alignments, min_confidence=min_confidence,
+                                                glossary=read_glossary(glossary, sampling))
     source = _open_input(input)
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
     try:
@@ -485,6 +499,7 @@ def evaluate(
     workers: int = typer.Option(None, "--workers", help=WORKERS_HELP),
     shortlist: bool = typer.Option(False, "--shortlist", help=SHORTLIST_HELP),
     no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
+    glossary: Path = typer.Option(None, "--glossary", help=GLOSSARY_HELP),
     lc_tok: bool = typer.Option(False, "--lc-tok", help="Also BLEU on lowercased Moses-tokenized text (papers)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
@@ -526,7 +541,7 @@ def evaluate(
             translator = Translator.from_checkpoint(
                 checkpoint, options, device, precision, max_tokens=max_tokens, batch_size=batch_size,
                 workers=default_workers(device) if workers is None else workers, use_shortlist=shortlist,
-                ordinary_input=not no_protect, others=others)
+                ordinary_input=not no_protect, others=others, glossary=read_glossary(glossary, None))
         plain = [(index, line.plain) for index, line in enumerate(robust) if line.plain]
         translated = [t.text for t in translator.translate(sources + [text for _, text in plain])]
         hypotheses = translated[: len(sources)]

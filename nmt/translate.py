@@ -29,6 +29,7 @@ import torch
 
 from nmt.alignment import align
 from nmt.checkpoint import Checkpoint
+from nmt.constraints import Glossary, constrained_search
 from nmt.corpus import read_stream_lines
 from nmt.ensemble import Ensemble
 from nmt.errors import Interrupted, NmtError, UsageError
@@ -53,6 +54,7 @@ class Unit:
     pieces: list[list[int]]
     protected: Protected | None
     upper: bool
+    terms: list[list[int]] = field(default_factory=list)  # token ids of the glossary terms it must contain
 
     def restore(self, translation: str) -> str:
         text = self.protected.restore(translation) if self.protected else translation
@@ -202,7 +204,7 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
         process.terminate()
 
 
-def _search_in_worker(batch: tuple[list[list[int]], list[list[int]] | None]) -> list:
+def _search_in_worker(batch: tuple) -> list:
     return _worker_translator._search_batch(*batch)
 
 
@@ -210,7 +212,7 @@ class Translator:
     def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
                  batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1,
                  shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = (),
-                 alignments: bool = False, min_confidence: float | None = None):
+                 alignments: bool = False, min_confidence: float | None = None, glossary: Glossary | None = None):
         """workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
         thread each, when a window of lines makes several batches (a single batch: here, on all threads).
         shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.shortlist).
@@ -218,7 +220,9 @@ class Translator:
         with a model that has placeholders, URLs, e-mails, codes, numbers and emoji are protected (nmt.protect).
         ensemble: more models of the same vocabulary, decoding with `model` as one (nmt.ensemble).
         alignments: each Translation carries word alignments from `model`'s cross-attention (nmt.alignment).
-        min_confidence: translations less confident than this come out empty (counted in self.withheld)."""
+        min_confidence: translations less confident than this come out empty (counted in self.withheld).
+        glossary: the French of each of its terms found in a sentence must be in the sentence's translation
+        (lexically constrained beam search, nmt.constraints)."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -244,6 +248,7 @@ class Translator:
         self.ordinary_input = ordinary_input
         self.alignments = alignments
         self.min_confidence = min_confidence
+        self.glossary = glossary
         self.withheld = 0  # translations left empty for their confidence
         self.tokenizer = tokenizer
         self.options = options
@@ -292,12 +297,13 @@ class Translator:
         """`text` in sentence case if it is in capitals, with its entities behind placeholders where the model
         has them (nmt.protect), as token ids of at most max_piece_tokens."""
         upper = False
+        terms = [self.tokenizer.encode(term) for term in self.glossary.matches(text)] if self.glossary else []
         if self.ordinary_input:
             text, upper = case_normalized(text)
         protected = protect(text) if self.ordinary_input and self.tokenizer.has_placeholders else None
         ids = self.tokenizer.encode(protected.text if protected else text)
         pieces = [ids] if len(ids) <= self.max_piece_tokens else self._cut_at_word_starts(ids)
-        return Unit([piece for piece in pieces if piece], protected, upper)
+        return Unit([piece for piece in pieces if piece], protected, upper, [term for term in terms if term])
 
     def _cut_at_word_starts(self, ids: list[int]) -> list[list[int]]:
         """`ids` in runs of at most max_piece_tokens, cut at a word start in the second half of each run."""
@@ -328,13 +334,23 @@ class Translator:
         if batch:
             yield batch
 
-    def _search_batch(self, sources: list[list[int]], prefixes: list[list[int]] | None = None):
-        """The search's hypotheses for each source; prefixes: target token ids each must start with."""
+    def _search_batch(self, sources: list[list[int]], prefixes: list[list[int]] | None = None,
+                      terms: list[list[list[int]]] | None = None):
+        """The search's hypotheses for each source; prefixes: target token ids each must start with; terms:
+        token ids of the terms each must contain."""
         eos, pad = self.model.config.eos_id, self.model.config.pad_id
         length = max(len(ids) for ids in sources) + 1
         src = torch.full((len(sources), length), pad, dtype=torch.long)
         for row, ids in enumerate(sources):
             src[row, : len(ids) + 1] = torch.tensor([*ids, eos], dtype=torch.long)
+        if terms is not None:  # a sentence without terms is searched as it would be without a glossary
+            held = [row for row, own in enumerate(terms) if own]
+            free = [row for row, own in enumerate(terms) if not own]
+            found = dict(zip(free, self._search_batch([sources[row] for row in free]) if free else [], strict=True))
+            # over the whole vocabulary: a term's tokens need not be in the shortlist
+            found.update(zip(held, constrained_search(self.decoder, src[held].to(self.device), self.options,
+                                                      [terms[row] for row in held]), strict=True))
+            return [found[row] for row in range(len(sources))]
         if self.shortlist is None or prefixes is not None:  # a prefix's tokens need not be in the shortlist
             return search(self.decoder, src.to(self.device), self.options, self.graphs, prefixes)
         decoder = self.decoder.restricted(self.shortlist.vocabularies(src))  # on the CPU, where the shortlist is
@@ -343,9 +359,9 @@ class Translator:
         return [[replace(h, tokens=[ids[t] for t in h.tokens]) for h in hypotheses]
                 for ids, hypotheses in zip(vocabularies, found, strict=True)]
 
-    def _search_batches(self, batches: list[tuple[list[list[int]], list[list[int]] | None]]) -> Iterator[list]:
-        """_search_batch of each batch, in order; with several workers and batches, `workers` batches at
-        once in forked processes of one thread each."""
+    def _search_batches(self, batches: list[tuple]) -> Iterator[list]:
+        """_search_batch(*batch) of each batch, in order; with several workers and batches, `workers`
+        batches at once in forked processes of one thread each."""
         if self.workers == 1 or len(batches) <= 1:
             yield from (self._search_batch(*batch) for batch in batches)
             return
@@ -354,7 +370,7 @@ class Translator:
         pool = ProcessPoolExecutor(min(self.workers, len(batches)), multiprocessing.get_context("fork"),
                                    _start_worker, (self,))
         try:
-            chunk = max(1, TASK_SENTENCES // max(len(sources) for sources, _ in batches))  # batches per task
+            chunk = max(1, TASK_SENTENCES // max(len(batch[0]) for batch in batches))  # batches per task
             yield from pool.map(_search_in_worker, batches, chunksize=chunk)
         except BrokenProcessPool:
             raise NmtError("a decoding worker process died (killed, or out of memory); --workers 1 decodes in "
@@ -379,6 +395,7 @@ class Translator:
         sources: list[list[int]] = []
         owners: list[int] = []  # line index of each source piece
         forced: list[list[int]] = []  # prefix token ids of each source piece
+        required: list[list[list[int]]] = []  # token ids of the glossary terms of each source piece
         units: list[list[Unit]] = []
         for index, line in enumerate(lines):
             units.append(self._units(line))
@@ -387,6 +404,7 @@ class Translator:
                 yield index, Translation(line, "", None, alignment=[] if self.alignments else None)
             prefix = prefixes[index] if prefixes and pieces else None
             forced.extend([self.tokenizer.encode(prefix) if prefix else []][: len(pieces)] + [[]] * (len(pieces) - 1))
+            required.extend(terms for unit in units[-1] for terms in [unit.terms] + [[]] * (len(unit.pieces) - 1))
             sources.extend(pieces)
             owners.extend([index] * len(pieces))
         pieces_left = [0] * len(lines)
@@ -394,11 +412,15 @@ class Translator:
             pieces_left[owner] += 1
         done: dict[int, list] = {}
         batches = list(self._batches(sources))
-        if any(forced) and self.shortlist is not None and not self._noted_prefix:
-            log.warning("target prefixes are decoded over the whole vocabulary, not the shortlist")
+        if (any(forced) or any(required)) and self.shortlist is not None and not self._noted_prefix:
+            log.warning("lines with a target prefix or glossary terms are decoded over the whole vocabulary, "
+                        "not the shortlist")
             self._noted_prefix = True
+        if any(forced) and any(required):
+            raise UsageError("target prefixes and a glossary do not combine: give one or the other")
         searched = self._search_batches([([sources[i] for i in batch],
-                                          [forced[i] for i in batch] if any(forced[i] for i in batch) else None)
+                                          [forced[i] for i in batch] if any(forced[i] for i in batch) else None,
+                                          [required[i] for i in batch] if any(required[i] for i in batch) else None)
                                          for batch in batches])
         for batch, results in zip(batches, searched, strict=True):
             for source_index, result in zip(batch, results, strict=True):
