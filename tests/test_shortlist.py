@@ -156,17 +156,35 @@ def test_translations_over_a_shortlist_are_the_full_search_with_other_tokens_for
     assert [[h.tokens for h in hypotheses] for hypotheses in found] == \
         [[h.tokens for h in hypotheses] for hypotheses in expected]
     own = {int(t) for t in vocabularies.extra}
-    assert {t for hypotheses in found for t in hypotheses[0].tokens} & own  # tokens of the sentences' own lists
+    if beam > 1:  # a beam reaches the sentences' own tokens (a random model's greedy path may stay in the shared)
+        assert {t for hypotheses in found for h in hypotheses for t in h.tokens} & own
 
 
-def test_a_sentence_translates_alike_alone_and_in_a_batch(checkpoint):
-    shortlist = Shortlist(torch.randint(EOS_ID + 1, checkpoint.config.vocab_size, (checkpoint.config.vocab_size, 4),
-                                        generator=torch.Generator().manual_seed(1)), torch.arange(40))
-    translator = Translator(checkpoint.build_model(), checkpoint.tokenizer(), SearchOptions(beam_size=2),
-                            shortlist=shortlist)
-    together = translator.translate(LINES)
-    alone = [translator.translate([line])[0] for line in LINES]
-    assert [t.text for t in alone] == [t.text for t in together]
+def test_a_sentence_s_vocabulary_and_log_probabilities_do_not_depend_on_its_batch(checkpoint):
+    partners = torch.randint(EOS_ID + 1, checkpoint.config.vocab_size, (checkpoint.config.vocab_size, 4),
+                             generator=torch.Generator().manual_seed(1))
+    partners[: EOS_ID + 1] = EOS_ID  # as build_shortlist leaves them: padding brings no partners into a batch
+    shortlist = Shortlist(partners, torch.arange(40))
+    decoder, tokenizer = FlatDecoder(checkpoint.build_model()), checkpoint.tokenizer()
+    sources = tokenizer.encode_batch(LINES[:3])
+    src = torch.tensor([ids + [EOS_ID] + [0] * (max(map(len, sources)) - len(ids)) for ids in sources])
+
+    def first_step(src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        restricted = decoder.restricted(shortlist.vocabularies(src))
+        state = restricted.init_state(src)
+        log_probs, _ = restricted.decode_step(torch.full((src.size(0),), checkpoint.config.bos_id), state)
+        return restricted.token_ids, log_probs  # (N, width) each
+
+    ids, together = first_step(src)
+    for row, own in enumerate(sources):
+        alone_ids, alone = first_step(torch.tensor([own + [EOS_ID]]))
+        width = alone.size(1)
+        kept = alone[0] > -math.inf
+        assert torch.equal(alone_ids[0][kept], ids[row][: width][kept])  # the same tokens, in the same places
+        torch.testing.assert_close(alone[0][kept], together[row][: width][kept], atol=1e-5, rtol=0)
+        assert (together[row][width:] == -math.inf).all()  # the batch's wider table: padding only
+    translator = Translator(decoder.model, tokenizer, SearchOptions(beam_size=2), shortlist=shortlist)
+    assert [t.text for t in translator.translate(LINES)] == [translator.translate([line])[0].text for line in LINES]
 
 
 def nmt(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:

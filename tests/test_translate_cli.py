@@ -73,11 +73,11 @@ def test_workers_search_batches_at_once_in_forked_processes_with_the_same_output
     searched_on = tmp_path / "searched_on"  # a line (process, torch threads) per batch, from the workers
     search_batch = parallel._search_batch
 
-    def spy(sources):
+    def spy(*batch):
         with searched_on.open("a") as log:
             log.write(f"{os.getpid()} {torch.get_num_threads()}\n")
         time.sleep(0.05)  # long enough that the first worker cannot take every batch before the second starts
-        return search_batch(sources)
+        return search_batch(*batch)
 
     parallel._search_batch = spy
     threads = torch.get_num_threads()
@@ -88,7 +88,7 @@ def test_workers_search_batches_at_once_in_forked_processes_with_the_same_output
     assert {int(count) for _, count in batches} == {1}  # one thread each
     assert torch.get_num_threads() == threads and not multiprocessing.active_children()  # workers gone
 
-    def failing(sources):
+    def failing(*batch):
         raise ValueError("a batch failed")
 
     parallel._search_batch = failing
@@ -100,7 +100,7 @@ def test_workers_search_batches_at_once_in_forked_processes_with_the_same_output
 def test_a_worker_that_dies_ends_the_translation_with_an_error_not_a_hang(tiny_checkpoint, translator):
     parallel = Translator.from_checkpoint(load_checkpoint(tiny_checkpoint), translator.options, batch_size=3,
                                           workers=2)
-    parallel._search_batch = lambda sources: os._exit(3)  # as a worker killed by the OOM killer
+    parallel._search_batch = lambda *batch: os._exit(3)  # as a worker killed by the OOM killer
     with pytest.raises(NmtError, match="worker process died"):
         parallel.translate(load_embedded("multi30k", "valid").source[:12])
     assert not multiprocessing.active_children()
@@ -396,9 +396,9 @@ def test_an_interruption_mid_window_flushes_the_in_order_prefix(translator):
     lines = ["A dog.", "Two men are talking in the street.", "A cat.", "A girl in a red coat."]
     as_ready, windows = translator.translate_as_ready, []
 
-    def interrupted_in_the_second_window(chunk):
+    def interrupted_in_the_second_window(chunk, prefixes=None):
         windows.append(chunk)
-        for count, item in enumerate(as_ready(chunk)):
+        for count, item in enumerate(as_ready(chunk, prefixes)):
             if len(windows) == 2 and count == 2:
                 raise Interrupted(signal.SIGTERM)
             yield item
