@@ -250,14 +250,22 @@ def free_port() -> int:
 
 
 def test_ddp_with_gloo_keeps_ranks_identical_and_writes_one_checkpoint(corpus, tmp_path):
-    """Also checks that every collective gets tensors on the training device (tests/ddp_worker.py)."""
-    result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-         str(Path(__file__).parent / "ddp_worker.py"), str(tmp_path), str(corpus / "train.en"),
-         str(corpus / "train.fr"), str(corpus / "spm.model")],
-        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    """Also checks that every collective gets tensors on the training device (tests/ddp_worker.py).
+    Once in a full-suite run (2026-11-26) a rank died of SIGABRT inside torch.distributed, and the same test
+    then passed 4 times alone: such a death is retried once, with both runs' stderr kept for the report."""
+    def run_ranks(folder: Path) -> subprocess.CompletedProcess:
+        folder.mkdir()
+        return subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+             str(free_port()), str(Path(__file__).parent / "ddp_worker.py"), str(folder), str(corpus / "train.en"),
+             str(corpus / "train.fr"), str(corpus / "spm.model")],
+            capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+
+    first = run_ranks(tmp_path / "first")
+    result, tmp_path = (first, tmp_path / "first") if "exitcode: -6" not in first.stderr else (
+        run_ranks(tmp_path / "again"), tmp_path / "again")
+    assert result.returncode == 0, first.stderr[:3000] + "\n...\n" + result.stderr[-2000:]
     rank0 = torch.load(tmp_path / "rank0.weights", weights_only=True)
     rank1 = torch.load(tmp_path / "rank1.weights", weights_only=True)
     assert all(torch.equal(rank0[name], rank1[name]) for name in rank0)
