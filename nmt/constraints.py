@@ -30,6 +30,7 @@ from nmt.search import (
     SearchOptions,
     as_tensor,
     block_repeats,
+    constrain,
     finalize,
     initial_state,
     max_lengths,
@@ -127,27 +128,32 @@ def _search(model, src: Tensor, options: SearchOptions, constraints: list[list[l
     for step in range(max(max_lens)):
         log_probs, state = model.decode_step(tokens, state)  # (rows, V)
         histories = [tokens_so_far for rows in beams for _, tokens_so_far, _ in rows]
-        width = len(beams[0])
-        _cap(log_probs, step, [max_lens[i] for i in active for _ in range(width)], eos)
+        constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, eos)
         if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
             stop_loops(log_probs, histories, eos)
         if options.no_repeat_ngram:
             block_repeats(log_probs, histories, options.no_repeat_ngram)
-        top_scores, top_tokens = (t.tolist() for t in log_probs.topk(min(beam, log_probs.size(-1)), dim=-1))
-        values = log_probs.tolist()
+        top_tokens = log_probs.topk(min(beam, log_probs.size(-1)), dim=-1).indices.tolist()
+        width = len(beams[0])
+        # each row's choices, its best tokens and those that advance its constraints, read in one gather
+        row_choices = [set(top_tokens[row]) | progress.next_tokens(constraints[active[row // width]])
+                       for row, (_, _, progress) in enumerate(h for rows in beams for h in rows)]
+        pairs = [(row, token) for row, tokens_of_row in enumerate(row_choices) for token in tokens_of_row]
+        gathered = log_probs[as_tensor([row for row, _ in pairs], torch.int64, src.device),
+                             as_tensor([token for _, token in pairs], torch.int64, src.device)].tolist()
+        values = dict(zip(pairs, gathered, strict=True))
         rows, next_tokens, next_beams, keep = [], [], [], []
         for i, sentence in enumerate(active):
             own = constraints[sentence]
             candidates: dict[tuple[int, int], tuple[float, list[int], Progress]] = {}
             for k, (score, history, progress) in enumerate(beams[i]):
                 row = i * width + k
-                choices = set(top_tokens[row]) | progress.next_tokens(own)
-                for token in choices:
-                    total = score + values[row][token]
+                for token in row_choices[row]:
+                    total = score + values[(row, token)]
                     if total == -math.inf:
                         continue
                     if token == eos:
-                        if len(progress.met) == len(own) and step >= options.min_len:
+                        if len(progress.met) == len(own):  # constrain() bans EOS before min_len
                             finished[sentence].append(finalize(history, total, options.lenpen))
                         continue
                     candidates[(row, token)] = (total, history + [token], progress.after(token, own))
@@ -173,16 +179,6 @@ def _search(model, src: Tensor, options: SearchOptions, constraints: list[list[l
         beams = next_beams
         tokens = as_tensor(next_tokens, torch.int64, src.device)
     return [sorted(hypotheses, key=lambda h: h.score, reverse=True)[: options.nbest] for hypotheses in finished]
-
-
-def _cap(log_probs: Tensor, step: int, max_lens: list[int], eos: int) -> None:
-    """The length cap: at a row's last step, only EOS (in place)."""
-    last = [row for row, limit in enumerate(max_lens) if limit == step + 1]
-    if last:
-        rows = as_tensor(last, torch.int64, log_probs.device)
-        kept = log_probs[rows, eos].clone()
-        log_probs[rows] = -math.inf
-        log_probs[rows, eos] = kept
 
 
 def _allocate(candidates: dict, beam: int, constraints: list[list[int]]) -> list[tuple[int, int]]:

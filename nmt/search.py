@@ -199,28 +199,29 @@ def search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None
     return beam_search(model, src, options, graphs, prefixes)
 
 
-def force_prefixes(log_probs: Tensor, raw: Tensor | None, step: int, row_prefixes: list[list[int]]) -> None:
-    """Leave each row whose prefix is longer than `step` its prefix's token alone, at its log-probability
-    before any other constraint (`raw`, taken by prefix_values), in place; log_probs (R, V)."""
-    if raw is None:
-        return
-    rows = [row for row, prefix in enumerate(row_prefixes) if step < len(prefix)]
-    tokens = as_tensor([row_prefixes[row][step] for row in rows], torch.int64, log_probs.device)
-    rows_tensor = as_tensor(rows, torch.int64, log_probs.device)
-    log_probs[rows_tensor] = -math.inf
-    log_probs[rows_tensor, tokens] = raw
-
-
-def prefix_values(log_probs: Tensor, step: int, row_prefixes: list[list[int]] | None) -> Tensor | None:
-    """The log-probabilities of the prefix tokens due at `step`, one per row that has one (None if none)."""
+def prefix_values(log_probs: Tensor, step: int, row_prefixes: list[list[int]] | None
+                  ) -> tuple[Tensor, Tensor, Tensor] | None:
+    """(rows, tokens, log-probabilities) of the prefix tokens due at `step`, one per row that has one, taken
+    before any other constraint (None if no row has one)."""
     if row_prefixes is None:
         return None
     rows = [row for row, prefix in enumerate(row_prefixes) if step < len(prefix)]
     if not rows:
         return None
-    tokens = [row_prefixes[row][step] for row in rows]
     device = log_probs.device
-    return log_probs[as_tensor(rows, torch.int64, device), as_tensor(tokens, torch.int64, device)].clone()
+    row_ids = as_tensor(rows, torch.int64, device)
+    tokens = as_tensor([row_prefixes[row][step] for row in rows], torch.int64, device)
+    return row_ids, tokens, log_probs[row_ids, tokens].clone()
+
+
+def force_prefixes(log_probs: Tensor, due: tuple[Tensor, Tensor, Tensor] | None) -> None:
+    """Leave each row that prefix_values found its prefix's token alone, at the log-probability it had
+    before the other constraints, in place; log_probs (R, V)."""
+    if due is None:
+        return
+    rows, tokens, values = due
+    log_probs[rows] = -math.inf
+    log_probs[rows, tokens] = values
 
 
 def with_prefixes(max_lens: list[int], prefixes: list[list[int]] | None) -> list[int]:
@@ -298,13 +299,13 @@ def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs
     for step in range(max(max_lens)):
         log_probs, state = model.decode_step(tokens, state)
         row_prefixes = None if prefixes is None else [prefixes[i] for i in active]
-        raw = prefix_values(log_probs, step, row_prefixes)
+        due = prefix_values(log_probs, step, row_prefixes)
         constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
         if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
             stop_loops(log_probs, history, config.eos_id)
         if options.no_repeat_ngram:
             block_repeats(log_probs, history, options.no_repeat_ngram)
-        force_prefixes(log_probs, raw, step, row_prefixes)
+        force_prefixes(log_probs, due)
         best, tokens = choose(log_probs)
         log_prob += best
         chosen = tokens.tolist()
@@ -361,13 +362,13 @@ def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs |
         n = len(active)
         log_probs, state = model.decode_step(tokens, state)  # (n*width, V)
         row_prefixes = None if prefixes is None else [prefixes[i] for i in active for _ in range(width)]
-        raw = prefix_values(log_probs, step, row_prefixes)
+        due = prefix_values(log_probs, step, row_prefixes)
         constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
         if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
             stop_loops(log_probs, history, config.eos_id)
         if options.no_repeat_ngram:
             block_repeats(log_probs, history, options.no_repeat_ngram)
-        force_prefixes(log_probs, raw, step, row_prefixes)
+        force_prefixes(log_probs, due)
         vocab = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(n, width, vocab)).view(n, width * vocab)
         top = top_k(candidates, min(2 * beam, width * vocab))  # (n, 2K), best first

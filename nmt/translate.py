@@ -402,8 +402,8 @@ class Translator:
             pieces = [piece for unit in units[-1] for piece in unit.pieces]
             if not pieces:
                 yield index, Translation(line, "", None, alignment=[] if self.alignments else None)
-            prefix = prefixes[index] if prefixes and pieces else None
-            forced.extend([self.tokenizer.encode(prefix) if prefix else []][: len(pieces)] + [[]] * (len(pieces) - 1))
+            prefix = self.tokenizer.encode(prefixes[index]) if prefixes and prefixes[index] else []
+            forced.extend([prefix] + [[]] * (len(pieces) - 1) if pieces else [])  # the first piece starts with it
             required.extend(terms for unit in units[-1] for terms in [unit.terms] + [[]] * (len(unit.pieces) - 1))
             sources.extend(pieces)
             owners.extend([index] * len(pieces))
