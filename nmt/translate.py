@@ -71,13 +71,17 @@ class Translation:
     confidence: float | None = None  # mean log-probability of the best hypothesis's tokens, EOS included
     flags: list[str] = field(default_factory=list)  # failures seen: copy, loop, max_length, empty
 
-    def to_json(self) -> str:
+    def to_dict(self) -> dict:
+        """The record `--format jsonl` prints."""
         nbest = [{"translation": text, "score": score} for text, score in self.nbest]
         record = {"source": self.source, "translation": self.text, "score": self.score, "nbest": nbest,
                   "confidence": self.confidence, "flags": self.flags}
         if self.alignment is not None:
             record["alignment"] = " ".join(f"{i}-{j}" for i, j in self.alignment)
-        return json.dumps(record, ensure_ascii=False)
+        return record
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
 
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": None, "int8_bf16": None,
@@ -94,7 +98,7 @@ def cast_for_inference(model: Transformer, precision: str) -> Transformer:
     device = next(model.parameters()).device
     if precision == "auto":
         precision = auto_precision(device)
-        log.info("--precision auto: %s", precision)
+        log.debug("--precision auto: %s", precision)
     if precision == "fp16" and device.type != "cuda":
         raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
     if precision.startswith("int8") and device.type != "cpu":
@@ -119,15 +123,49 @@ def cpu_has_native_bf16() -> bool | None:
         return None
 
 
+# What `--precision auto` picks on a CPU, by the first of these instruction sets its flags name: the mode
+# measured fastest at beam 4, batch 32 on each kind (benchmarks/MACHINES.md). With AMX, bf16 GEMMs on packed
+# weights; with AVX-512 BF16 alone (AMD Zen 4), int8_fp32's int8 GEMMs measured faster than int8_bf16's.
+AUTO_PRECISION_BY_CPU = (("amx_bf16", "int8_bf16"), ("avx512_bf16", "int8_fp32"), ("avx2", "int8_fp32"))
+
+
+def cpu_flags() -> set[str]:
+    """The instruction-set flags of this CPU as Linux lists them (empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
 def auto_precision(device: torch.device) -> str:
-    """The fastest mode that keeps BLEU within 0.5 of fp32 on `device`, as CTranslate2's compute_type "auto"
-    picks one: fp16 on CUDA; on a CPU, int8_bf16 with bf16 arithmetic (AVX-512 BF16, AMX), else int8_fp32
-    where torch has fbgemm (x86), else fp32 (benchmarks/MACHINES.md: what each mode gains by CPU)."""
+    """The fastest mode measured for this kind of device, as CTranslate2's compute_type "auto" picks one:
+    fp16 on CUDA; on a CPU, by AUTO_PRECISION_BY_CPU. A CPU it does not name falls back to int8_bf16 where
+    oneDNN finds bf16 arithmetic, else int8_fp32 where torch has fbgemm (x86), else fp32."""
     if device.type == "cuda":
         return "fp16"
+    flags = cpu_flags()
+    for flag, mode in AUTO_PRECISION_BY_CPU:
+        if flag in flags and (mode != "int8_fp32" or fbgemm_available()):
+            return mode
     if cpu_has_native_bf16():
         return "int8_bf16"
     return "int8_fp32" if fbgemm_available() else "fp32"
+
+
+def decoding_mode(precision: str | None, shortlist: bool | None, exact: bool = False) -> tuple[str, bool]:
+    """The precision and shortlist use of translate, eval and serve. By default the fastest mode that kept BLEU
+    within 0.3 of fp32 on every embedded test and validation set: precision auto, over the whole vocabulary
+    (the shortlist cost the shipped model up to 1.1 BLEU: benchmarks/PRECISION.md). exact: fp32, the
+    reference path."""
+    if exact:
+        if precision not in (None, "fp32") or shortlist:
+            raise UsageError("--exact decodes in fp32 without the shortlist: drop --precision and --shortlist")
+        return "fp32", False
+    return precision or "auto", bool(shortlist)
 
 
 def quantize_int8(model: Transformer) -> Transformer:

@@ -3,6 +3,8 @@ invariants on a real (tiny, random) model."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -254,12 +256,34 @@ def test_bf16_on_a_cpu_without_bf16_arithmetic_warns_and_names_the_fast_mode(mon
     assert caplog.text == ""
 
 
-@pytest.mark.parametrize("native_bf16, expected", [(True, "Int8Linear"), (False, "DynamicInt8Linear")])
-def test_auto_precision_picks_int8_bf16_with_bf16_arithmetic_and_int8_fp32_without(monkeypatch, native_bf16,
-                                                                                     expected):
+@pytest.mark.parametrize("flags, native_bf16, expected", [
+    ({"avx2", "avx512_bf16", "amx_bf16"}, True, "Int8Linear"), ({"avx2", "avx512_bf16"}, True, "DynamicInt8Linear"),
+    ({"avx2"}, False, "DynamicInt8Linear"), (set(), True, "Int8Linear"), (set(), False, "DynamicInt8Linear")])
+def test_auto_precision_picks_the_mode_measured_fastest_for_the_cpu_kind(monkeypatch, flags, native_bf16, expected):
     from nmt import quantize, translate
 
+    monkeypatch.setattr(translate, "cpu_flags", lambda: flags)
     monkeypatch.setattr(translate, "cpu_has_native_bf16", lambda: native_bf16)
     model = translate.cast_for_inference(tiny_model(seed=1), "auto")
     assert sum(isinstance(module, getattr(quantize, expected)) for module in model.modules()) == 2 * 5 + 2 * 8 + 1
     assert translate.auto_precision(torch.device("cuda")) == "fp16"
+
+
+def test_cpu_flags_are_read_from_proc_cpuinfo_on_linux():
+    from nmt.translate import cpu_flags
+
+    if not Path("/proc/cpuinfo").exists():
+        pytest.skip("no /proc/cpuinfo on this system")
+    assert cpu_flags() and all(flag == flag.strip() for flag in cpu_flags())
+
+
+def test_decoding_is_fast_by_default_and_exact_on_request():
+    from nmt.errors import UsageError
+    from nmt.translate import decoding_mode
+
+    assert decoding_mode(None, None) == ("auto", False)
+    assert decoding_mode("bf16", True) == ("bf16", True)
+    assert decoding_mode(None, None, exact=True) == decoding_mode("fp32", False, exact=True) == ("fp32", False)
+    for precision, shortlist in (("int8_fp32", None), (None, True)):
+        with pytest.raises(UsageError, match="--exact"):
+            decoding_mode(precision, shortlist, exact=True)

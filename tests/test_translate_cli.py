@@ -178,8 +178,8 @@ def test_sampling_repeats_with_its_seed_and_refuses_bad_settings(tiny_checkpoint
         with pytest.raises(UsageError):
             search_options(checkpoint, arguments["beam"], None, None, None, None, 1, False, None,
                            arguments["sampling"], arguments["temperature"], arguments["seed"])
-    result = run(["--model", str(tiny_checkpoint), "--sampling", "topk:20", "--seed", "3", "--format", "jsonl",
-                  "--nbest", "3"], "\n".join(lines).encode() + b"\n")
+    result = run(["--model", str(tiny_checkpoint), "--exact", "--sampling", "topk:20", "--seed", "3", "--format",
+                  "jsonl", "--nbest", "3"], "\n".join(lines).encode() + b"\n")
     assert [[(n["translation"], pytest.approx(n["score"], abs=1e-5)) for n in json.loads(line)["nbest"]]
             for line in result.stdout.decode().splitlines()] == [[tuple(n) for n in nbest] for nbest in sampled(3)]
 
@@ -280,16 +280,17 @@ def shortlisted_checkpoint(tiny_checkpoint, tmp_path_factory):
 
 
 MODES = {  # name -> extra options of `nmt translate`
-    "default": [],
+    "default": [],  # the fast path: int8 weights on an x86 CPU
+    "exact": ["--exact"],
     "greedy": ["--beam", "1"],
     "jsonl": ["--beam", "3", "--format", "jsonl", "--nbest", "2"],
-    "workers": ["--workers", "2", "--batch-size", "1"],
+    "workers": ["--exact", "--workers", "2", "--batch-size", "1"],
     "no-cache": ["--no-cache", "--beam", "1"],
     "bf16": ["--precision", "bf16"],
     "int8_fp32": ["--precision", "int8_fp32"],
     "int8_bf16 shortlist": ["--precision", "int8_bf16", "--shortlist"],
-    "interactive": ["--interactive"],
-    "files": ["--input", "INPUT", "--output", "OUTPUT"],
+    "interactive": ["--exact", "--interactive"],
+    "files": ["--exact", "--input", "INPUT", "--output", "OUTPUT"],
 }
 blank = st.sampled_from(["", " ", "\t", "\r"])
 lines_with_blank_windows = st.tuples(
@@ -330,7 +331,7 @@ def test_every_mode_writes_one_line_per_input_line_in_order(mode, case, shortlis
     for line, text in zip(lines, texts, strict=True):
         if not line.strip():
             assert text == ""
-    if mode in ("default", "files", "workers", "interactive"):  # the exact path: each as if translated alone
+    if mode in ("exact", "files", "workers", "interactive"):  # the exact path: each as if translated alone
         assert texts == [translator.translate([line.removesuffix("\r")])[0].text for line in lines]
 
 
