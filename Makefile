@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES := data/examples.en
 
-.PHONY: setup test lint run bench bench-more model clean
+.PHONY: setup test test-browser lint run bench bench-more model clean
 
 # The editable install leaves nmt's own modules uncompiled (pip compiles a regular install's): where
 # Python may not write bytecode (PYTHONDONTWRITEBYTECODE, a read-only checkout) every command compiled
@@ -30,6 +30,13 @@ $(STAMP): pyproject.toml
 
 test: setup
 	$(BIN)/python -m pytest
+
+# The web page of `nmt serve` in headless Chromium (Debian's chromium and chromium-driver, selenium from PyPI).
+test-browser: setup
+	@command -v chromedriver >/dev/null || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q chromium chromium-driver >/dev/null; }
+	$(BIN)/python -c "import selenium" 2>/dev/null || $(BIN)/pip install --quiet selenium
+	$(BIN)/python -m pytest -m browser tests/test_serve_page.py
 
 lint: setup
 	$(BIN)/ruff check nmt cli tests benchmarks
@@ -62,6 +69,7 @@ bench-more: $(VENV)/.bench
 	$(BIN)/python benchmarks/precision.py
 	$(BIN)/python benchmarks/hostile.py
 	$(BIN)/python benchmarks/beam_parity.py
+	$(BIN)/python benchmarks/serve.py --requests 500 --clients 32
 	@if $(BIN)/python -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then \
 		$(BIN)/python benchmarks/gpu.py; else echo 'no CUDA device: benchmarks/gpu.py not run'; fi
 

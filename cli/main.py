@@ -256,6 +256,87 @@ def translate(
 
 
 @app.command()
+def serve(
+    model: Path = typer.Option(None, "--model", "-m", help="Checkpoint; default $NMT_MODEL, then the shipped model."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(5000, "--port", help="TCP port."),
+    beam: int = typer.Option(None, "--beam", "-b", help="Beam size, 1 = greedy. Default: the model's, else 4."),
+    lenpen: float = typer.Option(None, "--lenpen", help=LENPEN_HELP + " Default: the model's, else 1.0."),
+    max_len_a: float = typer.Option(None, "--max-len-a", help="Target length cap: a * source + b tokens. Default 1.5."),
+    max_len_b: int = typer.Option(None, "--max-len-b", help="See --max-len-a. Default 10."),
+    no_repeat_ngram: int = typer.Option(None, "--no-repeat-ngram", help=NO_REPEAT_HELP),
+    max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded source tokens."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    precision: str = typer.Option(None, "--precision", help=PRECISION_HELP),
+    threads: int = typer.Option(None, "--threads", help="CPU threads for torch."),
+    workers: int = typer.Option(1, "--workers", help="CPU: batches of one call decoded at once, in forked "
+                                "processes of one thread each."),
+    shortlist: bool = typer.Option(None, "--shortlist/--no-shortlist", help=SHORTLIST_HELP),
+    exact: bool = typer.Option(False, "--exact", help=EXACT_HELP),
+    no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
+    max_chars: int = typer.Option(20_000, "--max-chars", help="Characters of text one request may hold (413 above)."),
+    max_queue: int = typer.Option(2_000, "--max-queue", help="Lines that may wait; more is a 503 with Retry-After."),
+    max_batch_lines: int = typer.Option(64, "--max-batch-lines", help="Lines of queued requests decoded together."),
+    batch_wait_ms: float = typer.Option(5.0, "--batch-wait-ms", help="How long the first request waits for others "
+                                        "to share its batch."),
+    api_key: str = typer.Option(None, "--api-key", envvar="NMT_API_KEY", help="Require this key (api_key in the "
+                                "body, or Authorization: Bearer) on the translation endpoints. Default $NMT_API_KEY."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr."),
+) -> None:
+    """Serve translations over HTTP: LibreTranslate's API (POST /translate, GET /languages), nmt's own
+    (POST /v1/translate), /health, /metrics, /docs and a web page at /. Lines of concurrent requests are
+    decoded together. SIGTERM or Ctrl-C: stop taking requests, answer those in flight, exit."""
+    import socket
+
+    _configure_logging(quiet)
+    try:
+        import uvicorn
+
+        from nmt.serve import Engine, Server, ServeSettings, create_app
+    except ImportError as exc:
+        raise UsageError(f"nmt serve needs the serve extra ({exc.name} is missing): pip install "
+                         "'nmt-transformer[serve]'") from None
+    for name, value in (("--max-chars", max_chars), ("--max-queue", max_queue), ("--max-batch-lines", max_batch_lines)):
+        if value < 1:
+            raise UsageError(f"{name} must be at least 1, not {value}")
+    if batch_wait_ms < 0:
+        raise UsageError("--batch-wait-ms must not be negative")
+    with collection_paused():
+        torch = import_torch()
+        from nmt.translate import Translator, decoding_mode, resolve_device
+
+        set_threads(torch, threads)
+        checkpoint, _ = load_models([model] if model else None)
+        options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False, no_repeat_ngram)
+        device = resolve_device(device)
+        precision, shortlist = decoding_mode(precision, shortlist, exact)
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+    def load() -> Translator:
+        return Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
+                                          workers=workers, use_shortlist=shortlist, ordinary_input=not no_protect)
+
+    engine = Engine(load, max_lines=max_batch_lines, wait=batch_wait_ms / 1000, max_queue=max_queue)
+    settings = ServeSettings(max_chars=max_chars, api_key=api_key, model_name=find_model(model).name)
+    server = Server(uvicorn.Config(create_app(engine, options, settings), log_level="error" if quiet else
+                                           "warning", lifespan="off", timeout_graceful_shutdown=None))
+    engine.on_failure = lambda: setattr(server, "should_exit", True)
+    engine.start()
+    if not quiet:
+        typer.echo(f"nmt serve: http://{host}:{port} ({precision}{', shortlist' if shortlist else ''}; loading "
+                   "the model; /health answers 200 once it is loaded)", err=True)
+    server.run(sockets=[listener])
+    engine.stop()
+    if engine.failure is not None:
+        raise NmtError(f"the model could not be loaded: {engine.failure}")
+
+
+@app.command()
 def score(
     src: Path = typer.Option(None, "--src", help="English sentences, one per line."),
     tgt: Path = typer.Option(None, "--tgt", help="Their French translations, one per line."),

@@ -1,0 +1,171 @@
+"""`nmt serve` end to end: the real server on a loopback port, spoken to over HTTP with httpx."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
+DECODING = ["--exact", "--beam", "2", "--max-len-a", "1.0", "--max-len-b", "5"]
+LINES = ["A dog runs.", "", "Two men are playing football in the park.", "A WOMAN READS A BOOK.", "Hello"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Server:
+    def __init__(self, model, *options: str, env: dict | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "nmt_cli.main", "serve", "--model", str(model), "--port", str(self.port), *DECODING,
+             *options], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.process.stderr.read().decode()
+            try:
+                if httpx.get(self.url + "/health").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("the server did not become ready")
+
+    def post(self, path: str, **kwargs) -> httpx.Response:
+        return httpx.post(self.url + path, timeout=60, **kwargs)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def server(tiny_checkpoint):
+    running = Server(tiny_checkpoint, "--max-chars", "2000", "--max-queue", "60", "--batch-wait-ms", "50")
+    yield running
+    assert running.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def cli_records(tiny_checkpoint):
+    """What `nmt translate --format jsonl` prints for LINES with the server's options."""
+    done = subprocess.run([sys.executable, "-m", "nmt_cli.main", "translate", "--model", str(tiny_checkpoint),
+                           *DECODING, "--format", "jsonl"], input="\n".join(LINES).encode() + b"\n",
+                          capture_output=True, check=True)
+    return [json.loads(line) for line in done.stdout.decode().splitlines()]
+
+
+def test_health_languages_docs_and_page(server):
+    assert httpx.get(server.url + "/health").json()["status"] == "ok"
+    languages = httpx.get(server.url + "/languages").json()
+    assert {"code": "en", "name": "English", "targets": ["fr"]} in languages
+    assert "/v1/translate" in httpx.get(server.url + "/openapi.json").json()["paths"]
+    assert httpx.get(server.url + "/docs").status_code == 200
+    page = httpx.get(server.url + "/")
+    assert page.status_code == 200 and "<textarea" in page.text and "{{" not in page.text
+
+
+def test_libretranslate_requests_answer_what_the_cli_prints(server, cli_records):
+    expected = [record["translation"] for record in cli_records]
+    listed = server.post("/translate", json={"q": LINES, "source": "en", "target": "fr", "format": "text"})
+    assert listed.status_code == 200 and listed.json() == {"translatedText": expected}
+    one = server.post("/translate", json={"q": LINES[2], "source": "auto", "target": "fr"})
+    assert one.json() == {"translatedText": expected[2], "detectedLanguage": {"language": "en", "confidence": 100.0}}
+    form = server.post("/translate", data={"q": LINES[0], "source": "en", "target": "fr"})
+    assert form.status_code == 200 and form.json()["translatedText"] == expected[0]
+    lines = server.post("/translate", json={"q": "\n".join(LINES[:3]), "source": "en", "target": "fr"})
+    assert lines.json()["translatedText"] == "\n".join(expected[:3])  # a text's lines keep their breaks
+
+
+def test_v1_answers_the_cli_jsonl_records(server, cli_records):
+    answer = server.post("/v1/translate", json={"text": LINES})
+    assert answer.status_code == 200
+    records = answer.json()["translations"]
+    assert [r["translation"] for r in records] == [r["translation"] for r in cli_records]
+    for got, want in zip(records, cli_records, strict=True):
+        assert set(got) == set(want) and got["flags"] == want["flags"]
+        if want["score"] is not None:
+            assert got["score"] == pytest.approx(want["score"], abs=1e-4)
+    nbest = server.post("/v1/translate", json={"text": [LINES[0]], "beam": 3, "nbest": 2}).json()["translations"]
+    assert len(nbest[0]["nbest"]) == 2
+
+
+@pytest.mark.parametrize("path, body, status, message", [
+    ("/translate", {"q": "A dog.", "source": "de", "target": "fr"}, 400, "en to fr"),
+    ("/translate", {"q": "A dog.", "source": "en", "target": "fr", "format": "html"}, 400, "format"),
+    ("/translate", {"q": 3, "source": "en", "target": "fr"}, 422, "q"),
+    ("/translate", {"source": "en", "target": "fr"}, 422, "q"),
+    ("/translate", {"q": "a" * 2001, "source": "en", "target": "fr"}, 413, "--max-chars"),
+    ("/translate", {"q": ["A dog."] * 61, "source": "en", "target": "fr"}, 503, "--max-queue"),
+    ("/v1/translate", {"text": "not a list"}, 422, "text"),
+    ("/v1/translate", {"text": ["A dog."], "beam": 0}, 422, "beam"),
+    ("/v1/translate", {"text": ["A dog."], "colour": "red"}, 422, "colour"),
+])
+def test_bad_requests_get_their_status_and_one_message(server, path, body, status, message):
+    answer = server.post(path, json=body)
+    assert answer.status_code == status and message in answer.json()["error"]
+    if status == 503:
+        assert answer.headers["retry-after"] == "1"
+
+
+def test_a_body_that_is_not_json_is_a_422(server):
+    answer = server.post("/translate", content=b"{not json", headers={"content-type": "application/json"})
+    assert answer.status_code == 422 and "JSON" in answer.json()["error"]
+
+
+def test_a_concurrent_burst_is_batched_and_every_line_answered_in_order(server):
+    sentences = [f"{count} dogs run in the park." for count in range(1, 25)]
+    alone = server.post("/translate", json={"q": sentences, "source": "en", "target": "fr"}).json()["translatedText"]
+    requests = [sentences[i : i + 3] for i in range(0, len(sentences), 3)] * 2
+
+    def send(lines):
+        return server.post("/translate", json={"q": lines, "source": "en", "target": "fr"}).json()["translatedText"]
+
+    with ThreadPoolExecutor(len(requests)) as pool:
+        answers = list(pool.map(send, requests))
+    assert answers == [alone[sentences.index(lines[0]) : sentences.index(lines[0]) + 3] for lines in requests]
+    metrics = httpx.get(server.url + "/metrics").text
+    assert 'nmt_requests_total{code="200",path="/translate"}' in metrics
+    count = float(next(line.split()[1] for line in metrics.splitlines() if line.startswith("nmt_batch_lines_count")))
+    lines = float(next(line.split()[1] for line in metrics.splitlines() if line.startswith("nmt_batch_lines_sum")))
+    assert lines / count > 3  # requests of 3 lines shared batches
+
+
+def test_api_key_and_graceful_shutdown_with_a_request_in_flight(tiny_checkpoint):
+    keyed = Server(tiny_checkpoint, "--batch-wait-ms", "1500", env={"NMT_API_KEY": "s3cret"})
+    try:
+        body = {"q": "A dog runs.", "source": "en", "target": "fr"}
+        assert keyed.post("/translate", json=body).status_code == 401
+        assert keyed.post("/translate", json={**body, "api_key": "wrong"}).status_code == 401
+        assert keyed.post("/v1/translate", json={"text": ["A dog."]}).status_code == 401
+        assert keyed.post("/translate", json={**body, "api_key": "s3cret"}).status_code == 200
+        authorized = keyed.post("/v1/translate", json={"text": ["A dog."]}, headers={"Authorization": "Bearer s3cret"})
+        assert authorized.status_code == 200
+        answers = []
+        sender = threading.Thread(target=lambda: answers.append(
+            keyed.post("/translate", json={**body, "q": ["A dog runs."] * 5, "api_key": "s3cret"})))
+        sender.start()
+        time.sleep(0.5)  # accepted, and waiting 1.5 s for company
+        keyed.process.send_signal(signal.SIGTERM)
+        sender.join(60)
+        assert answers and answers[0].status_code == 200 and len(answers[0].json()["translatedText"]) == 5
+        assert keyed.process.wait(timeout=60) == 0
+        with pytest.raises(httpx.TransportError):
+            httpx.get(keyed.url + "/health")
+    finally:
+        keyed.stop()

@@ -1,0 +1,43 @@
+"""The web page of `nmt serve` in a real browser (headless Chromium through selenium): `make test-browser`,
+which installs both. `make test` leaves it out (the `browser` marker)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from tests.test_serve import Server
+
+pytestmark = pytest.mark.browser
+
+
+def test_the_page_translates_what_is_typed(tiny_checkpoint, tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server = Server(tiny_checkpoint)
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=900,700"):
+        options.add_argument(flag)
+    options.binary_location = shutil.which("chromium") or shutil.which("google-chrome") or ""
+    driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
+    try:
+        text = "A dog runs in the snow.\nTwo men are talking."
+        expected = server.post("/translate", json={"q": text, "source": "en", "target": "fr"}).json()["translatedText"]
+        driver.get(server.url + "/")
+        box = driver.find_element(By.ID, "english")
+        box.clear()
+        box.send_keys(text)
+        driver.find_element(By.ID, "go").click()
+        french = driver.find_element(By.ID, "french")
+        WebDriverWait(driver, 30).until(lambda _: french.text.strip())
+        assert french.text == expected and len(french.text.split("\n")) == 2
+        assert driver.find_element(By.ID, "status").text == ""
+        driver.save_screenshot(os.environ.get("NMT_SCREENSHOT", str(tmp_path / "page.png")))
+    finally:
+        driver.quit()
+        assert server.stop() == 0
