@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import json
+import logging
 import os
 import signal
 import socket
@@ -45,7 +48,27 @@ def train_args(corpus, out, *extra):
 
 
 def nmt(*args, env=None):
-    return subprocess.run(NMT + list(args), capture_output=True, text=True, env={**os.environ, **(env or {})})
+    """`nmt ARGS`: its exit code, stdout and stderr. Run in this process, through the console script's own
+    main() (torch is imported once for the whole module, not once a call); with env, in a subprocess."""
+    if env is not None:
+        return subprocess.run(NMT + list(args), capture_output=True, text=True, env={**os.environ, **env})
+    from nmt_cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(err)  # the records _configure_logging would write to stderr
+    logging.getLogger("nmt").addHandler(handler)
+    argv, threads, code = sys.argv, torch.get_num_threads(), 0
+    sys.argv = ["nmt", *args]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    finally:
+        sys.argv = argv
+        logging.getLogger("nmt").removeHandler(handler)
+        torch.set_num_threads(threads)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def test_schedule_warms_up_then_decays_as_inverse_square_root():
