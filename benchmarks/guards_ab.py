@@ -1,0 +1,72 @@
+"""What the ordinary-input guards cost in translation speed: the decoding-time protections (sentence case for
+capitals, placeholders for links, numbers, codes and emoji: on unless `--no-protect`) and the n-gram repeat
+block (`--no-repeat-ngram 4`), each against the same Translator without it, in one process.
+
+    python benchmarks/guards_ab.py --model runs/shipped/last.pt --rounds 8
+
+Each round translates the same lines with and without the guard, in alternating order, after a warm-up, so
+both see the same moment of this noisy machine; the ratio of their times is taken per round and the median
+reported. Lines: multi30k:valid (captions, few entities) and robustness:dev (every line has something to
+guard). The model must have nmt's placeholders (trained since they exist) for the protection to act.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import time
+
+import torch
+
+from nmt.checkpoint import load_checkpoint
+from nmt.corpus import parse_test_set
+from nmt.translate import Translator
+from nmt_cli.main import search_options
+
+
+def timed(translator: Translator, lines: list[str]) -> float:
+    started = time.perf_counter()
+    translator.translate(lines)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--lenpen", type=float, default=0.6)
+    parser.add_argument("--precision", default="auto")
+    parser.add_argument("--lines", type=int, default=300, help="Lines of multi30k:valid.")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    checkpoint = load_checkpoint(args.model)
+    options = search_options(checkpoint, args.beam, args.lenpen, None, None, None, 1, False)
+    sets = {"multi30k:valid": parse_test_set("multi30k:valid").source[: args.lines],
+            "robustness:dev": parse_test_set("robustness:dev").source}
+    base = Translator.from_checkpoint(checkpoint, options, precision=args.precision, ordinary_input=False)
+    print(f"model {args.model}, placeholders: {base.tokenizer.has_placeholders}, precision {args.precision}, "
+          f"beam {args.beam}, one thread, {args.rounds} rounds")
+    guarded = {
+        "protections (default) against --no-protect":
+            Translator(base.model, base.tokenizer, options, ordinary_input=True),
+        "--no-repeat-ngram 4 against none":
+            Translator(base.model, base.tokenizer, dataclasses.replace(options, no_repeat_ngram=4),
+                       ordinary_input=False),
+    }
+    for label, translator in guarded.items():
+        for name, lines in sets.items():
+            timed(base, lines[:16])
+            timed(translator, lines[:16])
+            ratios = []
+            for round_number in range(args.rounds):
+                pair = (base, translator) if round_number % 2 == 0 else (translator, base)
+                seconds = {id(t): timed(t, lines) for t in pair}
+                ratios.append(seconds[id(translator)] / seconds[id(base)])
+            print(f"{label}, {name} ({len(lines)} lines): time ratio median {statistics.median(ratios):.3f} "
+                  f"(rounds {min(ratios):.3f}-{max(ratios):.3f})")
+
+
+if __name__ == "__main__":
+    main()
