@@ -103,7 +103,10 @@ class Progress:
 def constrained_search(model, src: Tensor, options: SearchOptions, constraints: list[list[list[int]]]
                        ) -> list[list[Hypothesis]]:
     """Beam search (N, S) -> per sentence, up to nbest hypotheses holding every one of its constraints
-    (lists of target token ids); a sentence without constraints is searched as beam_search does."""
+    (lists of target token ids); a sentence without constraints is searched as beam_search does. `model`: a
+    decoder of nmt.search whose states grow (dynamic beam allocation changes rows per sentence)."""
+    if model.fixed_rows:
+        raise ValueError("constrained search needs a decoder whose states grow, not fixed shapes")
     found = _search(model, src, options, constraints)
     unmet = [i for i, hypotheses in enumerate(found) if not hypotheses]
     if unmet:  # constraints that did not fit: the unconstrained result rather than none
@@ -120,7 +123,7 @@ def _search(model, src: Tensor, options: SearchOptions, constraints: list[list[l
     beam, eos = options.beam_size, config.eos_id
     max_lens = [min(limit + sum(map(len, own)), config.max_positions) for limit, own in   # room for the terms
                 zip(max_lengths(src, config.pad_id, options, config.max_positions), constraints, strict=True)]
-    state = initial_state(model, src, 1, options, max_lens, None)
+    state = initial_state(model, src, 1, options, max_lens)
     active = list(range(src.size(0)))  # sentence index of each open sentence
     beams = [[(0.0, [], Progress())] for _ in active]  # per open sentence, its rows' hypotheses
     tokens = torch.full((len(active),), config.bos_id, dtype=torch.long, device=src.device)

@@ -29,14 +29,17 @@ class EnsembleState:
 
 
 class Ensemble:
+    fixed_rows = False  # as a decoder of nmt.search
+
     def __init__(self, decoders: list):
         if len({decoder.config.vocab_size for decoder in decoders}) != 1:
             raise ValueError("the models of an ensemble must share one vocabulary")
         self.decoders = decoders
         self.config = decoders[0].config
 
-    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True) -> EnsembleState:
-        return EnsembleState([decoder.init_state(src, beam_size=beam_size, use_cache=use_cache)
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True,
+                   max_length: int | None = None) -> EnsembleState:
+        return EnsembleState([decoder.init_state(src, beam_size=beam_size, use_cache=use_cache, max_length=max_length)
                               for decoder in self.decoders])
 
     def decode_step(self, tokens: Tensor, state: EnsembleState) -> tuple[Tensor, EnsembleState]:

@@ -139,6 +139,8 @@ class FlatEncoderLayer:
 
 
 class FlatDecoder:
+    fixed_rows = False  # as a decoder of nmt.search
+
     def __init__(self, model: Transformer):
         self.model = model
         self.config = model.config
@@ -240,7 +242,8 @@ class FlatDecoder:
                             rows.view(n, count // n, -1), self.own_weights.index_select(0, sentences).transpose(1, 2))
         return torch.cat([shared_logits, own.view(count, -1).to(shared_logits.dtype)], dim=1)
 
-    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True) -> DecoderState:
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True,
+                   max_length: int | None = None) -> DecoderState:
         memory = None if self.model.training else self.encode(src)
         state = self.model.init_state(src, beam_size=beam_size, use_cache=use_cache, memory=memory)
         if self.vocabularies is not None:

@@ -6,9 +6,9 @@ fixed address with a fixed shape, so the static state preallocates the self-atte
 longest allowed target, writes each step's keys/values at a position held in a tensor, and masks the
 positions not yet written instead of slicing them off.
 
-    graphs = StepGraphs()                                        # one per translator: captured steps by shape
-    state = graphs.init_state(model, src, beam_size=4, max_length=60)
-    log_probs, state = model.decode_step(tokens, state)          # as with the dynamic DecoderState
+    decoder = GraphDecoder(model)                                # one per translator: captured steps by shape
+    state = decoder.init_state(src, beam_size=4, max_length=60)
+    log_probs, state = decoder.decode_step(tokens, state)        # a decoder of nmt.search, as the model is
 
 Captured steps are kept by shape (rows, source length rounded up to SOURCE_BUCKET, target length rounded
 up to TARGET_BUCKET) and reused by later batches of the same shape. Finished sentences keep their rows in
@@ -178,3 +178,24 @@ class StepGraphs:
         self.steps[key] = captured
         captured.load(memory, src != config.pad_id)
         return StaticDecoderState(beam_size, captured)
+
+
+class GraphDecoder:
+    """A decoder of nmt.search whose every step runs on fixed shapes (as a captured CUDA graph on a GPU): its
+    states hold beam_size rows per sentence from the first step."""
+
+    fixed_rows = True
+
+    def __init__(self, model, graphs: StepGraphs | None = None):
+        self.model = model
+        self.config = model.config
+        self.graphs = StepGraphs() if graphs is None else graphs
+
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True,
+                   max_length: int | None = None) -> StaticDecoderState:
+        if not use_cache or max_length is None:
+            raise ValueError("fixed-shape decoding needs the cache and a target length bound")
+        return self.graphs.init_state(self.model, src, beam_size, max_length)
+
+    def decode_step(self, tokens: Tensor, state: StaticDecoderState) -> tuple[Tensor, StaticDecoderState]:
+        return state.advance(tokens), state

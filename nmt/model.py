@@ -19,7 +19,6 @@ from torch import Tensor, nn
 from nmt.attention import attention_backends, cache_dtype, inference_attention
 from nmt.cache import DecoderState
 from nmt.config import ModelConfig
-from nmt.graphs import StaticDecoderState
 
 INITIAL_CACHE_LENGTH = 16
 
@@ -186,6 +185,8 @@ class DecoderLayer(nn.Module):
 class Transformer(nn.Module):
     """Encoder-decoder Transformer with one embedding matrix shared by source, target and (tied) output."""
 
+    fixed_rows = False  # as a decoder of nmt.search: its states start with one row per sentence
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
@@ -281,10 +282,11 @@ class Transformer(nn.Module):
         return self.project(self.decode(tgt_in, self.encode(src, mask), mask))
 
     @torch.no_grad()
-    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True,
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True, max_length: int | None = None,
                    memory: Tensor | None = None) -> DecoderState:
-        """Encode the source (N, S) and build the decoder state for N sentences of `beam_size` rows.
-        `memory`: the source already encoded (nmt.flat_decoder's encoder)."""
+        """Encode the source (N, S) and build the decoder state for N sentences of `beam_size` rows (its
+        caches grow as needed: max_length is not used). `memory`: the source already encoded (nmt.flat_decoder's
+        encoder)."""
         memory = self.encode(src) if memory is None else memory
         state = DecoderState(cross_mask=self.source_mask(src),
                              max_positions=self.config.max_positions)
@@ -307,8 +309,6 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """Feed one token per row (R,) at position `state.step`: log-probabilities (R, V) of the next."""
-        if isinstance(state, StaticDecoderState):
-            return state.advance(tokens), state
         if not state.use_cache:
             state.prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)
             x = self.decode(state.prefix, state.memory, state.cross_mask)[:, -1:]

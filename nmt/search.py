@@ -1,7 +1,9 @@
-"""Greedy and beam search, batched over sentences, knowing the model only through `init_state` (which
-encodes; or `StepGraphs.init_state` for fixed shapes) and `decode_step`.
+"""Greedy and beam search, batched over sentences, knowing the decoder only through the Decoder protocol
+below: `init_state` (which encodes) and `decode_step`, over states that `reorder` and `select`. The model
+itself, nmt.flat_decoder's FlatDecoder, nmt.graphs' GraphDecoder and nmt.ensemble's Ensemble are such
+decoders.
 
-    hypotheses = search(model, src, SearchOptions(beam_size=4))   # per sentence, best first
+    hypotheses = search(decoder, src, SearchOptions(beam_size=4))   # per sentence, best first
 
 Scores: a hypothesis of n tokens (its EOS included) with summed log-probability L is ranked by
 L / n ** lenpen (lenpen 0: raw log-probability; 1: per-token average). Lengths: at most
@@ -18,12 +20,37 @@ import array
 import math
 import zlib
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from nmt.graphs import StepGraphs
+from nmt.config import ModelConfig
+
+
+class State(Protocol):
+    """A decoder's state for a batch of sentences of `beam_size` rows each, in the search's row order."""
+
+    def reorder(self, rows: Tensor) -> State:
+        """Row r takes the history of row `rows[r]` (of the same sentence); `rows` may widen one row per
+        sentence to the beam's K."""
+
+    def select(self, sentences: Tensor, reordered: Tensor | None = None) -> State:
+        """Keep only the given sentences, with all their rows; with `reordered`, reorder(reordered) first."""
+
+
+class Decoder(Protocol):
+    config: ModelConfig
+    fixed_rows: bool  # states keep beam_size rows per sentence from the first step (fixed shapes)
+
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True,
+                   max_length: int | None = None) -> State:
+        """Encode the source (N, S); a state for N sentences of `beam_size` rows and up to `max_length`
+        target tokens (a bound only fixed-shape decoders need)."""
+
+    def decode_step(self, tokens: Tensor, state: State) -> tuple[Tensor, State]:
+        """Feed one token per row (R,): log-probabilities (R, V) of the next, and the state after it."""
 
 
 @dataclass(frozen=True)
@@ -187,16 +214,16 @@ def as_tensor(values: list, dtype: torch.dtype, device: torch.device) -> Tensor:
     return torch.frombuffer(numbers, dtype=dtype).to(device)
 
 
-def search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None,
+def search(model: Decoder, src: Tensor, options: SearchOptions,
            prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
     """Translate a batch of source token ids (N, S), padded: per sentence, up to nbest hypotheses.
-    With `graphs`, the decoder runs on fixed shapes (captured as CUDA graphs on a GPU). With `prefixes`
-    (target token ids per sentence, [] for none), each sentence's hypotheses start with its own."""
+    With `prefixes` (target token ids per sentence, [] for none), each sentence's hypotheses start with
+    its own."""
     if options.sampling:
-        return sample(model, src, options, graphs, prefixes)
+        return sample(model, src, options, prefixes)
     if options.beam_size == 1:
-        return greedy_search(model, src, options, graphs, prefixes=prefixes)
-    return beam_search(model, src, options, graphs, prefixes)
+        return greedy_search(model, src, options, prefixes=prefixes)
+    return beam_search(model, src, options, prefixes)
 
 
 def prefix_values(log_probs: Tensor, step: int, row_prefixes: list[list[int]] | None
@@ -231,13 +258,13 @@ def with_prefixes(max_lens: list[int], prefixes: list[list[int]] | None) -> list
     return [max(limit, len(prefix) + 1) for limit, prefix in zip(max_lens, prefixes, strict=True)]
 
 
-def sample(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None,
+def sample(model: Decoder, src: Tensor, options: SearchOptions,
            prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
     """options.nbest samples per sentence, best first: greedy search's loop choosing by sampling_choice."""
     generator = np.random.default_rng([options.seed, zlib.crc32(src.cpu().numpy().tobytes())])
     rows = src.repeat_interleave(options.nbest, dim=0)  # (N*n, S): each sample a row of its own
     row_prefixes = None if prefixes is None else [prefix for prefix in prefixes for _ in range(options.nbest)]
-    drawn = greedy_search(model, rows, options, graphs, choose=lambda log_probs: sampling_choice(
+    drawn = greedy_search(model, rows, options, choose=lambda log_probs: sampling_choice(
         log_probs, options, generator), prefixes=row_prefixes)
     return [_top_finished([h for found in drawn[i : i + options.nbest] for h in found], options.nbest)
             for i in range(0, len(drawn), options.nbest)]
@@ -265,11 +292,8 @@ def sampling_choice(log_probs: Tensor, options: SearchOptions, generator: np.ran
     return log_probs.gather(1, tokens[:, None])[:, 0], tokens
 
 
-def initial_state(model, src: Tensor, beam_size: int, options: SearchOptions, max_lens: list[int],
-                  graphs: StepGraphs | None):
-    if graphs is not None and options.use_cache:
-        return graphs.init_state(model, src, beam_size, max(max_lens))
-    return model.init_state(src, beam_size=beam_size, use_cache=options.use_cache)
+def initial_state(model: Decoder, src: Tensor, beam_size: int, options: SearchOptions, max_lens: list[int]) -> State:
+    return model.init_state(src, beam_size=beam_size, use_cache=options.use_cache, max_length=max(max_lens))
 
 
 # Both searches bring each step's few winners (tokens, rows, scores) back as Python numbers and keep the
@@ -283,14 +307,14 @@ def initial_state(model, src: Tensor, beam_size: int, options: SearchOptions, ma
 
 
 @torch.inference_mode()
-def greedy_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None,
+def greedy_search(model: Decoder, src: Tensor, options: SearchOptions,
                   choose=lambda log_probs: log_probs.max(dim=-1), prefixes: list[list[int]] | None = None
                   ) -> list[list[Hypothesis]]:
     """The most probable token at each step, or what `choose` (log_probs (R, V) -> (log_prob, token),
     each (R,)) picks; a sentence's prefix tokens first."""
     config = model.config
     max_lens = with_prefixes(max_lengths(src, config.pad_id, options, config.max_positions), prefixes)
-    state = initial_state(model, src, 1, options, max_lens, graphs)
+    state = initial_state(model, src, 1, options, max_lens)
     active = list(range(src.size(0)))  # sentence index of each row
     tokens = torch.full((len(active),), config.bos_id, dtype=torch.long, device=src.device)
     history: list[list[int]] = [[] for _ in active]  # tokens so far, per row
@@ -343,15 +367,15 @@ def _top_finished(hypotheses: list[Hypothesis], n: int) -> list[Hypothesis]:
 
 
 @torch.inference_mode()
-def beam_search(model, src: Tensor, options: SearchOptions, graphs: StepGraphs | None = None,
+def beam_search(model: Decoder, src: Tensor, options: SearchOptions,
                 prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
     config = model.config
     beam = options.beam_size
     max_lens = with_prefixes(max_lengths(src, config.pad_id, options, config.max_positions), prefixes)
     # All K beams of a sentence start from the same BOS, so the first step runs one row per sentence and
     # its K best continuations then fill the beam (CUDA graphs keep the K rows: their shapes are fixed)
-    width = beam if graphs is not None and options.use_cache else 1  # rows per sentence
-    state = initial_state(model, src, width, options, max_lens, graphs)
+    width = beam if model.fixed_rows else 1  # rows per sentence
+    state = initial_state(model, src, width, options, max_lens)
     active = list(range(src.size(0)))  # sentence index of each open sentence
     scores = torch.full((len(active), width), -math.inf, device=src.device)
     scores[:, 0] = 0.0  # identical rows: keep one

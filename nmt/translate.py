@@ -34,7 +34,7 @@ from nmt.corpus import read_stream_lines
 from nmt.ensemble import Ensemble
 from nmt.errors import Interrupted, NmtError, UsageError
 from nmt.flat_decoder import FlatDecoder
-from nmt.graphs import StepGraphs
+from nmt.graphs import GraphDecoder
 from nmt.model import Transformer
 from nmt.protect import Protected, case_normalized, protect
 from nmt.quantize import fbgemm_available, quantize_dynamic_int8, quantize_weights_int8, untie_output_projection
@@ -270,16 +270,19 @@ class Translator:
         if workers > 1 and not can_fork():
             raise UsageError("--workers above 1 needs processes started by fork, which this system lacks")
         self.workers = workers
-        # On CUDA the decoder step is replayed as a captured graph (nmt.graphs) unless cuda_graphs is False
-        self.graphs = StepGraphs() if cuda_graphs and self.device.type == "cuda" else None
-        # otherwise by the flattened step (nmt.flat_decoder): the same computation with less Python per step
-        self.decoder = model if self.graphs is not None else FlatDecoder(model)
+        # On CUDA the decoder step is replayed as a captured graph (nmt.graphs) unless cuda_graphs is False,
+        # otherwise it runs as the flattened step (nmt.flat_decoder): the same computation with less Python
+        # per step. self.growing is the decoder whose states grow, for what fixed shapes cannot hold: the
+        # uncached reference path and the glossary's constrained search.
+        graphs = cuda_graphs and self.device.type == "cuda"
+        self.growing = model if graphs else FlatDecoder(model)
         if ensemble:
             if shortlist is not None:
                 raise UsageError("--shortlist decodes one model: give one --model, or drop --shortlist")
-            self.graphs = None  # captured graphs hold one model's step
-            self.decoder = Ensemble([FlatDecoder(member) for member in (model, *ensemble)])
-        if shortlist is not None and (self.graphs is not None or not options.use_cache):
+            graphs = False  # captured graphs hold one model's step
+            self.growing = Ensemble([FlatDecoder(member) for member in (model, *ensemble)])
+        self.decoder = GraphDecoder(model) if graphs and options.use_cache else self.growing
+        if shortlist is not None and (self.decoder.fixed_rows or not options.use_cache):
             raise UsageError("--shortlist needs the cached decoder without CUDA graphs: drop --no-cache, "
                              "add --no-cuda-graphs on CUDA")
         self.shortlist = shortlist
@@ -386,11 +389,12 @@ class Translator:
             free = [row for row, own in enumerate(terms) if not own]
             found = dict(zip(free, self._search_batch([sources[row] for row in free]) if free else [], strict=True))
             # over the whole vocabulary: a term's tokens need not be in the shortlist
-            found.update(zip(held, constrained_search(self.decoder, src[held].to(self.device), self.options,
+            found.update(zip(held, constrained_search(self.growing, src[held].to(self.device), self.options,
                                                       [terms[row] for row in held]), strict=True))
             return [found[row] for row in range(len(sources))]
         if self.shortlist is None or prefixes is not None:  # a prefix's tokens need not be in the shortlist
-            return search(self.decoder, src.to(self.device), self.options, self.graphs, prefixes)
+            return search(self.decoder if self.options.use_cache else self.growing, src.to(self.device), self.options,
+                          prefixes)
         decoder = self.decoder.restricted(self.shortlist.vocabularies(src))  # on the CPU, where the shortlist is
         found = search(decoder, src.to(self.device), self.options)
         vocabularies = decoder.token_ids.tolist()  # sentence s's token i is vocabularies[s][i]

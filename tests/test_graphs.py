@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.graphs import StepGraphs
+from nmt.graphs import GraphDecoder, StepGraphs
 from nmt.search import SearchOptions, search
 from tests.conftest import tiny_model
 
@@ -22,22 +22,24 @@ def test_static_step_reproduces_decode_step_log_probs():
     model = tiny_model(seed=2)
     tgt = torch.randint(4, 60, (3, 20), generator=torch.Generator().manual_seed(5))
     dynamic = model.init_state(SRC)
-    static = StepGraphs(capture=False).init_state(model, SRC, beam_size=1, max_length=20)
+    decoder = GraphDecoder(model, StepGraphs(capture=False))
+    static = decoder.init_state(SRC, beam_size=1, max_length=20)
     assert static.captured.cross_cache.size(4) % 8 == 0  # the source was padded to its bucket
     for t in range(tgt.size(1)):
         expected, dynamic = model.decode_step(tgt[:, t], dynamic)
-        log_probs, static = model.decode_step(tgt[:, t], static)
+        log_probs, static = decoder.decode_step(tgt[:, t], static)
         torch.testing.assert_close(log_probs, expected, atol=1e-5, rtol=0)
 
 
 def test_static_searches_match_the_dynamic_cache_and_reuse_captured_steps():
     model = tiny_model(seed=3)
     graphs = StepGraphs(capture=False)
+    decoder = GraphDecoder(model, graphs)
     for beam in (1, 4):
         options = SearchOptions(beam_size=beam, nbest=beam, max_len_b=4)
         expected = hypotheses(search(model, SRC, options))
-        assert hypotheses(search(model, SRC, options, graphs)) == expected
-        assert hypotheses(search(model, SRC, options, graphs)) == expected  # a reused step: stale buffers
+        assert hypotheses(search(decoder, SRC, options)) == expected
+        assert hypotheses(search(decoder, SRC, options)) == expected  # a reused step: stale buffers
     assert len(graphs.steps) == 2  # one per beam size
 
 
@@ -58,11 +60,12 @@ def test_captured_cuda_graphs_give_the_eager_hypotheses():
     model = tiny_model(seed=3).cuda()
     src = SRC.cuda()
     captured = StepGraphs(capture=True)
+    decoder = GraphDecoder(model, captured)
     for beam in (1, 4):
         options = SearchOptions(beam_size=beam, nbest=beam, max_len_b=4)
         expected = hypotheses(search(model, src, options))
         for _ in range(2):
-            assert hypotheses(search(model, src, options, captured)) == expected
+            assert hypotheses(search(decoder, src, options)) == expected
     assert all(step.graph is not None for step in captured.steps.values())
 
 

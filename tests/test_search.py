@@ -66,11 +66,12 @@ class FakeState:
 
 class ScriptedModel:
     config = FakeConfig()
+    fixed_rows = False
 
     def __init__(self, vocab: int = VOCAB):
         self.vocab = vocab
 
-    def init_state(self, src, beam_size=1, use_cache=True):
+    def init_state(self, src, beam_size=1, use_cache=True, max_length=None):
         return FakeState(src.size(0), beam_size)
 
     def decode_step(self, tokens, state):

@@ -128,7 +128,9 @@ class Masked:
         self.forbidden = torch.ones(table.size(0), decoder.config.vocab_size, dtype=torch.bool)  # (N, V)
         self.forbidden[torch.arange(table.size(0))[:, None].expand_as(table)[listed], table[listed]] = False
 
-    def init_state(self, src, beam_size=1, use_cache=True):
+    fixed_rows = False
+
+    def init_state(self, src, beam_size=1, use_cache=True, max_length=None):
         state = self.decoder.init_state(src, beam_size, use_cache)
         state.sentences = torch.arange(src.size(0))
         return state
