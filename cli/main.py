@@ -680,6 +680,8 @@ def tune(
     out: Path = typer.Option(..., "--out", help="Write the checkpoint with the best decoding defaults here."),
     half: bool = typer.Option(False, "--half", help="Store the weights in fp16 (half the size)."),
     limit: int = typer.Option(None, "--limit", help="Tune on the first N pairs only."),
+    no_repeat_ngram: int = typer.Option(0, "--no-repeat-ngram", help="Tune with repeated n-grams of N tokens "
+                                        "blocked, and store N among the defaults (0: none)."),
 ) -> None:
     """Pick beam size and length penalty by validation BLEU and store them in the checkpoint."""
     _configure_logging(False)
@@ -696,7 +698,9 @@ def tune(
     pairs = parse_test_set(valid)
     if limit:
         pairs = ParallelText(pairs.source[:limit], pairs.target[:limit])
-    best, table = tune_decoding(checkpoint, pairs, beam_list, lenpen_list)
+    if no_repeat_ngram < 0:
+        raise UsageError("--no-repeat-ngram must not be negative")
+    best, table = tune_decoding(checkpoint, pairs, beam_list, lenpen_list, no_repeat_ngram=no_repeat_ngram)
     for beam, lenpen, bleu in table:
         typer.echo(f"beam {beam} lenpen {lenpen:.2f}: BLEU {bleu:.2f} on {valid}")
     if half:

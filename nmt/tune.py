@@ -20,18 +20,21 @@ log = logging.getLogger("nmt")
 
 
 def tune_decoding(checkpoint: Checkpoint, pairs: ParallelText, beams: list[int], lenpens: list[float],
-                  device: str = "cpu") -> tuple[dict, list[tuple[int, float, float]]]:
-    """BLEU for every (beam, lenpen); returns the best as decoding defaults and the whole table."""
+                  device: str = "cpu", no_repeat_ngram: int = 0) -> tuple[dict, list[tuple[int, float, float]]]:
+    """BLEU for every (beam, lenpen); returns the best as decoding defaults and the whole table. With
+    no_repeat_ngram, every run blocks repeated n-grams of that size, and the defaults keep it."""
     model, tokenizer = checkpoint.build_model(device), checkpoint.tokenizer()
     table = []
     for beam in beams:
         for lenpen in lenpens if beam > 1 else lenpens[:1]:
-            translator = Translator(model, tokenizer, SearchOptions(beam_size=beam, lenpen=lenpen))
+            options = SearchOptions(beam_size=beam, lenpen=lenpen, no_repeat_ngram=no_repeat_ngram)
+            translator = Translator(model, tokenizer, options)
             bleu = score([t.text for t in translator.translate(pairs.source)], pairs.target).bleu
             log.info("beam %d, lenpen %.2f: BLEU %.2f", beam, lenpen, bleu)
             table.append((beam, lenpen, bleu))
     beam, lenpen, _ = max(table, key=lambda row: row[2])
-    return {"beam_size": beam, "lenpen": lenpen}, table
+    best = {"beam_size": beam, "lenpen": lenpen}
+    return ({**best, "no_repeat_ngram": no_repeat_ngram} if no_repeat_ngram else best), table
 
 
 def write_release(checkpoint: Checkpoint, decoding: dict, out: str, half: bool) -> None:

@@ -94,13 +94,14 @@ def test_tune_stores_the_best_decoding_defaults_and_half_precision_weights(tiny_
     out = tmp_path / "tuned.pt"
     result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "tune", "--model", str(tiny_checkpoint),
                              "--valid", "multi30k:valid", "--limit", "12", "--beams", "1,2", "--lenpens", "0.5,1.5",
-                             "--half", "--out", str(out)], capture_output=True, text=True)
+                             "--half", "--no-repeat-ngram", "4", "--out", str(out)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     table = [line.split() for line in result.stdout.splitlines() if line.startswith("beam ")]
     assert len(table) == 3  # greedy once, beam 2 with both penalties
     best = max(table, key=lambda row: float(row[5]))
     tuned = load_checkpoint(out)
     assert tuned.decoding["beam_size"] == int(best[1]) and tuned.decoding["lenpen"] == float(best[3].rstrip(":"))
+    assert tuned.decoding["no_repeat_ngram"] == 4
     assert tuned.weights["embed.weight"].dtype == torch.float16
     assert "fp16 weights change BLEU" in result.stdout
 
