@@ -42,14 +42,15 @@ from nmt.translate import Translator, default_workers
 CT2_SCRIPT = """
 import sys, time, ctranslate2, sentencepiece
 model, beam, batch, compute_type = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-workers = int(sys.argv[5])
+workers, use_vmap = int(sys.argv[5]), sys.argv[6] == "1"
 sp = sentencepiece.SentencePieceProcessor(model_file=model + "/sentencepiece.model")
 translator = ctranslate2.Translator(model, inter_threads=workers, intra_threads=2 // workers,
                                    compute_type=compute_type)
 lines = sys.stdin.read().split("\\n")[:-1]
 started = time.perf_counter()
 results = translator.translate_batch([sp.encode(line, out_type=str) for line in lines], beam_size=beam,
-                                     max_batch_size=batch, length_penalty=LENPEN, max_decoding_length=MAXLEN)
+                                     max_batch_size=batch, length_penalty=LENPEN, max_decoding_length=MAXLEN,
+                                     use_vmap=use_vmap)
 out = [sp.decode(r.hypotheses[0]) for r in results]
 sys.stderr.write(f"{time.perf_counter() - started}\\n")  # in-process: encoding, translation and decoding
 sys.stdout.write("".join(line + "\\n" for line in out))
@@ -100,21 +101,25 @@ def nmt_name(precision: str, cached: bool, shortlist: bool) -> str:
 
 
 def ct2_command(exported: Path, lenpen: float, beam: int, batch: int, compute_type: str,
-                workers: int = 1) -> list[str]:
+                workers: int = 1, vmap: bool = False) -> list[str]:
     """CT2_SCRIPT on the exported model, 2 threads: one worker with both (intra_threads=2), or two with
     one each (inter_threads=2: batches translated at once, as nmt's --workers 2). It prints its
     in-process seconds last on stderr. CTranslate2 normalizes scores by length**lenpen like nmt; its
-    length cap counts no EOS."""
+    length cap counts no EOS. vmap: decode over the vocabulary map `nmt export` writes from nmt's shortlist."""
     script = CT2_SCRIPT.replace("LENPEN", str(lenpen)).replace("MAXLEN", "256")
-    return [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type, str(workers)]
+    return [sys.executable, "-c", script, str(exported), str(beam), str(batch), compute_type, str(workers),
+            str(int(vmap))]
 
 
-# The CTranslate2 runs: (compute type, workers)
-ALL_CT2 = (("float32", 1), ("int8", 1), ("float32", 2), ("int8", 2))
+# The CTranslate2 runs: (compute type, workers, vocabulary map); the vmap rows where the model has a shortlist,
+# the fair match for nmt's --shortlist rows
+ALL_CT2 = (("float32", 1, False), ("int8", 1, False), ("float32", 2, False), ("int8", 2, False),
+           ("float32", 2, True), ("int8", 2, True))
 
 
-def ct2_name(compute_type: str, workers: int) -> str:
-    return f"CTranslate2 {compute_type}" + (f" {workers} workers" if workers > 1 else "")
+def ct2_name(compute_type: str, workers: int, vmap: bool = False) -> str:
+    return (f"CTranslate2 {compute_type}" + (f" {workers} workers" if workers > 1 else "")
+            + (" vmap" if vmap else ""))
 
 
 def target_tokens(tokenizer, lines: list[str]) -> int:
@@ -166,12 +171,15 @@ def main() -> None:
                 _, whole_seconds, rss, _ = whole_process(command, "".join(line + "\n" for line in part))
                 name = nmt_name(precision, cached, shortlist)
                 measured.append((name, tokens / seconds, tokens / whole_seconds, rss, out))
-            for compute_type, ct2_workers in ALL_CT2:
-                command = ct2_command(exported, lenpen, beam, batch, compute_type, ct2_workers)
+            for compute_type, ct2_workers, vmap in ALL_CT2:
+                if vmap and checkpoint.shortlist is None:
+                    continue
+                command = ct2_command(exported, lenpen, beam, batch, compute_type, ct2_workers, vmap)
                 out, whole_seconds, rss, inside = whole_process(command, text)
                 tokens = target_tokens(tokenizer, out)
                 in_process = tokens / float(inside.strip().split("\n")[-1])
-                measured.append((ct2_name(compute_type, ct2_workers), in_process, tokens / whole_seconds, rss, out))
+                measured.append((ct2_name(compute_type, ct2_workers, vmap), in_process, tokens / whole_seconds, rss,
+                                 out))
             if marian is not None:
                 started = time.perf_counter()
                 out = hf_generate(marian, tokenizer, sources, beam, batch, lenpen, checkpoint.config.eos_id)

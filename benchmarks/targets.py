@@ -38,7 +38,7 @@ from nmt.export import export_ctranslate2
 # CTranslate2 int8 with intra_threads=2 runs batch 1 at 100-200 tok/s here (over a minute per pass of the
 # test set, against about 15 s for the others): at batch 1, where the targets name CT2 float32 only, it is
 # left out.
-BATCH_1_CT2 = (("float32", 1), ("float32", 2), ("int8", 2))
+BATCH_1_CT2 = (("float32", 1, False), ("float32", 2, False), ("int8", 2, False), ("int8", 2, True))
 # (search, beam, batch, nmt modes, CTranslate2 runs, what must hold): the targets, each on the whole
 # test set (1000 sentences; on the first 100 alone, nmt's 2 s of start-up, mostly `import torch`, decided
 # the batch-1 rows)
@@ -76,9 +76,11 @@ def main() -> None:
         contenders = {nmt_name(precision, True, shortlist): nmt_command(args.model, beam, batch, precision,
                                                                         shortlist=shortlist)
                       for precision, shortlist in modes}
-        for kind, workers in ct2_runs:
-            contenders[ct2_name(kind, workers)] = ct2_command(exported, options.lenpen, beam, batch, kind,
-                                                              workers=workers)
+        for kind, workers, vmap in ct2_runs:
+            if vmap and checkpoint.shortlist is None:
+                continue
+            contenders[ct2_name(kind, workers, vmap)] = ct2_command(exported, options.lenpen, beam, batch, kind,
+                                                                    workers=workers, vmap=vmap)
         seconds: dict[str, list[float]] = {name: [] for name in contenders}
         tokens, bleu = {}, {}
         for _ in range(args.rounds):

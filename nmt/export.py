@@ -105,4 +105,21 @@ def export_ctranslate2(checkpoint: Checkpoint, out: str | Path, quantization: st
     out.mkdir(parents=True)
     spec.save(str(out))
     (out / "sentencepiece.model").write_bytes(checkpoint.spm_model)
+    if checkpoint.shortlist is not None:
+        processor = checkpoint.tokenizer().processor
+        write_vmap(checkpoint.shortlist, out / "vmap.txt",
+                   pieces or [processor.id_to_piece(i) for i in range(processor.get_piece_size())])
     return out
+
+
+def write_vmap(shortlist, path: Path, pieces: list[str]) -> None:
+    """The shortlist as CTranslate2's vocabulary map (translate_batch(..., use_vmap=True)): a first line with
+    an empty source holding the tokens every sentence is decoded over, then for each source piece, a tab,
+    its target pieces, itself included (nmt copies a sentence's own source tokens too). CTranslate2 decodes a
+    batch over the union of its sentences' entries, where nmt decodes each sentence over its own."""
+    shared = shortlist.shared_ids.tolist()
+    lines = ["\t" + " ".join(pieces[i] for i in shared)]
+    for source, targets in enumerate(shortlist.table.tolist()):
+        if pieces[source] and not {" ", "\t"} & set(pieces[source]):  # the map's separators cannot be in a key
+            lines.append(pieces[source] + "\t" + " ".join(pieces[i] for i in dict.fromkeys([source, *targets])))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")

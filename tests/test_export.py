@@ -31,3 +31,31 @@ def test_ctranslate2_greedy_equals_nmt_greedy_on_the_exported_model(tiny_checkpo
     options = SearchOptions(beam_size=1, max_len_a=0, max_len_b=13, loop_guard=False)  # CTranslate2 has none
     ours = Translator.from_checkpoint(load_checkpoint(tiny_checkpoint), options).translate(LINES)
     assert theirs == [t.text for t in ours]
+
+
+def test_a_shortlist_is_exported_as_ctranslate2_s_vocabulary_map(tiny_checkpoint, tmp_path):
+    import dataclasses
+
+    import sentencepiece
+
+    from nmt.corpus import load_embedded
+    from nmt.export import export_ctranslate2
+    from nmt.shortlist import shortlist_from_text
+
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    pairs = load_embedded("multi30k", "train")
+    shortlist = shortlist_from_text(checkpoint.tokenizer(), pairs.source[:300], pairs.target[:300],
+                                    checkpoint.config.vocab_size, per_token=3, frequent=20)
+    out = export_ctranslate2(dataclasses.replace(checkpoint, shortlist=shortlist), tmp_path / "ct2")
+    entries = [line.split("\t") for line in (out / "vmap.txt").read_text(encoding="utf-8").splitlines()]
+    assert entries[0][0] == "" and len(entries[0][1].split()) == shortlist.shared_ids.numel()
+    allowed = set(entries[0][1].split())
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(out / "sentencepiece.model"))
+    source = processor.encode(LINES[0], out_type=str)
+    listed = dict(entries[1:])
+    for piece in source:
+        assert piece in listed[piece].split()  # a source piece may be copied
+        allowed |= set(listed[piece].split())
+    translator = ctranslate2.Translator(str(out), intra_threads=1)
+    result = translator.translate_batch([source], beam_size=1, max_decoding_length=12, use_vmap=True)[0]
+    assert set(result.hypotheses[0]) <= allowed
