@@ -19,7 +19,7 @@ from typing import TextIO
 import typer
 
 from nmt import __version__
-from nmt.errors import STOP_SIGNALS, Interrupted, NmtError, UsageError, stop_signals_handled_by
+from nmt.errors import STOP_SIGNALS, Interrupted, NmtError, UsageError, stop_now_or_later, stop_signals_handled_by
 from nmt_cli.lean_import import import_torch
 
 app = typer.Typer(
@@ -845,7 +845,7 @@ def interruptible() -> Iterator[None]:
     def stop(signal_number, frame):
         for each in STOP_SIGNALS:
             signal.signal(each, signal.SIG_DFL)
-        raise Interrupted(signal_number)
+        stop_now_or_later(signal_number)
 
     with stop_signals_handled_by(stop):
         yield

@@ -55,3 +55,33 @@ def stop_signals_handled_by(handler) -> Iterator[None]:
     finally:
         for each, old in previous.items():
             signal.signal(each, old)
+
+
+class _Held:
+    """Whether a stop signal must wait (inside held_stops), and the one that came meanwhile."""
+
+    depth = 0
+    pending: int | None = None
+
+
+def stop_now_or_later(signal_number: int) -> None:
+    """What a stop signal's handler does: raise Interrupted, or inside held_stops, note the signal for the
+    end of the block."""
+    if _Held.depth:
+        _Held.pending = signal_number
+        return
+    raise Interrupted(signal_number)
+
+
+@contextlib.contextmanager
+def held_stops() -> Iterator[None]:
+    """A stop signal arriving in the block (to a handler that calls stop_now_or_later) is raised as Interrupted
+    when the block ends: the block's writes and its count of them are never separated."""
+    _Held.depth += 1
+    try:
+        yield
+    finally:
+        _Held.depth -= 1
+        if not _Held.depth and _Held.pending is not None:
+            signal_number, _Held.pending = _Held.pending, None
+            raise Interrupted(signal_number)

@@ -32,7 +32,7 @@ from nmt.checkpoint import Checkpoint
 from nmt.constraints import Glossary, constrained_search
 from nmt.corpus import read_stream_lines
 from nmt.ensemble import Ensemble
-from nmt.errors import Interrupted, NmtError, UsageError
+from nmt.errors import Interrupted, NmtError, UsageError, held_stops
 from nmt.flat_decoder import FlatDecoder
 from nmt.graphs import GraphDecoder
 from nmt.model import Transformer
@@ -595,8 +595,9 @@ def _translate_window(translator: Translator, chunk: list[str], sink: TextIO, as
                 ready[index] = translation
                 while next_line in ready:  # write the in-order prefix as soon as it is complete
                     done = ready.pop(next_line)
-                    sink.write((done.to_json() if as_json else done.text.replace("\n", " ")) + "\n")
-                    next_line += 1
+                    with held_stops():  # a stop signal waits until the line is both written and counted
+                        sink.write((done.to_json() if as_json else done.text.replace("\n", " ")) + "\n")
+                        next_line += 1
     except Interrupted as stop:
         raise stop.after(next_line) from None
     finally:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import load_embedded
-from nmt.errors import NmtError, UsageError
+from nmt.errors import Interrupted, NmtError, UsageError
 from nmt.search import Hypothesis, SearchOptions
 from nmt.translate import Translator, translate_document, translate_stream
 from nmt_cli.main import search_options
@@ -445,3 +445,27 @@ def test_closed_streams_an_ascii_locale_and_bad_threads_are_one_line_or_utf8(tin
     assert ascii_locale.returncode == 0 and ascii_locale.stderr == b""
     written = ascii_locale.stdout.decode("utf-8")  # as UTF-8, whatever the locale says
     assert written.count("\n") == 1 and not written.isascii()  # the random model writes non-ASCII pieces
+
+
+def test_a_stop_signal_during_a_write_counts_the_line_it_interrupted(translator):
+    """The signal handler of `interruptible` calls stop_now_or_later: here it comes in the middle of the
+    second line's write, and the report must count that line, which is written whole."""
+    from nmt.errors import held_stops, stop_now_or_later
+
+    class StoppedWhileWriting(io.StringIO):
+        def write(self, text):
+            written = super().write(text)
+            if self.getvalue().count("\n") == 2:
+                stop_now_or_later(signal.SIGHUP)
+            return written
+
+    sink = StoppedWhileWriting()
+    with pytest.raises(Interrupted) as stopped:
+        translate_stream(translator, io.BytesIO(b"A dog.\nA cat.\nA bird.\n"), sink, quiet=True)
+    assert stopped.value.lines_written == sink.getvalue().count("\n") == 2
+    done = []
+    with pytest.raises(Interrupted):
+        with held_stops():
+            stop_now_or_later(signal.SIGINT)
+            done.append("the rest of the block")
+    assert done == ["the rest of the block"]
