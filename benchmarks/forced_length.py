@@ -25,9 +25,9 @@ from nmt.checkpoint import Checkpoint
 from nmt.config import ModelConfig
 from nmt.export import export_ctranslate2
 from nmt.flat_decoder import FlatDecoder
+from nmt.inference import cast_for_inference
 from nmt.model import Transformer
 from nmt.search import SearchOptions, search
-from nmt.translate import cast_for_inference
 
 FORCED = 32
 SOURCE_LENGTH = 24  # tokens before EOS

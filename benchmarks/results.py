@@ -5,8 +5,8 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
+from nmt.inference import cpu_has_native_bf16
 from nmt.search import SearchOptions
-from nmt.translate import cpu_has_native_bf16
 from nmt_cli.main import search_options
 
 RESULTS = Path(__file__).parent / "RESULTS.md"

@@ -218,14 +218,8 @@ def translate(
     with collection_paused():
         torch = import_torch()
 
-        from nmt.translate import (
-            Translator,
-            decoding_mode,
-            default_workers,
-            resolve_device,
-            translate_document,
-            translate_stream,
-        )
+        from nmt.inference import decoding_mode, resolve_device
+        from nmt.translate import Translator, default_workers, translate_document, translate_stream
 
         set_threads(torch, threads)
         checkpoint, others = load_models(model)
@@ -303,7 +297,8 @@ def serve(
         raise UsageError("--batch-wait-ms must not be negative")
     with collection_paused():
         torch = import_torch()
-        from nmt.translate import Translator, decoding_mode, resolve_device
+        from nmt.inference import decoding_mode, resolve_device
+        from nmt.translate import Translator
 
         set_threads(torch, threads)
         checkpoint, _ = load_models([model] if model else None)
@@ -383,8 +378,8 @@ def score(
     with collection_paused():
         import_torch()
         from nmt.checkpoint import load_checkpoint
+        from nmt.inference import resolve_device
         from nmt.score import Scorer
-        from nmt.translate import resolve_device
 
         checkpoint = load_checkpoint(find_model(model))
         lenpen = checkpoint.decoding.get("lenpen", 1.0) if lenpen is None else lenpen
@@ -625,7 +620,8 @@ def evaluate(
             raise UsageError(f"{len(sources)} source lines but {len(references)} references")
         with collection_paused():
             torch = import_torch()
-            from nmt.translate import Translator, decoding_mode, default_workers, resolve_device
+            from nmt.inference import decoding_mode, resolve_device
+            from nmt.translate import Translator, default_workers
 
             set_threads(torch, threads)
             checkpoint, others = load_models(model)

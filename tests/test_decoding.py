@@ -118,7 +118,7 @@ def test_greedy_equals_beam_of_one():
 
 def test_bf16_decoding_stays_close_to_fp32_and_fp16_needs_cuda():
     from nmt.errors import UsageError
-    from nmt.translate import cast_for_inference
+    from nmt.inference import cast_for_inference
 
     model = tiny_model(seed=6)
     tgt = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15], [2, 16, 17, 18]])
@@ -137,7 +137,7 @@ def test_bf16_decoding_stays_close_to_fp32_and_fp16_needs_cuda():
 
 
 def test_int8_quantizes_every_linear_layer_and_stays_close_to_fp32():
-    from nmt.translate import cast_for_inference
+    from nmt.inference import cast_for_inference
 
     pytest.importorskip("torchao")  # an optional extra (in dev, so CI runs this test)
     model = tiny_model(seed=7)
@@ -211,7 +211,7 @@ def test_int8_weight_only_function_fuses_relu_and_selects_outputs_on_both_kernel
 @pytest.mark.parametrize("precision, layer_type", [("int8_bf16", "Int8Linear"), ("int8_fp32", "DynamicInt8Linear")])
 def test_int8_weights_quantize_every_linear_layer_and_stay_close_to_fp32(precision, layer_type):
     from nmt import quantize
-    from nmt.translate import cast_for_inference
+    from nmt.inference import cast_for_inference
 
     model = tiny_model(seed=9)
     tgt = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15], [2, 16, 17, 18]])
@@ -246,13 +246,13 @@ def test_int8_fp32_layer_matches_its_float_weights_on_both_kernels():
 
 
 def test_bf16_on_a_cpu_without_bf16_arithmetic_warns_and_names_the_fast_mode(monkeypatch, caplog):
-    from nmt import translate
+    from nmt import inference
 
-    monkeypatch.setattr(translate, "cpu_has_native_bf16", lambda: False)
-    translate.cast_for_inference(tiny_model(seed=1), "bf16")
+    monkeypatch.setattr(inference, "cpu_has_native_bf16", lambda: False)
+    inference.cast_for_inference(tiny_model(seed=1), "bf16")
     assert "emulated" in caplog.text and "int8_fp32" in caplog.text
     caplog.clear()
-    translate.cast_for_inference(tiny_model(seed=1), "int8_fp32")
+    inference.cast_for_inference(tiny_model(seed=1), "int8_fp32")
     assert caplog.text == ""
 
 
@@ -260,17 +260,17 @@ def test_bf16_on_a_cpu_without_bf16_arithmetic_warns_and_names_the_fast_mode(mon
     ({"avx2", "avx512_bf16", "amx_bf16"}, True, "Int8Linear"), ({"avx2", "avx512_bf16"}, True, "DynamicInt8Linear"),
     ({"avx2"}, False, "DynamicInt8Linear"), (set(), True, "Int8Linear"), (set(), False, "DynamicInt8Linear")])
 def test_auto_precision_picks_the_mode_measured_fastest_for_the_cpu_kind(monkeypatch, flags, native_bf16, expected):
-    from nmt import quantize, translate
+    from nmt import inference, quantize
 
-    monkeypatch.setattr(translate, "cpu_flags", lambda: flags)
-    monkeypatch.setattr(translate, "cpu_has_native_bf16", lambda: native_bf16)
-    model = translate.cast_for_inference(tiny_model(seed=1), "auto")
+    monkeypatch.setattr(inference, "cpu_flags", lambda: flags)
+    monkeypatch.setattr(inference, "cpu_has_native_bf16", lambda: native_bf16)
+    model = inference.cast_for_inference(tiny_model(seed=1), "auto")
     assert sum(isinstance(module, getattr(quantize, expected)) for module in model.modules()) == 2 * 5 + 2 * 8 + 1
-    assert translate.auto_precision(torch.device("cuda")) == "fp16"
+    assert inference.auto_precision(torch.device("cuda")) == "fp16"
 
 
 def test_cpu_flags_are_read_from_proc_cpuinfo_on_linux():
-    from nmt.translate import cpu_flags
+    from nmt.inference import cpu_flags
 
     if not Path("/proc/cpuinfo").exists():
         pytest.skip("no /proc/cpuinfo on this system")
@@ -279,7 +279,7 @@ def test_cpu_flags_are_read_from_proc_cpuinfo_on_linux():
 
 def test_decoding_is_fast_by_default_and_exact_on_request():
     from nmt.errors import UsageError
-    from nmt.translate import decoding_mode
+    from nmt.inference import decoding_mode
 
     assert decoding_mode(None, None) == ("auto", False)
     assert decoding_mode("bf16", True) == ("bf16", True)

@@ -8,9 +8,9 @@ import torch
 
 from nmt.config import ModelConfig
 from nmt.flat_decoder import FlatDecoder
+from nmt.inference import cast_for_inference
 from nmt.model import Transformer
 from nmt.search import SearchOptions, search
-from nmt.translate import cast_for_inference
 from tests.conftest import tiny_model
 
 SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0, 0]])

@@ -13,10 +13,11 @@ import torch
 from nmt.checkpoint import load_checkpoint, save_checkpoint
 from nmt.errors import CheckpointError
 from nmt.flat_decoder import FlatDecoder
+from nmt.inference import cast_for_inference
 from nmt.search import SearchOptions, search
 from nmt.shortlist import Shortlist, Vocabularies, build_shortlist
 from nmt.tokenizer import EOS_ID
-from nmt.translate import Translator, cast_for_inference
+from nmt.translate import Translator
 from tests.conftest import tiny_model
 
 # Source 10 always comes with target 20 and source 11 with 21; target 30 is in every pair (the most
