@@ -312,15 +312,14 @@ class Transformer(nn.Module):
         if not state.use_cache:
             state.prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)
             x = self.decode(state.prefix, state.memory, state.cross_mask)[:, -1:]
-        else:
-            state.ensure_capacity(state.step + 1)
-            x = self.embed_tokens(tokens[:, None], offset=state.step)  # (R, 1, D)
-            for i, layer in enumerate(self.decoder_layers):
-                cache = (state.self_keys[i], state.self_values[i], state.step)
-                x = layer(x, state.cross_keys[i], state.cross_values[i], None, state.cross_mask, cache)
-            x = self.decoder_norm(x)
+            state.step += 1
+            return F.log_softmax(self.project(x[:, 0]), dim=-1, dtype=torch.float32), state
+        state.ensure_capacity(state.step + 1)
+        layers = (((state.self_keys[i], state.self_values[i], state.step), state.cross_keys[i], state.cross_values[i])
+                  for i in range(len(state.self_keys)))  # position-major buffers (nmt.cache)
+        log_probs = self.run_step(tokens, state.step, layers, None, state.cross_mask)
         state.step += 1
-        return F.log_softmax(self.project(x[:, 0]), dim=-1, dtype=torch.float32), state
+        return log_probs, state
 
     @torch.no_grad()
     def static_step(self, tokens: Tensor, position: Tensor, self_cache: Tensor, cross_cache: Tensor,
@@ -330,8 +329,16 @@ class Transformer(nn.Module):
         cross_mask (N, S) as computed from the memory. Returns log-probabilities (R, V)."""
         times = torch.arange(self_cache.size(4), device=tokens.device)
         self_mask = (times <= position)[None, None, None, :]  # (1, 1, 1, T)
-        x = self.embed_tokens(tokens[:, None], offset=position)  # (R, 1, D)
-        for i, layer in enumerate(self.decoder_layers):
-            cache = (self_cache[i, 0], self_cache[i, 1], position)
-            x = layer(x, cross_cache[i, 0], cross_cache[i, 1], self_mask, cross_mask[:, None, None, :], cache)
+        layers = (((self_cache[i, 0], self_cache[i, 1], position), cross_cache[i, 0], cross_cache[i, 1])
+                  for i in range(len(self.decoder_layers)))
+        return self.run_step(tokens, position, layers, self_mask, cross_mask[:, None, None, :])
+
+    def run_step(self, tokens: Tensor, offset: int | Tensor, layers, self_mask: Tensor | None,
+             cross_mask: Tensor | None) -> Tensor:
+        """The decoder step both cache layouts run: tokens (R,) at position `offset`; `layers` gives each
+        decoder layer's (self-attention cache (keys, values, position), cross keys, cross values) in the
+        layout DecoderLayer.forward takes. Returns log-probabilities (R, V) in fp32."""
+        x = self.embed_tokens(tokens[:, None], offset=offset)  # (R, 1, D)
+        for layer, (cache, cross_keys, cross_values) in zip(self.decoder_layers, layers, strict=True):
+            x = layer(x, cross_keys, cross_values, self_mask, cross_mask, cache)
         return F.log_softmax(self.project(self.decoder_norm(x)[:, 0]), dim=-1, dtype=torch.float32)
