@@ -4,7 +4,8 @@ embedded Multi30k test sets, 2 threads, greedy and beam 4, batch 1 and batch 32.
     python benchmarks/engines.py          # rewrites benchmarks/RESULTS.md's engines section
 
 In-process rows time the translation call with the model loaded; whole-process rows time a command from
-start to last line (importing torch or ctranslate2 counts) and read its peak RSS. Each row reports the
+start to last line (importing torch or ctranslate2 counts) and sample the memory of its whole process
+tree (forked workers included). Each row reports the
 BLEU of what it produced (cased sacreBLEU against the references). `--no-cache` rows at batch 32 take
 the first quarter of the sentences: they only show what the cache saves (their outputs are fp32's), and at
 their 3-6x the time of the cached rows the whole run took 15.6 minutes on a Zen 1 EPYC with all 1000.
@@ -14,6 +15,7 @@ Never run it while something else loads the cores.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -57,27 +59,42 @@ sys.stdout.write("".join(line + "\\n" for line in out))
 """
 
 
-# A child forked from this (large) process inherits its RSS high-water mark, so commands run under a small
-# launcher that reports its own child's peak RSS on its last stderr line.
-LAUNCHER = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]); "
-            "sys.stderr.write(f'\\n{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n'); sys.exit(code)")
+def tree_pss_mib(root: int) -> float:
+    """Memory of a process and all its descendants (forked workers, CTranslate2's threads' process): their
+    proportional set sizes summed, so pages the workers share with their parent (copy-on-write weights)
+    count once in all, split between them."""
+    total, pending = 0, [root]
+    while pending:
+        pid = pending.pop()
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as rollup:
+                total += sum(int(line.split()[1]) for line in rollup if line.startswith("Pss:"))
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as children:
+                    pending.extend(int(child) for child in children.read().split())
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue  # it ended meanwhile
+    return total / 1024
 
 
 def whole_process(command: list[str], text: str) -> tuple[list[str], float, float, str]:
-    """Output lines, seconds, peak RSS (MiB) and stderr of one command fed `text` on stdin."""
+    """Output lines, seconds, peak memory of the whole process tree (MiB, tree_pss_mib sampled every 20 ms)
+    and stderr of one command fed `text` on stdin."""
     with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         stdin.write(text.encode())
         stdin.seek(0)
         started = time.perf_counter()
-        status = subprocess.call([sys.executable, "-c", LAUNCHER, *command], stdin=stdin, stdout=stdout,
-                                 stderr=stderr)
+        process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=stderr)
+        peak = 0.0
+        while process.poll() is None:
+            peak = max(peak, tree_pss_mib(process.pid))
+            time.sleep(0.02)
         seconds = time.perf_counter() - started
         stdout.seek(0)
         stderr.seek(0)
-        if status != 0:
-            raise RuntimeError(f"{command} failed with status {status}: {stderr.read().decode()[-500:]}")
-        errors = stderr.read().decode().rstrip("\n").split("\n")
-        return stdout.read().decode().split("\n")[:-1], seconds, int(errors[-1]) / 1024, "\n".join(errors[:-1])
+        if process.returncode != 0:
+            raise RuntimeError(f"{command} failed with status {process.returncode}: {stderr.read().decode()[-500:]}")
+        return stdout.read().decode().split("\n")[:-1], seconds, peak, stderr.read().decode().rstrip("\n")
 
 
 def nmt_flags(cached: bool, shortlist: bool) -> list[str]:
@@ -205,13 +222,14 @@ def main() -> None:
         "sentencepiece model. In-process "
         "times cover tokenization, translation and detokenization. nmt runs with `nmt translate`'s default "
         "--workers (2 forked processes of one thread each); CTranslate2 with intra_threads=2 (the reference of the "
-        "ratios) and with inter_threads=2, intra_threads=1 (2 workers). Peak RSS: of the largest process "
-        "(nmt's workers share their parent's weights, copy-on-write). HF generate() runs our weights converted "
+        "ratios) and with inter_threads=2, intra_threads=1 (2 workers). Peak memory: of the whole process tree, "
+        "each process's proportional set size summed (pages nmt's forked workers share with their parent count "
+        "once), sampled every 20 ms. HF generate() runs our weights converted "
         "to MarianMT (benchmarks/hf_marian.py), in-process only."
         + left_out_note(skipped),
         "",
         "| engine | search | batch | sentences | in-process tok/s | whole-process tok/s | in / whole ratio to "
-        "CT2 fp32 | peak RSS MiB (whole) | BLEU |",
+        "CT2 fp32 | peak memory MiB (whole tree) | BLEU |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     def show(value, pattern):
