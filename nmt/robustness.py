@@ -13,6 +13,11 @@ case-insensitive chrF. What counts as intact:
   "15 h 30" and "18:00" -> "18 h" keep them; "114, 29" does not).
 A translation loops when a unit of two or more characters repeats four times in a row, or one character
 six times ("DONNNNNNNI", "trétrétrétré", "D D D D ").
+A line passes, as the issue's held-out probe counts them, when every entity of it is intact (on a names
+line, also each capitalized source word that the reference keeps as it is), it does not loop, its meaning
+does not change with capitals (ALL-CAPS and Title Case lines: case-insensitive sentence chrF at most
+PASS_CAPS_MARGIN below that of its sentence-case form) and a long line keeps its content (sentence chrF at
+least PASS_LONG_CHRF).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ CATEGORIES = ("numbers", "dates_times", "prices", "urls", "emails", "phones", "c
 CASED = ("all_caps", "title_case")  # lines that carry a sentence-case form
 
 LOOP = re.compile(r"(\S.+?)\1{3,}|(\S)\2{5,}")
+PASS_CAPS_MARGIN = 2.0
+PASS_LONG_CHRF = 45.0
 
 
 @dataclass
@@ -44,6 +51,7 @@ class CategoryReport:
     entities: int = 0  # entities in the sources
     intact: int = 0  # of them, intact in the translations
     loops: int = 0
+    passed: int = 0  # lines that pass (see the module's docstring)
     chrf: float = 0.0
     chrf_uncased: float | None = None  # CASED categories: translations of the line as given
     chrf_uncased_plain: float | None = None  # and of its sentence-case form
@@ -56,7 +64,7 @@ class CategoryReport:
 
     def to_dict(self) -> dict:
         record = {"lines": self.lines, "entities": self.entities, "intact": self.intact, "loops": self.loops,
-                  "chrf": round(self.chrf, 2)}
+                  "passed": self.passed, "chrf": round(self.chrf, 2)}
         if self.chrf_uncased is not None:
             record["chrf_uncased"] = round(self.chrf_uncased, 2)
             record["chrf_uncased_plain"] = round(self.chrf_uncased_plain, 2)
@@ -94,6 +102,16 @@ def intact_entities(source: str, translation: str) -> tuple[int, int]:
     return len(verbatim) + len(numbers), kept
 
 
+def names_kept(source: str, reference: str, translation: str) -> bool:
+    """Whether `translation` holds each capitalized word of `source` that `reference` keeps unchanged (the
+    names; "London" that the reference makes "Londres" is not asked for)."""
+    def has(text: str, word: str) -> bool:
+        return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None
+
+    words = [word for word in re.findall(r"[^\W\d_][\w'-]*", source) if word[0].isupper()]
+    return all(has(translation, word) for word in words if has(reference, word))
+
+
 def loops(text: str) -> bool:
     return LOOP.search(text) is not None
 
@@ -113,12 +131,24 @@ def robustness_report(lines: list[RobustnessLine], translations: list[str],
     for category, indices in groups.items():
         report = CategoryReport(lines=len(indices))
         for index in indices:
-            count, kept = intact_entities(lines[index].source, translations[index])
+            line, translation = lines[index], translations[index]
+            count, kept = intact_entities(line.source, translation)
             report.entities += count
             report.intact += kept
             if kept < count and len(report.failures) < 3:
-                report.failures.append(lines[index].source)
-            report.loops += loops(translations[index])
+                report.failures.append(line.source)
+            looped = loops(translation)
+            report.loops += looped
+            passes = kept == count and not looped
+            if passes and line.category == "names":
+                passes = names_kept(line.source, line.reference, translation)
+            if passes and line.category in CASED:
+                as_given = chrf.sentence_score(translation.lower(), [line.reference.lower()]).score
+                plain = chrf.sentence_score(plain_translations[index].lower(), [line.reference.lower()]).score
+                passes = as_given >= plain - PASS_CAPS_MARGIN
+            if passes and line.category == "long":
+                passes = chrf.sentence_score(translation, [line.reference]).score >= PASS_LONG_CHRF
+            report.passed += passes
         hypotheses = [translations[i] for i in indices]
         references = [lines[i].reference for i in indices]
         report.chrf = chrf.corpus_score(hypotheses, [references]).score
@@ -135,12 +165,13 @@ def robustness_report(lines: list[RobustnessLine], translations: list[str],
 
 def format_report(reports: dict[str, CategoryReport]) -> list[str]:
     """The report as a table of text lines."""
-    rows = [f"{'category':<12} {'lines':>5} {'entities intact':>16} {'loops':>5} {'chrF':>6}  "
+    rows = [f"{'category':<12} {'lines':>5} {'entities intact':>16} {'loops':>5} {'pass':>5} {'chrF':>6}  "
             "case-insensitive chrF: as given / sentence case"]
     for category, report in reports.items():
         exact = report.entities_exact
         entities = f"{report.intact}/{report.entities} {100 * exact:5.1f}%" if exact is not None else "-"
-        row = f"{category:<12} {report.lines:>5} {entities:>16} {report.loops:>5} {report.chrf:6.2f}"
+        row = (f"{category:<12} {report.lines:>5} {entities:>16} {report.loops:>5} {report.passed:>5} "
+               f"{report.chrf:6.2f}")
         if report.chrf_uncased is not None:
             row += f"  {report.chrf_uncased:.2f} / {report.chrf_uncased_plain:.2f}"
         if report.caps_kept is not None:

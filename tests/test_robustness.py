@@ -6,7 +6,15 @@ import json
 import subprocess
 import sys
 
-from nmt.robustness import CATEGORIES, format_report, intact_entities, load_robustness, loops, robustness_report
+from nmt.robustness import (
+    CATEGORIES,
+    format_report,
+    intact_entities,
+    load_robustness,
+    loops,
+    names_kept,
+    robustness_report,
+)
 
 
 def test_both_halves_cover_every_category_with_references_that_keep_every_entity():
@@ -26,6 +34,13 @@ def test_garbled_numbers_and_links_are_counted_as_lost():
     assert intact_entities(source, "J'ai payé 114, 29 pour trois portables, voir https://example.com.") == (3, 0)
 
 
+def test_names_the_reference_keeps_must_be_kept():
+    source, reference = "Dmitri Volkov arrived in London on Sunday.", "Dmitri Volkov est arrivé à Londres dimanche."
+    assert names_kept(source, reference, "Dmitri Volkov est arrivé à Londres dimanche.")
+    assert names_kept(source, reference, "Dmitri Volkov est venu à London le dimanche.")  # London: not asked for
+    assert not names_kept(source, reference, "Dimitri Volkov est arrivé à Londres dimanche.")
+
+
 def test_loops_are_repeated_units_not_ordinary_repetition():
     assert loops("DANNNNNNNOOO D D D DONNNI") and loops("d'étrétrétrétrévé") and loops("de la de la de la de la de la")
     assert not loops("Il a payé 1 000 000 000 $.") and not loops("Non, non, non !")
@@ -36,10 +51,22 @@ def test_report_of_the_references_themselves_is_perfect():
     plain = {index: line.reference for index, line in enumerate(lines) if line.plain}
     report = robustness_report(lines, [line.reference for line in lines], plain)
     assert report["all"].entities_exact == 1.0 and report["all"].loops == 0 and report["all"].chrf == 100.0
+    assert report["all"].passed == report["all"].lines
     assert report["all_caps"].caps_kept == report["all_caps"].lines
     table = format_report(report)
     assert table[0].split()[:4] == ["category", "lines", "entities", "intact"] and len(table) == len(CATEGORIES) + 2
     assert next(row for row in table if row.startswith("urls")).split()[2:4] == ["10/10", "100.0%"]
+
+
+def test_a_line_passes_only_with_its_entities_no_loop_its_meaning_in_capitals_and_a_long_line_s_content():
+    lines = load_robustness("dev")
+    plain = {index: line.reference for index, line in enumerate(lines) if line.plain}
+    spoiled = {"urls": lambda text: text.replace(".", " "), "long": lambda text: text[: len(text) // 4],
+               "all_caps": lambda text: "BONJOUR.", "names": str.lower}
+    translations = [spoiled.get(line.category, lambda text: text)(line.reference) for line in lines]
+    report = robustness_report(lines, translations, plain)
+    assert {category: report[category].passed for category in spoiled} == dict.fromkeys(spoiled, 0)
+    assert report["all"].passed == report["all"].lines - sum(report[category].lines for category in spoiled)
 
 
 def test_eval_on_a_robustness_set_reports_each_category(tiny_checkpoint):
