@@ -169,3 +169,14 @@ def test_api_key_and_graceful_shutdown_with_a_request_in_flight(tiny_checkpoint)
             httpx.get(keyed.url + "/health")
     finally:
         keyed.stop()
+
+
+def test_a_port_in_use_is_one_error_line(tiny_checkpoint):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "serve", "--model", str(tiny_checkpoint),
+                                 "--port", str(port)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
