@@ -10,8 +10,12 @@ so a program that goes on to use them finds torch as a plain import leaves it. E
 need none of them (`torch._meta_registrations` holds meta kernels, for tracing).
 
 Which submodules can wait depends on the order in which torch's modules import one another, so the
-placeholders are used only with the torch release this was checked against (`CHECKED_TORCH`); any other
-release is imported whole.
+placeholders are used with the torch release this was checked against (`CHECKED_TORCH`), and with any other
+release only once `python -m nmt_cli.lean_import --check` (which `make setup` runs) has found them to work
+with it on this machine: in a fresh interpreter, translating with a tiny model, then torch.export,
+torch._dynamo and torch.distributions after them. torch.Generator() does not work before the placeholders
+have run (it needs torch._prims.rng_prims): the CLI never makes one. An unchecked or failed release is
+imported whole.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import importlib.metadata
 import importlib.util
 import inspect
 import os
+import subprocess
 import sys
 import types
 
@@ -151,9 +156,10 @@ def installed_torch_release() -> str | None:
         return None
 
 
-def import_torch() -> types.ModuleType:
-    """torch, imported with DEFERRED as placeholders if this imports it first and it is the release checked."""
-    if "torch" not in sys.modules and installed_torch_release() == CHECKED_TORCH:
+def import_torch(force: bool = False) -> types.ModuleType:
+    """torch, imported with DEFERRED as placeholders if this imports it first and the release is one they are
+    known to work with (force: whatever the release; for the check)."""
+    if "torch" not in sys.modules and (force or placeholders_fit(installed_torch_release())):
         sys.meta_path.insert(0, _PlaceholderFinder(DEFERRED))
         torch_dir = os.path.dirname(importlib.util.find_spec("torch").origin)
         for name in REGISTERING:
@@ -161,3 +167,69 @@ def import_torch() -> types.ModuleType:
     import torch
 
     return torch
+
+
+def verdict_path(release: str) -> str:
+    """Where the check's verdict on a torch release is kept: the user's cache folder, as nmt.native's."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "nmt", f"lean-import-torch-{release}")
+
+
+def placeholders_fit(release: str | None) -> bool:
+    """Whether the placeholders are known to work with this torch release: the one checked here, or one
+    that check() passed on this machine."""
+    if release is None:
+        return False
+    if release == CHECKED_TORCH:
+        return True
+    try:
+        with open(verdict_path(release), encoding="utf-8") as verdict:
+            return verdict.read().strip() == "ok"
+    except OSError:
+        return False
+
+
+# What check() runs in a fresh interpreter: the placeholders must stay unrun through a translation, and
+# what else the CLI may reach must work after them. Not torch.Generator(): with the placeholders unrun it
+# raises (it needs torch._prims.rng_prims, which runs them all), so nmt's CLI never makes one (sampling
+# draws from numpy's generator).
+SMOKE = """
+import sys
+from nmt_cli import lean_import
+torch = lean_import.import_torch(force=True)
+from nmt.config import ModelConfig
+from nmt.flat_decoder import FlatDecoder
+from nmt.model import Transformer
+from nmt.search import SearchOptions, search
+model = Transformer(ModelConfig.preset("tiny", vocab_size=60, dropout=0.0)).eval()
+found = search(FlatDecoder(model), torch.tensor([[5, 6, 7, 2]]), SearchOptions(beam_size=2, max_len_b=4))
+assert found and found[0], "no translation"
+assert all(type(sys.modules[name]).__name__ == "_Placeholder" for name in lean_import.DEFERRED), "ran early"
+assert torch.rand(2).shape == (2,)
+from torch.distributions import Normal
+Normal(0.0, 1.0).log_prob(torch.tensor(0.0))
+import torch._dynamo
+assert callable(torch.export.export)
+print("ok")
+"""
+
+
+def check() -> bool:
+    """Run SMOKE with the installed torch and keep the verdict (placeholders_fit reads it)."""
+    release = installed_torch_release()
+    if release is None:
+        return False
+    result = subprocess.run([sys.executable, "-c", SMOKE], capture_output=True, text=True)
+    works = result.returncode == 0 and result.stdout.strip().endswith("ok")
+    os.makedirs(os.path.dirname(verdict_path(release)), exist_ok=True)
+    with open(verdict_path(release), "w", encoding="utf-8") as verdict:
+        verdict.write("ok\n" if works else "no\n" + result.stderr[-2000:])
+    return works
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--check"]:
+        sys.exit("usage: python -m nmt_cli.lean_import --check")
+    fit = check()
+    print(f"torch {installed_torch_release()}: nmt's lean import {'works' if fit else 'is not used'} "
+          f"({verdict_path(installed_torch_release() or '?')})")

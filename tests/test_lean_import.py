@@ -89,10 +89,27 @@ def test_inspect_is_told_the_files_of_the_modules_torch_registers_operators_from
     assert report["files_known"] == len(REGISTERING)  # inspect never had to map every module to its file
 
 
-def test_a_torch_release_not_checked_is_imported_whole():
-    report = run_python("""
+def test_a_torch_release_not_checked_is_imported_whole(tmp_path):
+    report = run_python(f"""
+        import os
+        os.environ["XDG_CACHE_HOME"] = {str(tmp_path)!r}  # where no check has left a verdict
         lean_import.CHECKED_TORCH = "0.0.1"
         lean_import.import_torch()
         print(json.dumps(states()))
     """)
     assert report == dict.fromkeys(DEFERRED, "module")
+
+
+def test_other_torch_releases_use_the_placeholders_only_once_checked_here(tmp_path, monkeypatch):
+    from nmt_cli import lean_import
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert lean_import.placeholders_fit(CHECKED_TORCH) and not lean_import.placeholders_fit("9.9.9")
+    verdict = tmp_path / "nmt" / "lean-import-torch-9.9.9"
+    verdict.parent.mkdir()
+    verdict.write_text("no\nRuntimeError: ...")
+    assert not lean_import.placeholders_fit("9.9.9")
+    verdict.write_text("ok\n")
+    assert lean_import.placeholders_fit("9.9.9") and not lean_import.placeholders_fit(None)
+    assert lean_import.check()  # the installed torch, in a fresh interpreter
+    assert (tmp_path / "nmt" / f"lean-import-torch-{installed_torch_release()}").read_text() == "ok\n"
