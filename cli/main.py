@@ -133,6 +133,8 @@ NO_PROTECT_HELP = ("Translate the text as it is: no sentence case for lines in c
 GLOSSARY_HELP = ("A TSV file of English term TAB French term: where a sentence holds an English term (whole words, "
                  "any case), its French term is in the translation (constrained beam search).")
 NO_REPEAT_HELP = "Never repeat an n-gram of N target tokens in a translation. Default: the model's, else off."
+CLAUSE_SPLIT_HELP = ("Cut a sentence longer than N sentencepiece tokens at clause punctuation (then at word starts) "
+                     "and translate the pieces apart. Default: the model's (shipped: 32), else 128.")
 # Where training pairs come from: `nmt train` and `nmt prepare` take the same options (the same data, the same
 # prepared cache).
 DATA_OPTIONS = {
@@ -186,6 +188,7 @@ def translate(
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs",
                                      help="On CUDA, replay each decoder step as a captured CUDA graph."),
     no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
+    clause_split: int = typer.Option(None, "--clause-split", help=CLAUSE_SPLIT_HELP),
     output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
     alignments: bool = typer.Option(False, "--alignments", help="With --format jsonl: word alignments (Pharaoh "
                                     "i-j over whitespace words) from the model's cross-attention."),
@@ -233,7 +236,8 @@ def translate(
                                                 batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers,
                                                 use_shortlist=shortlist, ordinary_input=not no_protect, others=others,
                                                 alignments=alignments, min_confidence=min_confidence,
-                                                glossary=read_glossary(glossary, sampling))
+                                                glossary=read_glossary(glossary, sampling),
+                                                max_piece_tokens=clause_split)
     source = _open_input(input)
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
     try:
@@ -268,6 +272,7 @@ def serve(
     shortlist: bool = typer.Option(None, "--shortlist/--no-shortlist", help=SHORTLIST_HELP),
     exact: bool = typer.Option(False, "--exact", help=EXACT_HELP),
     no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
+    clause_split: int = typer.Option(None, "--clause-split", help=CLAUSE_SPLIT_HELP),
     max_chars: int = typer.Option(20_000, "--max-chars", help="Characters of text one request may hold (413 above)."),
     max_queue: int = typer.Option(2_000, "--max-queue", help="Lines that may wait; more is a 503 with Retry-After."),
     max_batch_lines: int = typer.Option(64, "--max-batch-lines", help="Lines of queued requests decoded together."),
@@ -314,7 +319,8 @@ def serve(
 
     def load() -> Translator:
         return Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
-                                          workers=workers, use_shortlist=shortlist, ordinary_input=not no_protect)
+                                          workers=workers, use_shortlist=shortlist, ordinary_input=not no_protect,
+                                          max_piece_tokens=clause_split)
 
     engine = Engine(load, max_lines=max_batch_lines, wait=batch_wait_ms / 1000, max_queue=max_queue)
     settings = ServeSettings(max_chars=max_chars, api_key=api_key, model_name=find_model(model).name)
@@ -410,11 +416,12 @@ def attention(
         import_torch()
         from nmt.alignment import ALIGNMENT_LAYER, cross_attention, draw_attention
         from nmt.checkpoint import load_checkpoint
-        from nmt.translate import Translator
+        from nmt.translate import MAX_PIECE_TOKENS, Translator
 
         checkpoint = load_checkpoint(find_model(model))
         options = search_options(checkpoint, beam, None, None, None, None, 1, False)
-        translator = Translator.from_checkpoint(checkpoint, options, ordinary_input=False)
+        translator = Translator.from_checkpoint(checkpoint, options, ordinary_input=False,
+                                                max_piece_tokens=MAX_PIECE_TOKENS)  # one sentence, whole
     source = translator.tokenizer.encode(text.strip())
     if not source or len(source) >= translator.max_piece_tokens:
         raise UsageError(f"--text must be one sentence of 1 to {translator.max_piece_tokens - 1} pieces")
@@ -587,6 +594,7 @@ def evaluate(
     shortlist: bool = typer.Option(None, "--shortlist/--no-shortlist", help=SHORTLIST_HELP),
     exact: bool = typer.Option(False, "--exact", help=EXACT_HELP),
     no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
+    clause_split: int = typer.Option(None, "--clause-split", help=CLAUSE_SPLIT_HELP),
     glossary: Path = typer.Option(None, "--glossary", help=GLOSSARY_HELP),
     lc_tok: bool = typer.Option(False, "--lc-tok", help="Also BLEU on lowercased Moses-tokenized text (papers)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
@@ -631,7 +639,8 @@ def evaluate(
             translator = Translator.from_checkpoint(
                 checkpoint, options, device, precision, max_tokens=max_tokens, batch_size=batch_size,
                 workers=default_workers(device) if workers is None else workers, use_shortlist=shortlist,
-                ordinary_input=not no_protect, others=others, glossary=read_glossary(glossary, None))
+                ordinary_input=not no_protect, others=others, glossary=read_glossary(glossary, None),
+                max_piece_tokens=clause_split)
         plain = [(index, line.plain) for index, line in enumerate(robust) if line.plain]
         translated = [t.text for t in translator.translate(sources + [text for _, text in plain])]
         hypotheses = translated[: len(sources)]
@@ -678,6 +687,7 @@ def tune(
     limit: int = typer.Option(None, "--limit", help="Tune on the first N pairs only."),
     no_repeat_ngram: int = typer.Option(0, "--no-repeat-ngram", help="Tune with repeated n-grams of N tokens "
                                         "blocked, and store N among the defaults (0: none)."),
+    clause_split: int = typer.Option(None, "--clause-split", help="Store N as the model's --clause-split default."),
 ) -> None:
     """Pick beam size and length penalty by validation BLEU and store them in the checkpoint."""
     _configure_logging(False)
@@ -696,6 +706,8 @@ def tune(
         pairs = ParallelText(pairs.source[:limit], pairs.target[:limit])
     if no_repeat_ngram < 0:
         raise UsageError("--no-repeat-ngram must not be negative")
+    if clause_split is not None and clause_split < 1:
+        raise UsageError("--clause-split must be at least 1")
     best, table = tune_decoding(checkpoint, pairs, beam_list, lenpen_list, no_repeat_ngram=no_repeat_ngram)
     for beam, lenpen, bleu in table:
         typer.echo(f"beam {beam} lenpen {lenpen:.2f}: BLEU {bleu:.2f} on {valid}")
@@ -705,7 +717,8 @@ def tune(
 
         delta = half_precision_bleu_change(checkpoint, pairs, SearchOptions(**best))
         typer.echo(f"fp16 weights change BLEU on {valid} by {delta:+.2f}")
-    write_release(checkpoint, best, str(out), half)
+    stored = {**best, "max_piece_tokens": clause_split} if clause_split else best
+    write_release(checkpoint, stored, str(out), half)
     typer.echo(f"best on {valid}: beam {best['beam_size']}, lenpen {best['lenpen']}; written to {out}")
 
 

@@ -100,8 +100,9 @@ def can_fork() -> bool:
 # thread: the OpenMP runtime of a parent that has used several threads hangs in a forked child that asks for
 # several again.
 _worker_translator: Translator | None = None
-# The longest piece of a line translated whole: sentences of Multi30k, Tatoeba and News Commentary are shorter
-# than a tenth of this; a sentence past it is cut at clause punctuation, then at word starts.
+# The longest piece of a line translated whole unless the model's decoding defaults (or --clause-split) say
+# less: sentences of Multi30k, Tatoeba and News Commentary are shorter than a tenth of this; a sentence past
+# it is cut at clause punctuation, then at word starts.
 MAX_PIECE_TOKENS = 128
 # Small batches go to a worker several at a time, at least this many sentences per task: at batch 1, one batch
 # per task spent more on the round trip between the processes than on decoding (16 and 32 were no faster).
@@ -142,7 +143,8 @@ class Translator:
     def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
                  batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1,
                  shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = (),
-                 alignments: bool = False, min_confidence: float | None = None, glossary: Glossary | None = None):
+                 alignments: bool = False, min_confidence: float | None = None, glossary: Glossary | None = None,
+                 max_piece_tokens: int | None = None):
         """workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
         thread each, when a window of lines makes several batches (a single batch: here, on all threads).
         shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.shortlist).
@@ -152,7 +154,10 @@ class Translator:
         alignments: each Translation carries word alignments from `model`'s cross-attention (nmt.alignment).
         min_confidence: translations less confident than this come out empty (counted in self.withheld).
         glossary: the French of each of its terms found in a sentence must be in the sentence's translation
-        (lexically constrained beam search, nmt.constraints)."""
+        (lexically constrained beam search, nmt.constraints). max_piece_tokens: a sentence longer than this
+        is cut at clause punctuation (then at word starts) and its pieces translated apart (default
+        MAX_PIECE_TOKENS, with a warning when it happens; a model trained on short sentences translates long
+        ones better in clauses: its decoding defaults may say so)."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -180,8 +185,10 @@ class Translator:
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         # Longer sentences are translated in pieces (nmt.segment); the model's positions leave room for EOS
-        self.max_piece_tokens = min(MAX_PIECE_TOKENS, self.model.config.max_positions - 1)
-        self._warned_long = False
+        if max_piece_tokens is not None and max_piece_tokens < 1:
+            raise UsageError("--clause-split must be at least 1")
+        self.max_piece_tokens = min(max_piece_tokens or MAX_PIECE_TOKENS, self.model.config.max_positions - 1)
+        self._warned_long = max_piece_tokens is not None  # a cut asked for is no surprise
         self._noted_prefix = False
 
     @classmethod
@@ -189,7 +196,8 @@ class Translator:
                         precision: str = "fp32", use_shortlist: bool = False, others: tuple[Checkpoint, ...] = (),
                         **settings) -> Translator:
         """use_shortlist: decode over the checkpoint's lexical shortlist (UsageError if it has none).
-        others: checkpoints of the same sentencepiece model, decoding with this one as an ensemble."""
+        others: checkpoints of the same sentencepiece model, decoding with this one as an ensemble. Unless
+        settings give max_piece_tokens, the checkpoint's decoding defaults may."""
         if use_shortlist and checkpoint.shortlist is None:
             raise UsageError("this model holds no shortlist: `nmt shortlist` adds one")
         if use_shortlist and precision == "int8":
@@ -199,6 +207,8 @@ class Translator:
         model = cast_for_inference(checkpoint.build_model(device), precision)
         ensemble = tuple(cast_for_inference(other.build_model(device), precision) for other in others)
         shortlist = checkpoint.shortlist if use_shortlist else None
+        if settings.get("max_piece_tokens") is None:
+            settings["max_piece_tokens"] = checkpoint.decoding.get("max_piece_tokens")
         return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, ensemble=ensemble, **settings)
 
     def _units(self, line: str) -> list[Unit]:

@@ -47,10 +47,11 @@ def test_pairs_are_scored_in_order_whatever_the_batches(tiny_checkpoint):
 def test_cli_scores_translate_s_own_jsonl_and_refuses_bad_input(tmp_path):
     shipped = data_dir() / "models" / "en-fr.pt"
     sources = load_embedded("multi30k", "test_2016_flickr").source[:12]
-    # --exact: scoring runs in fp32, and the fast default's int8 weights move scores by more than 1e-4
+    # --exact: scoring runs in fp32, and the fast default's int8 weights move scores by more than 1e-4;
+    # --clause-split 128: whole sentences, each with its n-best list, as nmt score sees them
     translated = subprocess.run(NMT + ["translate", "--model", str(shipped), "--format", "jsonl", "--nbest", "2",
-                                       "--no-protect", "--exact", "-q"], input="\n".join(sources) + "\n",
-                                capture_output=True, text=True)
+                                       "--no-protect", "--exact", "--clause-split", "128", "-q"],
+                                input="\n".join(sources) + "\n", capture_output=True, text=True)
     assert translated.returncode == 0, translated.stderr
     candidates = [(r["source"], best["translation"], best["score"])
                   for r in map(json.loads, translated.stdout.splitlines()) for best in r["nbest"]]

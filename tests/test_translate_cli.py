@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -469,3 +471,22 @@ def test_a_stop_signal_during_a_write_counts_the_line_it_interrupted(translator)
             stop_now_or_later(signal.SIGINT)
             done.append("the rest of the block")
     assert done == ["the rest of the block"]
+
+
+def test_a_model_s_clause_split_default_cuts_long_sentences_without_a_warning(tiny_checkpoint, tmp_path, caplog):
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    options = SearchOptions(beam_size=1, max_len_a=1.0, max_len_b=5)
+    sentence = "A man rides a bike down the street, and two dogs run after him in the park."
+    whole = Translator.from_checkpoint(checkpoint, options)
+    assert len(whole._units(sentence)) == 1
+    split = dataclasses.replace(checkpoint, decoding={**checkpoint.decoding, "max_piece_tokens": 8})
+    clauses = Translator.from_checkpoint(split, options)
+    units = clauses._units(sentence)
+    assert clauses.max_piece_tokens == 8 and len(units) > 1
+    assert all(len(piece) <= 8 for unit in units for piece in unit.pieces)
+    assert Translator.from_checkpoint(split, options, max_piece_tokens=128)._units(sentence) == whole._units(sentence)
+    with caplog.at_level(logging.WARNING, logger="nmt"):
+        clauses.translate([sentence])
+    assert "translated in pieces" not in caplog.text  # a cut the model asks for is no surprise
+    with pytest.raises(UsageError, match="--clause-split"):
+        Translator.from_checkpoint(checkpoint, options, max_piece_tokens=0)
