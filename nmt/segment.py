@@ -3,6 +3,7 @@ whole, then (in the translator) word starts.
 
     split_sentences("Watch out! There's a hole.")          ->  ["Watch out!", "There's a hole."]
     split_clauses("First this, then that.", count, 3)      ->  ["First this,", "then that."]
+    fit_piece("then that.", "Ensuite ça.")                 ->  "ensuite ça."
 
 The models are trained on single sentences of a few dozen tokens: a line of several sentences is translated
 a sentence at a time, and no piece is longer than `limit` tokens, which also bounds the time a hostile line
@@ -56,3 +57,22 @@ def split_clauses(sentence: str, count_tokens: Callable[[str], int], limit: int)
         else:
             pieces.append(clause)
     return pieces
+
+
+CLAUSE_MARKS = ",;:\u2014\u2013"
+SENTENCE_MARKS = ".!?\u2026"
+
+
+def fit_piece(source: str, translation: str) -> str:
+    """The translation of a piece of a line as a part of the line's translation: the model translates each
+    piece as a sentence of its own, so a piece that starts in lower case (a clause, not a sentence) loses the
+    capital the model gave its first word ("Bien que" -> "bien que"), and one that ends at a comma, semicolon
+    or colon gets that mark back for the full stop the model put there."""
+    text = translation
+    first = next((char for char in source if char.isalpha()), "")
+    if first.islower() and len(text) > 1 and text[0].isupper() and text[1].islower():
+        text = text[0].lower() + text[1:]
+    end = source.rstrip()[-1:]
+    if end and end in CLAUSE_MARKS and text.endswith(".") and not text.endswith("..."):
+        text = text[:-1] + end
+    return text

@@ -37,7 +37,7 @@ from nmt.model import Transformer
 from nmt.protect import Protected, case_normalized, protect
 from nmt.robustness import loops
 from nmt.search import SearchOptions, search
-from nmt.segment import split_clauses, split_sentences
+from nmt.segment import fit_piece, split_clauses, split_sentences
 from nmt.shortlist import Shortlist
 from nmt.tokenizer import Tokenizer
 
@@ -52,6 +52,7 @@ class Unit:
     protected: Protected | None
     upper: bool
     terms: list[list[int]] = field(default_factory=list)  # token ids of the glossary terms it must contain
+    source: str = ""  # its text as given
 
     def restore(self, translation: str) -> str:
         text = self.protected.restore(translation) if self.protected else translation
@@ -231,14 +232,14 @@ class Translator:
     def _unit(self, text: str) -> Unit:
         """`text` in sentence case if it is in capitals, with its entities behind placeholders where the model
         has them (nmt.protect), as token ids of at most max_piece_tokens."""
-        upper = False
+        upper, source = False, text
         terms = [self.tokenizer.encode(term) for term in self.glossary.matches(text)] if self.glossary else []
         if self.ordinary_input:
             text, upper = case_normalized(text)
         protected = protect(text) if self.ordinary_input and self.tokenizer.has_placeholders else None
         ids = self.tokenizer.encode(protected.text if protected else text)
         pieces = [ids] if len(ids) <= self.max_piece_tokens else self._cut_at_word_starts(ids)
-        return Unit([piece for piece in pieces if piece], protected, upper, [term for term in terms if term])
+        return Unit([piece for piece in pieces if piece], protected, upper, [term for term in terms if term], source)
 
     def _cut_at_word_starts(self, ids: list[int]) -> list[list[int]]:
         """`ids` in runs of at most max_piece_tokens, cut at a word start in the second half of each run."""
@@ -384,7 +385,8 @@ class Translator:
             texts, start = [], 0
             for unit in units:
                 hypotheses = results[start : start + len(unit.pieces)]
-                texts.append(unit.restore(" ".join(self.tokenizer.decode(h[0].tokens) for h in hypotheses)))
+                translated = unit.restore(" ".join(self.tokenizer.decode(h[0].tokens) for h in hypotheses))
+                texts.append(fit_piece(unit.source, translated))  # a clause's capital and final mark
                 start += len(unit.pieces)
             text = " ".join(texts)
             score = sum(r[0].score for r in results) / len(results)

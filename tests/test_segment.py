@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nmt.segment import split_clauses, split_sentences
+from nmt.segment import fit_piece, split_clauses, split_sentences
 
 
 def test_sentences_are_split_at_their_ends_but_not_after_abbreviations():
@@ -38,3 +38,13 @@ def test_links_addresses_codes_and_numbers_are_never_cut():
     line = "Visit www.example.com. Version 3.2.1 costs $1,249.99. Mail a.b@c.fr or SEE HTTPS://X.COM/FAQ NOW."
     assert split_sentences(line) == ["Visit www.example.com.", "Version 3.2.1 costs $1,249.99.",
                                      "Mail a.b@c.fr or SEE HTTPS://X.COM/FAQ NOW."]
+
+
+def test_a_clause_s_translation_fits_the_middle_of_a_sentence():
+    assert fit_piece("although several members worried.", "Bien que plusieurs membres s'inquiètent.") == \
+        "bien que plusieurs membres s'inquiètent."
+    assert fit_piece("near the river,", "Près de la rivière.") == "près de la rivière,"
+    assert fit_piece("and then;", "Et puis...") == "et puis..."  # an ellipsis is the model's own
+    assert fit_piece("Paris is far,", "Paris est loin,") == "Paris est loin,"  # a capital in the source stays
+    assert fit_piece("the USA won.", "USA a gagné.") == "USA a gagné."  # an acronym keeps its capitals
+    assert fit_piece("", "") == ""
