@@ -44,3 +44,21 @@ def test_an_augmented_source_keeps_every_pair_and_names_its_variants_in_its_iden
     assert chunk.source[:3] == PAIRS.source and chunk.target[:3] == PAIRS.target and len(chunk) > 3
     assert augmented(source, Augment()).identity != source.identity
     assert augmented(source, Augment()).identity != augmented(source, Augment(seed=2)).identity
+
+
+def test_no_generated_name_or_address_word_is_in_the_robustness_sets():
+    """The sets must measure copying, not memory: no word the augmentation draws names from is a word of
+    their sources, and no word it builds links and addresses from is a word of theirs."""
+    import re
+
+    from nmt.augment import FIRST_NAMES, SURNAMES, WORDS
+    from nmt.protect import EMAIL, URL
+    from nmt.robustness import load_robustness
+
+    sources = [line.source for split in ("dev", "test") for line in load_robustness(split)]
+    names = {word.lower() for name in FIRST_NAMES + SURNAMES for word in re.split(r"[\s-]+", name)}
+    words = {word.lower() for source in sources for word in re.findall(r"[^\W\d_]+", source)}
+    assert not names & words, sorted(names & words)
+    addresses = {label for source in sources for found in (*URL.findall(source), *EMAIL.findall(source))
+                 for label in re.findall(r"[a-z]+", found.lower())}
+    assert addresses and not set(WORDS) & addresses, sorted(set(WORDS) & addresses)
