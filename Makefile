@@ -84,7 +84,8 @@ bench-more: $(VENV)/.bench
 # learning rate decays linearly to zero at the last update; --augment adds the variants that teach numbers,
 # links, capitals and long sentences (benchmarks/ROBUSTNESS.md). Then beam and length penalty are tuned on
 # multi30k:valid with repeated 4-grams blocked, sentences over 32 tokens translated a clause at a time
-# (chosen on the dev sets, data/models/README.md), weights stored in fp16; the shortlist is built, and the
+# (chosen on the dev sets, data/models/README.md), names behind placeholders (benchmarks/ROBUSTNESS.md),
+# weights stored in fp16; the shortlist is built, and the
 # test sets are scored on the fp32 reference path. The result replaces data/models/en-fr.pt.
 MODEL_RUN := runs/shipped
 model: setup
@@ -92,7 +93,7 @@ model: setup
 		--max-steps 9000 --decay linear --warmup 600 --lr 2e-3 --max-tokens 4096 --threads 2 --log-every 50 \
 		--valid-every 1000 --save-every 250 --keep-last 2 --augment
 	$(BIN)/nmt tune --model $(MODEL_RUN)/last.pt --valid multi30k:valid --beams 4,5 --lenpens 0.6,0.8,1.0,1.2 \
-		--no-repeat-ngram 4 --clause-split 32 --half --out data/models/en-fr.pt
+		--no-repeat-ngram 4 --clause-split 32 --protect-names --half --out data/models/en-fr.pt
 	$(BIN)/nmt shortlist --model data/models/en-fr.pt --data multi30k,tatoeba --out data/models/en-fr.pt
 	$(BIN)/nmt eval --test multi30k:test_2016_flickr --lc-tok --exact
 	$(BIN)/nmt eval --test multi30k:test_2017_flickr --lc-tok --exact

@@ -133,6 +133,8 @@ NO_PROTECT_HELP = ("Translate the text as it is: no sentence case for lines in c
 GLOSSARY_HELP = ("A TSV file of English term TAB French term: where a sentence holds an English term (whole words, "
                  "any case), its French term is in the translation (constrained beam search).")
 NO_REPEAT_HELP = "Never repeat an n-gram of N target tokens in a translation. Default: the model's, else off."
+PROTECT_NAMES_HELP = ("Also put names (capitalized words the model's vocabulary holds only in pieces) behind "
+                      "placeholders, so that they come through as written. Default: the model's, else off.")
 CLAUSE_SPLIT_HELP = ("Cut a sentence longer than N sentencepiece tokens at clause punctuation (then at word starts) "
                      "and translate the pieces apart. Default: the model's (shipped: 32), else 128.")
 # Where training pairs come from: `nmt train` and `nmt prepare` take the same options (the same data, the same
@@ -189,6 +191,7 @@ def translate(
                                      help="On CUDA, replay each decoder step as a captured CUDA graph."),
     no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
     clause_split: int = typer.Option(None, "--clause-split", help=CLAUSE_SPLIT_HELP),
+    protect_names: bool = typer.Option(None, "--protect-names/--no-protect-names", help=PROTECT_NAMES_HELP),
     output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
     alignments: bool = typer.Option(False, "--alignments", help="With --format jsonl: word alignments (Pharaoh "
                                     "i-j over whitespace words) from the model's cross-attention."),
@@ -237,7 +240,7 @@ def translate(
                                                 use_shortlist=shortlist, ordinary_input=not no_protect, others=others,
                                                 alignments=alignments, min_confidence=min_confidence,
                                                 glossary=read_glossary(glossary, sampling),
-                                                max_piece_tokens=clause_split)
+                                                max_piece_tokens=clause_split, protect_names=protect_names)
     source = _open_input(input)
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
     try:
@@ -273,6 +276,7 @@ def serve(
     exact: bool = typer.Option(False, "--exact", help=EXACT_HELP),
     no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
     clause_split: int = typer.Option(None, "--clause-split", help=CLAUSE_SPLIT_HELP),
+    protect_names: bool = typer.Option(None, "--protect-names/--no-protect-names", help=PROTECT_NAMES_HELP),
     max_chars: int = typer.Option(20_000, "--max-chars", help="Characters of text one request may hold (413 above)."),
     max_queue: int = typer.Option(2_000, "--max-queue", help="Lines that may wait; more is a 503 with Retry-After."),
     max_batch_lines: int = typer.Option(64, "--max-batch-lines", help="Lines of queued requests decoded together."),
@@ -320,7 +324,7 @@ def serve(
     def load() -> Translator:
         return Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
                                           workers=workers, use_shortlist=shortlist, ordinary_input=not no_protect,
-                                          max_piece_tokens=clause_split)
+                                          max_piece_tokens=clause_split, protect_names=protect_names)
 
     engine = Engine(load, max_lines=max_batch_lines, wait=batch_wait_ms / 1000, max_queue=max_queue)
     settings = ServeSettings(max_chars=max_chars, api_key=api_key, model_name=find_model(model).name)
@@ -595,6 +599,7 @@ def evaluate(
     exact: bool = typer.Option(False, "--exact", help=EXACT_HELP),
     no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
     clause_split: int = typer.Option(None, "--clause-split", help=CLAUSE_SPLIT_HELP),
+    protect_names: bool = typer.Option(None, "--protect-names/--no-protect-names", help=PROTECT_NAMES_HELP),
     glossary: Path = typer.Option(None, "--glossary", help=GLOSSARY_HELP),
     lc_tok: bool = typer.Option(False, "--lc-tok", help="Also BLEU on lowercased Moses-tokenized text (papers)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
@@ -640,7 +645,7 @@ def evaluate(
                 checkpoint, options, device, precision, max_tokens=max_tokens, batch_size=batch_size,
                 workers=default_workers(device) if workers is None else workers, use_shortlist=shortlist,
                 ordinary_input=not no_protect, others=others, glossary=read_glossary(glossary, None),
-                max_piece_tokens=clause_split)
+                max_piece_tokens=clause_split, protect_names=protect_names)
         plain = [(index, line.plain) for index, line in enumerate(robust) if line.plain]
         translated = [t.text for t in translator.translate(sources + [text for _, text in plain])]
         hypotheses = translated[: len(sources)]
@@ -688,6 +693,7 @@ def tune(
     no_repeat_ngram: int = typer.Option(0, "--no-repeat-ngram", help="Tune with repeated n-grams of N tokens "
                                         "blocked, and store N among the defaults (0: none)."),
     clause_split: int = typer.Option(None, "--clause-split", help="Store N as the model's --clause-split default."),
+    protect_names: bool = typer.Option(False, "--protect-names", help="Store --protect-names as the model's default."),
 ) -> None:
     """Pick beam size and length penalty by validation BLEU and store them in the checkpoint."""
     _configure_logging(False)
@@ -717,7 +723,8 @@ def tune(
 
         delta = half_precision_bleu_change(checkpoint, pairs, SearchOptions(**best))
         typer.echo(f"fp16 weights change BLEU on {valid} by {delta:+.2f}")
-    stored = {**best, "max_piece_tokens": clause_split} if clause_split else best
+    stored = {**best, **({"max_piece_tokens": clause_split} if clause_split else {}),
+              **({"protect_names": True} if protect_names else {})}
     write_release(checkpoint, stored, str(out), half)
     typer.echo(f"best on {valid}: beam {best['beam_size']}, lenpen {best['lenpen']}; written to {out}")
 

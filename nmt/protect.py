@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 PLACEHOLDER = "\u2985{}\u2986"  # ⦅1⦆: white parentheses, which ordinary text does not use
@@ -116,13 +117,39 @@ def insert_at_word_boundary(text: str, entity: str, position: float) -> str:
     return f"{text[:cut]} {entity} {text[cut:]}".strip()
 
 
-def protect(sentence: str, numbers: bool = True) -> Protected:
-    """`sentence` with its URLs, e-mails, codes, emoji (and numbers) replaced by ⦅1⦆, ⦅2⦆, ... (at most
-    MAX_PLACEHOLDERS; later ones stay as text). A sentence that already holds placeholder brackets is left
-    as it is."""
+# A capitalized word (with a lower-case letter: not an acronym), apostrophes and hyphens inside
+CAPITALIZED = re.compile(r"(?<![\w'-])[^\W\d_a-z][\w'\u2019-]*")
+
+
+def name_spans(sentence: str, is_rare: Callable[[str], bool]) -> list[tuple[int, int]]:
+    """(start, end) of the names in `sentence` as far as its spelling tells: runs of capitalized words that
+    `is_rare` (words the model's vocabulary holds only in pieces: days, months and languages are whole
+    pieces), joined by a space or a hyphen. The sentence's first word counts only in a run of two or more,
+    where it is a first name rather than a capital any sentence has."""
+    words = [match for match in CAPITALIZED.finditer(sentence)
+             if any(char.islower() for char in match.group()) and is_rare(match.group())]
+    spans: list[list[int]] = []
+    for match in words:
+        if spans and sentence[spans[-1][1]:match.start()] in (" ", "-"):
+            spans[-1][1] = match.end()
+        else:
+            spans.append([match.start(), match.end()])
+    first = next((match.start() for match in re.finditer(r"\S", sentence)), 0)
+    return [(start, end) for start, end in spans
+            if start != first or " " in sentence[start:end] or "-" in sentence[start:end]]
+
+
+def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | None = None) -> Protected:
+    """`sentence` with its URLs, e-mails, codes, emoji (and numbers; and with `names`, the names name_spans
+    finds by it) replaced by ⦅1⦆, ⦅2⦆, ... (at most MAX_PLACEHOLDERS, in order; later ones stay as text).
+    A sentence that already holds placeholder brackets is left as it is."""
     if "\u2985" in sentence or "\u2986" in sentence:
         return Protected(sentence, (), (), untouched=True)
-    spans = verbatim_spans(sentence, numbers)[:MAX_PLACEHOLDERS]
+    spans = verbatim_spans(sentence, numbers)
+    if names is not None:
+        spans = sorted(spans + [span for span in name_spans(sentence, names)
+                                if not any(start < span[1] and span[0] < end for start, end in spans)])
+    spans = spans[:MAX_PLACEHOLDERS]
     pieces, originals, positions, last = [], [], [], 0
     for number, (start, end) in enumerate(spans, 1):
         pieces.append(sentence[last:start] + PLACEHOLDER.format(number))

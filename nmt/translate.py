@@ -145,7 +145,7 @@ class Translator:
                  batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1,
                  shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = (),
                  alignments: bool = False, min_confidence: float | None = None, glossary: Glossary | None = None,
-                 max_piece_tokens: int | None = None):
+                 max_piece_tokens: int | None = None, protect_names: bool = False):
         """workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
         thread each, when a window of lines makes several batches (a single batch: here, on all threads).
         shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.shortlist).
@@ -158,7 +158,8 @@ class Translator:
         (lexically constrained beam search, nmt.constraints). max_piece_tokens: a sentence longer than this
         is cut at clause punctuation (then at word starts) and its pieces translated apart (default
         MAX_PIECE_TOKENS, with a warning when it happens; a model trained on short sentences translates long
-        ones better in clauses: its decoding defaults may say so)."""
+        ones better in clauses: its decoding defaults may say so). protect_names: with ordinary_input and
+        placeholders, names (capitalized words the vocabulary holds only in pieces) are protected too."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -190,6 +191,7 @@ class Translator:
             raise UsageError("--clause-split must be at least 1")
         self.max_piece_tokens = min(max_piece_tokens or MAX_PIECE_TOKENS, self.model.config.max_positions - 1)
         self._warned_long = max_piece_tokens is not None  # a cut asked for is no surprise
+        self.protect_names = protect_names
         self._noted_prefix = False
 
     @classmethod
@@ -198,7 +200,7 @@ class Translator:
                         **settings) -> Translator:
         """use_shortlist: decode over the checkpoint's lexical shortlist (UsageError if it has none).
         others: checkpoints of the same sentencepiece model, decoding with this one as an ensemble. Unless
-        settings give max_piece_tokens, the checkpoint's decoding defaults may."""
+        settings give max_piece_tokens and protect_names, the checkpoint's decoding defaults may."""
         if use_shortlist and checkpoint.shortlist is None:
             raise UsageError("this model holds no shortlist: `nmt shortlist` adds one")
         if use_shortlist and precision == "int8":
@@ -210,6 +212,8 @@ class Translator:
         shortlist = checkpoint.shortlist if use_shortlist else None
         if settings.get("max_piece_tokens") is None:
             settings["max_piece_tokens"] = checkpoint.decoding.get("max_piece_tokens")
+        if settings.get("protect_names") is None:
+            settings["protect_names"] = bool(checkpoint.decoding.get("protect_names", False))
         return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, ensemble=ensemble, **settings)
 
     def _units(self, line: str) -> list[Unit]:
@@ -236,10 +240,15 @@ class Translator:
         terms = [self.tokenizer.encode(term) for term in self.glossary.matches(text)] if self.glossary else []
         if self.ordinary_input:
             text, upper = case_normalized(text)
-        protected = protect(text) if self.ordinary_input and self.tokenizer.has_placeholders else None
+        names = self._is_rare if self.protect_names else None
+        protected = protect(text, names=names) if self.ordinary_input and self.tokenizer.has_placeholders else None
         ids = self.tokenizer.encode(protected.text if protected else text)
         pieces = [ids] if len(ids) <= self.max_piece_tokens else self._cut_at_word_starts(ids)
         return Unit([piece for piece in pieces if piece], protected, upper, [term for term in terms if term], source)
+
+    def _is_rare(self, word: str) -> bool:
+        """Whether the vocabulary holds `word` only in pieces (a name, not a day, a month or a language)."""
+        return len(self.tokenizer.encode(word)) >= 2
 
     def _cut_at_word_starts(self, ids: list[int]) -> list[list[int]]:
         """`ids` in runs of at most max_piece_tokens, cut at a word start in the second half of each run."""

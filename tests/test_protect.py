@@ -1,4 +1,4 @@
-from nmt.protect import case_normalized, entities, is_title_case, protect
+from nmt.protect import case_normalized, entities, is_title_case, name_spans, protect
 
 
 def test_entities_go_behind_numbered_placeholders_and_come_back():
@@ -36,3 +36,21 @@ def test_capitals_and_title_case_are_translated_in_sentence_case():
     for sentence in ("Dmitri Volkov arrived in Vladivostok on Sunday.", "He's in Tokyo.", "I saw the BBC.", "OK"):
         assert case_normalized(sentence) == (sentence, False)
     assert not is_title_case("Chen Wei and Liu Yang got married in Shanghai.")
+
+
+def test_names_are_runs_of_rare_capitalized_words_and_the_first_word_only_in_a_run():
+    common = {"Sunday", "Tom", "London", "English", "Unsubscribe", "The", "Dr", "Call"}
+
+    def rare(word):
+        return word not in common
+
+    sentence = "Dr. Margaret Okonkwo will meet Jean-Pierre Dubois in Manchester on Sunday."
+    protected = protect(sentence, names=rare)
+    assert protected.originals == ("Margaret Okonkwo", "Jean-Pierre Dubois", "Manchester")
+    assert protected.restore("Le Dr ⦅1⦆ verra ⦅2⦆ à ⦅3⦆ dimanche.") == \
+        "Le Dr Margaret Okonkwo verra Jean-Pierre Dubois à Manchester dimanche."
+    assert name_spans("Priya Raghunathan teaches in Bangalore.", rare) == [(0, 17), (29, 38)]
+    assert name_spans("Bangalore is far.", rare) == []  # a first word alone: any sentence starts capitalized
+    assert name_spans("On Sunday Tom went to London with NASA.", rare) == []  # common words, an acronym
+    assert protect("Call Ifeoma at 9:30.", names=rare).originals == ("Ifeoma", "9:30")
+    assert protect(sentence).originals == ()  # without `names`, names are text

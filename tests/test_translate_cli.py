@@ -490,3 +490,17 @@ def test_a_model_s_clause_split_default_cuts_long_sentences_without_a_warning(ti
     assert "translated in pieces" not in caplog.text  # a cut the model asks for is no surprise
     with pytest.raises(UsageError, match="--clause-split"):
         Translator.from_checkpoint(checkpoint, options, max_piece_tokens=0)
+
+
+def test_protect_names_puts_names_the_vocabulary_splits_behind_placeholders(tiny_checkpoint):
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    options = SearchOptions(beam_size=1, max_len_a=1.0, max_len_b=5)
+    sentence = "A man meets Ifeoma Oyelaran in Kraków."
+    plain = Translator.from_checkpoint(checkpoint, options)
+    assert plain.tokenizer.has_placeholders and plain._unit(sentence).protected.originals == ()
+    named = Translator.from_checkpoint(checkpoint, options, protect_names=True)
+    assert named._unit(sentence).protected.originals == ("Ifeoma Oyelaran", "Kraków")
+    stored = dataclasses.replace(checkpoint, decoding={**checkpoint.decoding, "protect_names": True})
+    assert Translator.from_checkpoint(stored, options).protect_names
+    translation = named.translate([sentence])[0].text
+    assert "Ifeoma Oyelaran" in translation and "Kraków" in translation  # even an untrained model keeps them
