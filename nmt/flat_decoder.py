@@ -15,8 +15,8 @@ In reduced precision on a CPU (bf16, int8_bf16, int8_fp32) it keeps its attentio
 computes attention over them in nmt.native's C kernels, where they are built.
 
 The tests check its memory against `Transformer.encode` and its log-probabilities against
-`Transformer.decode_step`. States it does not cover (no cache, the fixed-shape state of nmt.graphs) and a
-model in training mode go to the model's own step (and encoder).
+`Transformer.decode_step`. A state without cache and a model in training mode go to the model's own step
+(and encoder); CUDA graphs have their own decoder (nmt.graphs.GraphDecoder).
 """
 
 from __future__ import annotations
@@ -282,9 +282,9 @@ class FlatDecoder:
     @torch.inference_mode()  # as nmt.search
     def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """Transformer.decode_step: one token per row (R,) -> log-probabilities (R, V) of the next."""
-        if self.model.training or type(state) is not DecoderState or not state.use_cache:
+        if self.model.training or not state.use_cache:
             if self.vocabularies is not None:
-                raise ValueError("a shortlist needs the cached decoder, not --no-cache or CUDA graphs")
+                raise ValueError("a shortlist needs the cached decoder, not --no-cache")
             return self.model.decode_step(tokens, state)
         config = self.config
         heads, head_dim, pre_norm = config.n_heads, config.d_model // config.n_heads, config.pre_norm
