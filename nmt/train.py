@@ -39,7 +39,9 @@ from nmt.evaluate import score
 from nmt.loss import TranslationLoss
 from nmt.model import Transformer
 from nmt.prepare import Prepared, PrepareOptions, TokenCorpus, prepare
+from nmt.search import SearchOptions
 from nmt.tokenizer import Tokenizer
+from nmt.translate import Translator  # at start, not at the first validation: code changed mid-run stays out
 
 log = logging.getLogger("nmt")
 
@@ -578,9 +580,6 @@ class _Loop:
             file.write(json.dumps(record) + "\n")
 
     def validate(self) -> tuple[float, float]:
-        from nmt.search import SearchOptions
-        from nmt.translate import Translator
-
         self.model.eval()
         c = self.model_config
         total, count = 0.0, 0
