@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
-from nmt.inference import cpu_has_native_bf16
+from nmt.inference import cpu_flags, cpu_has_native_bf16
 from nmt.search import SearchOptions
 from nmt_cli.main import search_options
 
@@ -45,7 +45,7 @@ def cpu_info(field: str) -> str:
 def vector_extensions() -> str:
     """The widest vector arithmetic of this CPU, which decides the fastest precision: with AVX-512 BF16 (or
     AMX) bf16 GEMMs run at about 2.5x float32; with AVX2 alone bf16 is emulated, slower than float32."""
-    flags = set(cpu_info("flags").split())
+    flags = cpu_flags()
     if "amx_bf16" in flags:
         return "AMX"
     if "avx512_bf16" in flags:
