@@ -18,10 +18,25 @@ recomputes the whole decoder prefix: slow, kept to verify the cache and to bench
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
+
+from nmt.attention import inference_attention
+
+# The attention of nmt.model.decoder_step, which each decoder builds over its own cache:
+# self-attention (layer, queries (R, D), this position's keys and values (R, H, Dh)) -> (R, D), storing the
+# keys and values in the cache and attending over every position so far; cross-attention (layer, queries
+# (R, D)) -> (R, D), over the layer's cross keys and values.
+SelfAttention = Callable[[int, Tensor, Tensor, Tensor], Tensor]
+CrossAttention = Callable[[int, Tensor], Tensor]
+# Kernels that read bf16 caches directly (nmt.native): self-attention (queries (R*H, Dh), keys and values
+# (T, R*H, Dh)) -> (R*H, Dh); cross-attention (queries (N, K, H, Dh), keys and values (N, H, S, Dh), source
+# lengths (N,)) -> (N, K, H, Dh)
+SelfKernel = Callable[[Tensor, Tensor, Tensor], Tensor]
+CrossKernel = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
 
 
 @dataclass
@@ -93,3 +108,42 @@ class DecoderState:
             for i, tensor in enumerate(cache):
                 cache[i] = tensor.index_select(0, sentences)
         return self
+
+
+def cached_attention(state: DecoderState, n_heads: int, self_kernel: SelfKernel | None = None,
+                     cross_kernel: CrossKernel | None = None) -> tuple[SelfAttention, CrossAttention]:
+    """The attention of one decoder step over a DecoderState's caches, at position `state.step` (which the
+    caller advances after the step): through the kernels where given and the caches are bf16 (the cross
+    kernel also needs each source's tokens first), else through nmt.attention's inference_attention."""
+    step, sentences = state.step, state.n_sentences
+    if state.self_keys[0].dtype != torch.bfloat16:
+        self_kernel = None
+    if state.cross_keys[0].dtype != torch.bfloat16:
+        cross_kernel = None
+    if cross_kernel is not None:
+        lengths = (state.cross_mask.view(sentences, -1).sum(dim=1) if state.cross_mask is not None
+                   else torch.full((sentences,), state.cross_keys[0].size(2)))  # (N,) source tokens
+
+    def self_attention(layer: int, q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
+        rows, head_dim = q.size(0), keys.size(-1)
+        state.self_keys[layer][step] = keys  # position-major buffers (T, R, H, Dh)
+        state.self_values[layer][step] = values
+        cached_keys, cached_values = state.self_keys[layer][: step + 1], state.self_values[layer][: step + 1]
+        if self_kernel is not None:
+            return self_kernel(q.view(rows * n_heads, head_dim), cached_keys.view(step + 1, rows * n_heads, head_dim),
+                               cached_values.view(step + 1, rows * n_heads, head_dim)).view(rows, -1)
+        return inference_attention(q.view(rows, n_heads, 1, head_dim), cached_keys.permute(1, 2, 0, 3),
+                                   cached_values.permute(1, 2, 0, 3), None).reshape(rows, -1)  # (R, H, 1, Dh)
+
+    def cross_attention(layer: int, q: Tensor) -> Tensor:
+        rows = q.size(0)
+        # The K rows of a sentence query the same keys: they are the query positions of one batch entry.
+        q = q.view(sentences, rows // sentences, n_heads, -1)  # (N, K, H, Dh)
+        keys, values = state.cross_keys[layer], state.cross_values[layer]
+        if cross_kernel is not None:
+            out = cross_kernel(q, keys, values, lengths)
+        else:
+            out = inference_attention(q.transpose(1, 2), keys, values, state.cross_mask).transpose(1, 2)
+        return out.reshape(rows, -1)
+
+    return self_attention, cross_attention

@@ -1,22 +1,22 @@
-"""The cached decoder step of `Transformer.decode_step` (and the encoder, `Transformer.encode`),
-flattened for speed: the same weights and the same operations, called directly instead of through the
-nn.Module tree.
+"""The decoder for CPUs: nmt.model's decoder_step, the one step every decoder runs, over faster functions of
+the same weights, and the encoder (`Transformer.encode`) without the nn.Module calls.
 
 At batch 1 a decoder step of the shipped model is close to a hundred small tensor operations, and
 nn.Module's call machinery (hooks, attribute lookups, dropout calls that do nothing in evaluation) cost
-about as much as the operations themselves.
-FlatDecoder looks every layer's weights up once and runs the step as one plain function over them; the
-search sees it as a model (`config`, `init_state`, `decode_step`).
+about as much as the operations themselves. FlatDecoder looks every layer's weights up once, as plain
+functions (oneDNN's packed bf16 products, nmt.quantize's int8 products), and gives them to decoder_step; the
+search sees it as a decoder (`config`, `init_state`, `decode_step`).
 
     decoder = FlatDecoder(model.eval())
     hypotheses = search(decoder, src, SearchOptions(beam_size=4))
 
 In reduced precision on a CPU (bf16, int8_bf16, int8_fp32) it keeps its attention caches in bf16 and
-computes attention over them in nmt.native's C kernels, where they are built.
+attends over them through nmt.native's C kernels, where they are built (nmt.cache.cached_attention). With a
+shortlist (`restricted`) it embeds and projects each sentence's own target tokens.
 
 The tests check its memory against `Transformer.encode` and its log-probabilities against
 `Transformer.decode_step`. A state without cache and a model in training mode go to the model's own step
-(and encoder); CUDA graphs have their own decoder (nmt.graphs.GraphDecoder).
+(and encoder).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.attention import inference_attention
-from nmt.cache import DecoderState
-from nmt.model import Transformer
+from nmt.cache import DecoderState, cached_attention
+from nmt.model import StepWeights, Transformer, decoder_step, residual
 from nmt.native import (
     HEAD_DIM_STEP,
     SentenceLogits,
@@ -109,23 +109,6 @@ def norm_function(module: nn.Module) -> Callable[[Tensor], Tensor]:
 
 
 @dataclass(frozen=True, slots=True)
-class FlatLayer:
-    """One decoder layer's weights as functions: self-attention, cross-attention, feed-forward, each
-    followed (post-norm) or preceded (pre-norm) by its LayerNorm."""
-
-    self_q: Linear
-    self_kv: Linear
-    self_out: Linear
-    self_norm: Callable[[Tensor], Tensor]
-    cross_q: Linear
-    cross_out: Linear
-    cross_norm: Callable[[Tensor], Tensor]
-    ffn_up: Linear  # followed by its ReLU
-    ffn_down: Linear
-    ffn_norm: Callable[[Tensor], Tensor]
-
-
-@dataclass(frozen=True, slots=True)
 class FlatEncoderLayer:
     """One encoder layer's weights as functions: self-attention and feed-forward with their LayerNorms."""
 
@@ -155,11 +138,11 @@ class FlatDecoder:
             for layer in model.encoder_layers]
         self.encoder_norm = norm_function(model.encoder_norm)
         self.layers = [
-            FlatLayer(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
-                      linear_function(layer.self_attn.out_proj), norm_function(layer.self_sublayer.norm),
-                      linear_function(layer.cross_attn.q_proj), linear_function(layer.cross_attn.out_proj),
-                      norm_function(layer.cross_sublayer.norm), relu_linear_function(layer.ffn.up),
-                      linear_function(layer.ffn.down), norm_function(layer.ffn_sublayer.norm))
+            StepWeights(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
+                        linear_function(layer.self_attn.out_proj), norm_function(layer.self_sublayer.norm),
+                        linear_function(layer.cross_attn.q_proj), linear_function(layer.cross_attn.out_proj),
+                        norm_function(layer.cross_sublayer.norm), relu_linear_function(layer.ffn.up),
+                        linear_function(layer.ffn.down), norm_function(layer.ffn_sublayer.norm))
             for layer in model.decoder_layers]
         self.final_norm = norm_function(model.decoder_norm)
         self.project = (weight_function(model.embed.weight) if model.output_proj is None  # tied embeddings
@@ -287,7 +270,6 @@ class FlatDecoder:
                 raise ValueError("a shortlist needs the cached decoder, not --no-cache")
             return self.model.decode_step(tokens, state)
         config = self.config
-        heads, head_dim, pre_norm = config.n_heads, config.d_model // config.n_heads, config.pre_norm
         step, rows, sentences = state.step, tokens.size(0), state.n_sentences
         state.ensure_capacity(step + 1)
         if self.vocabularies is not None:  # each sentence's local token ids -> vocabulary ids
@@ -296,38 +278,8 @@ class FlatDecoder:
         x = F.embedding(tokens, self.embedding) * self.embedding_scale  # (R, D)
         if config.positional_encoding:
             x = x + self.positions[step]
-        cross_kernel = state.cross_keys[0].dtype == torch.bfloat16 and self.cross_attention is not None
-        if cross_kernel:
-            lengths = (state.cross_mask.view(sentences, -1).sum(dim=1) if state.cross_mask is not None
-                       else torch.full((sentences,), state.cross_keys[0].size(2)))  # (N,) source tokens
-        for i, layer in enumerate(self.layers):
-            h = layer.self_norm(x) if pre_norm else x
-            q = layer.self_q(h)  # (R, D)
-            keys, values = layer.self_kv(h).view(rows, 2, heads, head_dim).unbind(1)  # (R, H, Dh) each
-            state.self_keys[i][step] = keys  # position-major buffers (T, R, H, Dh)
-            state.self_values[i][step] = values
-            cached_keys, cached_values = state.self_keys[i][: step + 1], state.self_values[i][: step + 1]
-            if cached_keys.dtype == torch.bfloat16 and self.self_attention is not None:
-                out = self.self_attention(q.view(rows * heads, head_dim),  # (R*H, Dh) by (T, R*H, Dh)
-                                          cached_keys.view(step + 1, rows * heads, head_dim),
-                                          cached_values.view(step + 1, rows * heads, head_dim))
-            else:
-                out = inference_attention(q.view(rows, heads, 1, head_dim), cached_keys.permute(1, 2, 0, 3),
-                                          cached_values.permute(1, 2, 0, 3), None)  # (R, H, 1, Dh)
-            x = residual(x, layer.self_out(out.view(rows, -1)), layer.self_norm, pre_norm)
-
-            h = layer.cross_norm(x) if pre_norm else x
-            # The K rows of a sentence query the same keys: they are the query positions of one batch entry.
-            q = layer.cross_q(h).view(sentences, rows // sentences, heads, head_dim)  # (N, K, H, Dh)
-            if cross_kernel:
-                out = self.cross_attention(q, state.cross_keys[i], state.cross_values[i], lengths)  # (N, K, H, Dh)
-            else:
-                out = inference_attention(q.transpose(1, 2), state.cross_keys[i], state.cross_values[i],
-                                          state.cross_mask).transpose(1, 2)  # (N, K, H, Dh)
-            x = residual(x, layer.cross_out(out.reshape(rows, -1)), layer.cross_norm, pre_norm)
-
-            h = layer.ffn_norm(x) if pre_norm else x
-            x = residual(x, layer.ffn_down(layer.ffn_up(h)), layer.ffn_norm, pre_norm)
+        attention = cached_attention(state, config.n_heads, self.self_attention, self.cross_attention)
+        x = decoder_step(self.layers, x, *attention, config.n_heads, config.pre_norm)
         state.step += 1
         x = self.final_norm(x)
         logits = self.project(x)  # (R, V), or (R, F) the shared tokens of a shortlist
@@ -347,7 +299,3 @@ def padded_at_the_end(mask: Tensor | None) -> bool:
     lengths = mask.sum(dim=1, keepdim=True)
     return torch.equal(mask, torch.arange(mask.size(1)) < lengths)
 
-
-def residual(x: Tensor, update: Tensor, norm: Callable[[Tensor], Tensor], pre_norm: bool) -> Tensor:
-    """x + update (pre-norm; the update was computed from norm(x)), or norm(x + update) (post-norm)."""
-    return x + update if pre_norm else norm(x + update)

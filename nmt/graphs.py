@@ -24,6 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from nmt.attention import inference_attention
+from nmt.cache import CrossAttention, SelfAttention
+
 SOURCE_BUCKET = 8
 TARGET_BUCKET = 16
 WARMUP_STEPS = 2  # eager runs on a side stream before capture (cuBLAS handles, kernel choices)
@@ -62,7 +65,8 @@ class CapturedStep:
             self._capture()
 
     def _compute(self) -> Tensor:
-        return self.model.static_step(self.tokens, self.position, self.self_cache, self.cross_cache, self.cross_mask)
+        return self.model.run_step(self.tokens, self.position, *fixed_attention(
+            self.self_cache, self.cross_cache, self.cross_mask, self.position, self.model.config.n_heads))
 
     def _capture(self) -> None:
         stream = torch.cuda.Stream()
@@ -99,6 +103,33 @@ class CapturedStep:
             self.graph.replay()
             log_probs = self.log_probs
         return log_probs if rows is None else log_probs.index_select(0, rows)
+
+
+def fixed_attention(self_cache: Tensor, cross_cache: Tensor, cross_mask: Tensor, position: Tensor,
+                    n_heads: int) -> tuple[SelfAttention, CrossAttention]:
+    """The attention of nmt.model.decoder_step over fixed buffers: the self-attention cache (L, 2, R, H, T, Dh)
+    receives the step's keys and values at `position` (1,), and attention runs over all T positions with
+    those after `position` masked; cross keys/values (L, 2, N, H, S, Dh) with cross_mask (N, S)."""
+    times = torch.arange(self_cache.size(4), device=position.device)
+    self_mask = (times <= position)[None, None, None, :]  # (1, 1, 1, T)
+    source_mask = cross_mask[:, None, None, :]  # (N, 1, 1, S)
+    sentences = cross_cache.size(2)
+
+    def self_attention(layer: int, q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
+        rows, head_dim = q.size(0), keys.size(-1)
+        cached_keys, cached_values = self_cache[layer, 0], self_cache[layer, 1]  # (R, H, T, Dh)
+        cached_keys.index_copy_(2, position, keys[:, :, None])
+        cached_values.index_copy_(2, position, values[:, :, None])
+        return inference_attention(q.view(rows, n_heads, 1, head_dim), cached_keys, cached_values,
+                                   self_mask).reshape(rows, -1)
+
+    def cross_attention(layer: int, q: Tensor) -> Tensor:
+        rows = q.size(0)
+        q = q.view(sentences, rows // sentences, n_heads, -1).transpose(1, 2)  # (N, H, K, Dh)
+        out = inference_attention(q, cross_cache[layer, 0], cross_cache[layer, 1], source_mask)
+        return out.transpose(1, 2).reshape(rows, -1)
+
+    return self_attention, cross_attention
 
 
 class StaticDecoderState:

@@ -11,13 +11,15 @@ Padding is `config.pad_id`, trailing; masks are built from the tokens.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.attention import attention_backends, cache_dtype, inference_attention
-from nmt.cache import DecoderState
+from nmt.cache import CrossAttention, DecoderState, SelfAttention, cached_attention
 from nmt.config import ModelConfig
 
 INITIAL_CACHE_LENGTH = 16
@@ -128,7 +130,56 @@ class EncoderLayer(nn.Module):
         return self.ffn_sublayer(x, self.ffn)
 
 
+Rows = Callable[[Tensor], Tensor]  # (R, in) -> (R, out)
+
+
+@dataclass(frozen=True, slots=True)
+class StepWeights:
+    """One decoder layer's weights as functions of rows, for the incremental step (decoder_step): the layer's
+    own modules (DecoderLayer.step_weights), or faster functions over the same weights (nmt.flat_decoder's
+    packed bf16 and int8 products)."""
+
+    self_q: Rows
+    self_kv: Rows  # (R, D) -> (R, 2*D): keys, then values
+    self_out: Rows
+    self_norm: Rows
+    cross_q: Rows
+    cross_out: Rows
+    cross_norm: Rows
+    ffn_up: Rows  # followed by its ReLU
+    ffn_down: Rows
+    ffn_norm: Rows
+
+
+def residual(x: Tensor, update: Tensor, norm: Rows, pre_norm: bool) -> Tensor:
+    """x + update (pre-norm; the update was computed from norm(x)), or norm(x + update) (post-norm)."""
+    return x + update if pre_norm else norm(x + update)
+
+
+def decoder_step(layers: Sequence[StepWeights], x: Tensor, self_attention: SelfAttention,
+                 cross_attention: CrossAttention, n_heads: int, pre_norm: bool) -> Tensor:
+    """The decoder's incremental step, the one every decoder runs (the model's cached decode_step, the CPU's
+    flat decoder, the CUDA graphs): the embedded tokens x (R, D), one per row, through every layer ->
+    the last layer's output (R, D), before the final norm. What differs between them is passed in: the
+    weights (`layers`), and where the cache lives and which kernel attends (`self_attention`, which also
+    stores the position's keys and values, and `cross_attention`; nmt.cache, nmt.graphs)."""
+    rows = x.size(0)
+    for i, layer in enumerate(layers):
+        h = layer.self_norm(x) if pre_norm else x
+        keys, values = layer.self_kv(h).view(rows, 2, n_heads, -1).unbind(1)  # (R, H, Dh) each
+        x = residual(x, layer.self_out(self_attention(i, layer.self_q(h), keys, values)), layer.self_norm, pre_norm)
+        h = layer.cross_norm(x) if pre_norm else x
+        x = residual(x, layer.cross_out(cross_attention(i, layer.cross_q(h))), layer.cross_norm, pre_norm)
+        h = layer.ffn_norm(x) if pre_norm else x
+        x = residual(x, layer.ffn_down(layer.ffn_up(h)), layer.ffn_norm, pre_norm)
+    return x
+
+
 class DecoderLayer(nn.Module):
+    """Self-attention (causal), cross-attention over the encoder memory and a feed-forward network: forward
+    runs whole target sequences (training, teacher forcing); decoding runs the same weights one position at
+    a time through decoder_step."""
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout)
@@ -138,36 +189,9 @@ class DecoderLayer(nn.Module):
         self.cross_sublayer = Sublayer(config.d_model, config.dropout, config.pre_norm)
         self.ffn_sublayer = Sublayer(config.d_model, config.dropout, config.pre_norm)
 
-    def forward(
-        self,
-        x: Tensor,
-        cross_keys: Tensor,
-        cross_values: Tensor,
-        self_mask: Tensor | None,
-        cross_mask: Tensor | None,
-        cache: tuple[Tensor, Tensor, int | Tensor] | None = None,
-        causal: bool = False,
-    ) -> Tensor:
-        """x (R, T, D) for R = N*K rows over N sentences; cross keys/values (N, H, S, Dh) are shared by
-        the K rows of a sentence. With `cache` = (keys, values, step), the new positions' keys/values are
-        written into the buffers at `step` and attention runs over all positions so far. A step given as
-        a tensor (1,) is the fixed-shape form (nmt.graphs): one position written, attention over the
-        whole buffers, `self_mask` hiding the positions after it."""
-
-        def self_attention(h: Tensor) -> Tensor:
-            keys, values = self.self_attn.project_kv(h)
-            if cache is not None and isinstance(cache[2], Tensor):
-                key_buffer, value_buffer, position = cache
-                key_buffer.index_copy_(2, position, keys)
-                value_buffer.index_copy_(2, position, values)
-                keys, values = key_buffer, value_buffer
-            elif cache is not None:  # position-major buffers (T, R, H, Dh) (nmt.cache)
-                key_buffer, value_buffer, step = cache
-                end = step + h.size(1)
-                key_buffer[step:end] = keys.permute(2, 0, 1, 3)
-                value_buffer[step:end] = values.permute(2, 0, 1, 3)
-                keys, values = key_buffer[:end].permute(1, 2, 0, 3), value_buffer[:end].permute(1, 2, 0, 3)
-            return self.self_attn(h, keys, values, self_mask, causal)
+    def forward(self, x: Tensor, cross_keys: Tensor, cross_values: Tensor, cross_mask: Tensor | None) -> Tensor:
+        """x (R, T, D), each position attending to itself and those before it, for R = N*K rows over N
+        sentences; cross keys/values (N, H, S, Dh) are shared by the K rows of a sentence."""
 
         def cross_attention(h: Tensor) -> Tensor:
             rows, length, d_model = h.shape
@@ -177,9 +201,18 @@ class DecoderLayer(nn.Module):
             out = self.cross_attn(folded, cross_keys, cross_values, cross_mask)
             return out.reshape(rows, length, d_model)
 
-        x = self.self_sublayer(x, self_attention)
+        x = self.self_sublayer(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), None, causal=True))
         x = self.cross_sublayer(x, cross_attention)
         return self.ffn_sublayer(x, self.ffn)
+
+    def step_weights(self) -> StepWeights:
+        """This layer's modules as the functions of decoder_step (their weights as they are now: a
+        quantized model's quantized layers)."""
+        up = self.ffn.up
+        return StepWeights(self.self_attn.q_proj, self.self_attn.kv_proj, self.self_attn.out_proj,
+                           self.self_sublayer.norm, self.cross_attn.q_proj, self.cross_attn.out_proj,
+                           self.cross_sublayer.norm, lambda rows: F.relu(up(rows)), self.ffn.down,
+                           self.ffn_sublayer.norm)
 
 
 class Transformer(nn.Module):
@@ -273,7 +306,7 @@ class Transformer(nn.Module):
         x = self.embed_tokens(tgt_in)
         for layer in self.decoder_layers:
             cross_keys, cross_values = layer.cross_attn.project_kv(memory)
-            x = layer(x, cross_keys, cross_values, None, cross_mask, causal=True)
+            x = layer(x, cross_keys, cross_values, cross_mask)
         return self.decoder_norm(x)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
@@ -315,30 +348,17 @@ class Transformer(nn.Module):
             state.step += 1
             return F.log_softmax(self.project(x[:, 0]), dim=-1, dtype=torch.float32), state
         state.ensure_capacity(state.step + 1)
-        layers = (((state.self_keys[i], state.self_values[i], state.step), state.cross_keys[i], state.cross_values[i])
-                  for i in range(len(state.self_keys)))  # position-major buffers (nmt.cache)
-        log_probs = self.run_step(tokens, state.step, layers, None, state.cross_mask)
+        log_probs = self.run_step(tokens, state.step, *cached_attention(state, self.config.n_heads))
         state.step += 1
         return log_probs, state
 
     @torch.no_grad()
-    def static_step(self, tokens: Tensor, position: Tensor, self_cache: Tensor, cross_cache: Tensor,
-                    cross_mask: Tensor) -> Tensor:
-        """decode_step on fixed shapes (nmt.graphs): tokens (R,) at `position` (1,); self_cache
-        (L, 2, R, H, T, Dh) receives this position's keys/values; cross_cache (L, 2, N, H, S, Dh) and
-        cross_mask (N, S) as computed from the memory. Returns log-probabilities (R, V)."""
-        times = torch.arange(self_cache.size(4), device=tokens.device)
-        self_mask = (times <= position)[None, None, None, :]  # (1, 1, 1, T)
-        layers = (((self_cache[i, 0], self_cache[i, 1], position), cross_cache[i, 0], cross_cache[i, 1])
-                  for i in range(len(self.decoder_layers)))
-        return self.run_step(tokens, position, layers, self_mask, cross_mask[:, None, None, :])
-
-    def run_step(self, tokens: Tensor, offset: int | Tensor, layers, self_mask: Tensor | None,
-             cross_mask: Tensor | None) -> Tensor:
-        """The decoder step both cache layouts run: tokens (R,) at position `offset`; `layers` gives each
-        decoder layer's (self-attention cache (keys, values, position), cross keys, cross values) in the
-        layout DecoderLayer.forward takes. Returns log-probabilities (R, V) in fp32."""
-        x = self.embed_tokens(tokens[:, None], offset=offset)  # (R, 1, D)
-        for layer, (cache, cross_keys, cross_values) in zip(self.decoder_layers, layers, strict=True):
-            x = layer(x, cross_keys, cross_values, self_mask, cross_mask, cache)
-        return F.log_softmax(self.project(self.decoder_norm(x)[:, 0]), dim=-1, dtype=torch.float32)
+    def run_step(self, tokens: Tensor, position: int | Tensor, self_attention: SelfAttention,
+                 cross_attention: CrossAttention) -> Tensor:
+        """decoder_step over this model's modules: tokens (R,) at `position` (an int, or a tensor (1,) for
+        the fixed shapes of nmt.graphs), the cache and kernels of the attention functions given ->
+        log-probabilities (R, V) of the next token, in fp32."""
+        x = self.embed_tokens(tokens[:, None], offset=position)[:, 0]  # (R, D)
+        x = decoder_step([layer.step_weights() for layer in self.decoder_layers], x, self_attention, cross_attention,
+                         self.config.n_heads, self.config.pre_norm)
+        return F.log_softmax(self.project(self.decoder_norm(x)), dim=-1, dtype=torch.float32)
