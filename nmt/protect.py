@@ -117,17 +117,25 @@ def insert_at_word_boundary(text: str, entity: str, position: float) -> str:
     return f"{text[:cut]} {entity} {text[cut:]}".strip()
 
 
-# A capitalized word (with a lower-case letter: not an acronym), apostrophes and hyphens inside
-CAPITALIZED = re.compile(r"(?<![\w'-])[^\W\d_a-z][\w'\u2019-]*")
+# A capitalized word (with a lower-case letter: not an acronym), hyphens and name apostrophes (O'Brien)
+# inside; an apostrophe before a lower-case letter ends it: a contraction or possessive (I'd, He's, Tom's)
+CAPITALIZED = re.compile(r"(?<![\w'\u2019-])[^\W\d_a-z](?:[\w-]|['\u2019](?![a-z]))*")
+
+
+# English capitalizes these without their being names
+CALENDAR_WORDS = frozenset(
+    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June July August "
+    "September October November December".split())
 
 
 def name_spans(sentence: str, is_rare: Callable[[str], bool]) -> list[tuple[int, int]]:
     """(start, end) of the names in `sentence` as far as its spelling tells: runs of capitalized words that
-    `is_rare` (words the model's vocabulary holds only in pieces: days, months and languages are whole
-    pieces), joined by a space or a hyphen. The sentence's first word counts only in a run of two or more,
-    where it is a first name rather than a capital any sentence has."""
+    `is_rare` (words the model's vocabulary holds only in pieces), not days or months, joined by a space
+    or a hyphen, without a possessive's or contraction's ending (Okonkwo's). The sentence's first word
+    counts only in a run of two or more, where it is a first name rather than a capital any sentence has."""
     words = [match for match in CAPITALIZED.finditer(sentence)
-             if any(char.islower() for char in match.group()) and is_rare(match.group())]
+             if any(char.islower() for char in match.group()) and match.group().rstrip("s") not in CALENDAR_WORDS
+             and is_rare(match.group())]
     spans: list[list[int]] = []
     for match in words:
         if spans and sentence[spans[-1][1]:match.start()] in (" ", "-"):

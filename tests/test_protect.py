@@ -54,3 +54,11 @@ def test_names_are_runs_of_rare_capitalized_words_and_the_first_word_only_in_a_r
     assert name_spans("On Sunday Tom went to London with NASA.", rare) == []  # common words, an acronym
     assert protect("Call Ifeoma at 9:30.", names=rare).originals == ("Ifeoma", "9:30")
     assert protect(sentence).originals == ()  # without `names`, names are text
+
+
+def test_names_leave_out_contractions_possessive_endings_days_and_months():
+    every_word_rare = lambda word: True  # noqa: E731 - a vocabulary that splits every word
+    spans = lambda sentence: [sentence[a:b] for a, b in name_spans(sentence, every_word_rare)]  # noqa: E731
+    assert spans("I'd say it's Okonkwo's friend.") == ["Okonkwo"]  # the name, not its 's; I'd is no name
+    assert spans("We met Sean O'Brien on Tuesday.") == ["Sean O'Brien"]  # an apostrophe inside a name
+    assert spans("She works Sundays in March.") == []
