@@ -48,30 +48,36 @@ def test_cli_scores_translate_s_own_jsonl_and_refuses_bad_input(tmp_path):
     shipped = data_dir() / "models" / "en-fr.pt"
     sources = load_embedded("multi30k", "test_2016_flickr").source[:12]
     # --exact: scoring runs in fp32, and the fast default's int8 weights move scores by more than 1e-4;
-    # --clause-split 128: whole sentences, each with its n-best list, as nmt score sees them
+    # --clause-split 128: whole sentences, each with its n-best list, as nmt score sees them; --lenpen 0: a
+    # score is the sum of its tokens' log-probabilities, so score / confidence counts the best one's tokens
     translated = subprocess.run(NMT + ["translate", "--model", str(shipped), "--format", "jsonl", "--nbest", "2",
-                                       "--no-protect", "--exact", "--clause-split", "128", "-q"],
+                                       "--no-protect", "--exact", "--clause-split", "128", "--lenpen", "0", "-q"],
                                 input="\n".join(sources) + "\n", capture_output=True, text=True)
     assert translated.returncode == 0, translated.stderr
-    candidates = [(r["source"], best["translation"], best["score"])
-                  for r in map(json.loads, translated.stdout.splitlines()) for best in r["nbest"]]
+    lines = [json.loads(line) for line in translated.stdout.splitlines()]
+    candidates = [(r["source"], best["translation"], best["score"]) for r in lines for best in r["nbest"]]
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("".join(json.dumps({"source": s, "translation": t}) + "\n" for s, t, _ in candidates))
-    scored = subprocess.run(NMT + ["score", "--model", str(shipped), "--format", "jsonl", "--input", str(pairs)],
-                            capture_output=True, text=True)
+    scored = subprocess.run(NMT + ["score", "--model", str(shipped), "--format", "jsonl", "--lenpen", "0",
+                                   "--input", str(pairs)], capture_output=True, text=True)
     assert scored.returncode == 0, scored.stderr
     records = [json.loads(line) for line in scored.stdout.splitlines()]
     assert len(records) == len(candidates) == 24
-    # the second best is often the best's words in other pieces, which scoring the text cannot see: compare
-    # the best of each line, and the others whose text no better hypothesis has. A best hypothesis can also be
-    # spelt in other pieces than its text encodes to (one of these 12 lines, in the shipped model): one may differ
-    seen, compared, differ = set(), 0, 0
-    for (source, translation, expected), record in zip(candidates, records, strict=True):
-        if (source, translation) not in seen:
+    # nmt score reads a text in the pieces it encodes to; a hypothesis can spell the same text in other pieces
+    # (the second best often is the best's words in other pieces). Compare each best hypothesis spelt in its
+    # text's own pieces (its token count, EOS included, is the encoding's), and the second bests whose text no
+    # better hypothesis has
+    tokenizer = load_checkpoint(shipped).tokenizer()
+    own_pieces = {(r["source"], r["translation"]) for r in lines if r["confidence"]
+                  and round(r["score"] / r["confidence"]) == len(tokenizer.encode(r["translation"])) + 1}
+    seen, compared = set(), 0
+    for index, ((source, translation, expected), record) in enumerate(zip(candidates, records, strict=True)):
+        best = index % 2 == 0
+        if (best and (source, translation) in own_pieces) or (not best and (source, translation) not in seen):
             compared += 1
-            differ += record["score"] != pytest.approx(expected, abs=1e-4)
+            assert record["score"] == pytest.approx(expected, abs=1e-4), translation
         seen.add((source, translation))
-    assert compared >= 20 and differ <= 1
+    assert compared >= 20
     src, tgt = tmp_path / "a.en", tmp_path / "a.fr"
     src.write_text("A dog.\nA cat.\n")
     tgt.write_text("Un chien.\n")
