@@ -25,15 +25,13 @@ import copy
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.attention import inference_attention
 from nmt.cache import DecoderState, cached_attention
-from nmt.model import StepWeights, Transformer, decoder_step, residual
+from nmt.model import EncoderWeights, StepWeights, Transformer, decoder_step, encoder_stack
 from nmt.native import (
     HEAD_DIM_STEP,
     SentenceLogits,
@@ -108,19 +106,6 @@ def norm_function(module: nn.Module) -> Callable[[Tensor], Tensor]:
                              bias=module.bias, eps=module.eps)
 
 
-@dataclass(frozen=True, slots=True)
-class FlatEncoderLayer:
-    """One encoder layer's weights as functions: self-attention and feed-forward with their LayerNorms."""
-
-    q: Linear
-    kv: Linear
-    out: Linear
-    attention_norm: Callable[[Tensor], Tensor]
-    ffn_up: Linear  # followed by its ReLU
-    ffn_down: Linear
-    ffn_norm: Callable[[Tensor], Tensor]
-
-
 class FlatDecoder:
     fixed_rows = False  # as a decoder of nmt.search
 
@@ -131,7 +116,7 @@ class FlatDecoder:
         self.embedding_scale = math.sqrt(model.config.d_model)
         self.positions = model.positions
         self.encoder_layers = [
-            FlatEncoderLayer(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
+            EncoderWeights(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
                              linear_function(layer.self_attn.out_proj), norm_function(layer.attn_sublayer.norm),
                              relu_linear_function(layer.ffn.up), linear_function(layer.ffn.down),
                              norm_function(layer.ffn_sublayer.norm))
@@ -242,25 +227,15 @@ class FlatDecoder:
 
     @torch.inference_mode()  # as nmt.search
     def encode(self, src: Tensor) -> Tensor:
-        """Transformer.encode without the nn.Module calls (at batch 1 they were a quarter of the encoder's
-        time): source (N, S) -> memory (N, S, D)."""
+        """Transformer.encode, its encoder_stack over this decoder's functions of the weights: source (N, S) ->
+        memory (N, S, D)."""
         config = self.config
-        batch, length = src.shape
-        heads, head_dim, pre_norm = config.n_heads, config.d_model // config.n_heads, config.pre_norm
+        length = src.size(1)
         x = F.embedding(src, self.model.embed.weight) * self.embedding_scale  # the source's whole vocabulary
         if config.positional_encoding:
             x = x + self.positions[:length]
-        x = x.view(batch * length, -1)  # (N*S, D)
-        mask = self.model.source_mask(src)
-        for layer in self.encoder_layers:
-            h = layer.attention_norm(x) if pre_norm else x
-            q = layer.q(h).view(batch, length, heads, head_dim).transpose(1, 2)  # (N, H, S, Dh)
-            keys, values = layer.kv(h).view(batch, length, 2, heads, head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-            out = inference_attention(q, keys, values, mask)  # (N, H, S, Dh)
-            x = residual(x, layer.out(out.transpose(1, 2).reshape(batch * length, -1)), layer.attention_norm, pre_norm)
-            h = layer.ffn_norm(x) if pre_norm else x
-            x = residual(x, layer.ffn_down(layer.ffn_up(h)), layer.ffn_norm, pre_norm)
-        return self.encoder_norm(x).view(batch, length, -1)
+        x = encoder_stack(self.encoder_layers, x, self.model.source_mask(src), config.n_heads, config.pre_norm)
+        return self.encoder_norm(x)
 
     @torch.inference_mode()  # as nmt.search
     def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:

@@ -117,7 +117,50 @@ class Sublayer(nn.Module):
         return self.norm(x + self.dropout(fn(x)))
 
 
+Rows = Callable[[Tensor], Tensor]  # (R, in) -> (R, out)
+
+
+def residual(x: Tensor, update: Tensor, norm: Rows, pre_norm: bool) -> Tensor:
+    """x + update (pre-norm; the update was computed from norm(x)), or norm(x + update) (post-norm)."""
+    return x + update if pre_norm else norm(x + update)
+
+
+@dataclass(frozen=True, slots=True)
+class EncoderWeights:
+    """One encoder layer's weights as functions of rows, for inference (encoder_stack): the layer's own modules
+    (EncoderLayer.inference_weights), or faster functions over the same weights (nmt.flat_decoder)."""
+
+    q: Rows
+    kv: Rows  # (R, D) -> (R, 2*D): keys, then values
+    out: Rows
+    attention_norm: Rows
+    ffn_up: Rows  # followed by its ReLU
+    ffn_down: Rows
+    ffn_norm: Rows
+
+
+def encoder_stack(layers: Sequence[EncoderWeights], x: Tensor, mask: Tensor | None, n_heads: int,
+                  pre_norm: bool) -> Tensor:
+    """The encoder at inference, the one every decoder runs (Transformer.encode in evaluation mode, the CPU's
+    flat decoder): embedded sources x (N, S, D) and their mask (N, 1, 1, S) or None -> the last layer's
+    output (N, S, D), before the final norm. The weights are passed in, as in decoder_step."""
+    batch, length, _ = x.shape
+    x = x.reshape(batch * length, -1)  # (N*S, D)
+    for layer in layers:
+        h = layer.attention_norm(x) if pre_norm else x
+        q = layer.q(h).view(batch, length, n_heads, -1).transpose(1, 2)  # (N, H, S, Dh)
+        keys, values = layer.kv(h).view(batch, length, 2, n_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        out = inference_attention(q, keys, values, mask)  # (N, H, S, Dh)
+        x = residual(x, layer.out(out.transpose(1, 2).reshape(batch * length, -1)), layer.attention_norm, pre_norm)
+        h = layer.ffn_norm(x) if pre_norm else x
+        x = residual(x, layer.ffn_down(layer.ffn_up(h)), layer.ffn_norm, pre_norm)
+    return x.view(batch, length, -1)
+
+
 class EncoderLayer(nn.Module):
+    """Self-attention and a feed-forward network: forward in training (dropout), encoder_stack over the same
+    weights at inference."""
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout)
@@ -129,8 +172,12 @@ class EncoderLayer(nn.Module):
         x = self.attn_sublayer(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), mask))
         return self.ffn_sublayer(x, self.ffn)
 
-
-Rows = Callable[[Tensor], Tensor]  # (R, in) -> (R, out)
+    def inference_weights(self) -> EncoderWeights:
+        """This layer's modules as the functions of encoder_stack."""
+        up = self.ffn.up
+        return EncoderWeights(self.self_attn.q_proj, self.self_attn.kv_proj, self.self_attn.out_proj,
+                              self.attn_sublayer.norm, lambda rows: F.relu(up(rows)), self.ffn.down,
+                              self.ffn_sublayer.norm)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +196,6 @@ class StepWeights:
     ffn_up: Rows  # followed by its ReLU
     ffn_down: Rows
     ffn_norm: Rows
-
-
-def residual(x: Tensor, update: Tensor, norm: Rows, pre_norm: bool) -> Tensor:
-    """x + update (pre-norm; the update was computed from norm(x)), or norm(x + update) (post-norm)."""
-    return x + update if pre_norm else norm(x + update)
 
 
 def decoder_step(layers: Sequence[StepWeights], x: Tensor, self_attention: SelfAttention,
@@ -281,9 +323,13 @@ class Transformer(nn.Module):
         return None if src.device.type == "cpu" and bool(real.all()) else real[:, None, None, :]
 
     def encode(self, src: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Source tokens (B, S) -> memory (B, S, D); mask: source_mask(src), when the caller has it."""
+        """Source tokens (B, S) -> memory (B, S, D); mask: source_mask(src), when the caller has it. In
+        training through the layers' forward (dropout), else through encoder_stack."""
         x = self.embed_tokens(src)
         mask = self.source_mask(src) if mask is None else mask
+        if not self.training:
+            return self.encoder_norm(encoder_stack([layer.inference_weights() for layer in self.encoder_layers], x,
+                                                   mask, self.config.n_heads, self.config.pre_norm))
         for layer in self.encoder_layers:
             x = layer(x, mask)
         return self.encoder_norm(x)

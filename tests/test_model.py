@@ -147,3 +147,15 @@ def test_dropout_drops_a_p_share_scales_the_rest_and_is_the_identity_in_eval():
     torch.manual_seed(3)
     assert torch.equal(dropout(x), y)  # the global generator decides: a resumed run draws the same masks
     assert torch.equal(dropout.eval()(x), x) and torch.equal(Dropout(0.0).train()(x), x)
+
+
+def test_inference_encoder_equals_the_training_layers_without_dropout():
+    for pre_norm in (False, True):
+        model = tiny_model(pre_norm=pre_norm)
+        src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]])  # the second sentence padded
+        inference = model.encode(src)  # encoder_stack over the layers' modules
+        with torch.no_grad():
+            training = model.train().encode(src)  # EncoderLayer.forward, dropout 0
+        model.eval()
+        real = src != model.config.pad_id
+        torch.testing.assert_close(inference[real], training[real], atol=1e-5, rtol=1e-5)
