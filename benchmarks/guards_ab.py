@@ -42,7 +42,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     checkpoint = load_checkpoint(args.model)
-    options = search_options(checkpoint, args.beam, args.lenpen, None, None, None, 1, False)
+    # no n-gram block in the baseline, whatever the checkpoint stores (the shipped model stores 4)
+    options = search_options(checkpoint, args.beam, args.lenpen, None, None, None, 1, False, no_repeat_ngram=0)
     sets = {"multi30k:valid": parse_test_set("multi30k:valid").source[: args.lines],
             "robustness:dev": parse_test_set("robustness:dev").source}
     base = Translator.from_checkpoint(checkpoint, options, precision=args.precision, ordinary_input=False)
@@ -51,6 +52,8 @@ def main() -> None:
     guarded = {
         "protections (default) against --no-protect":
             Translator(base.model, base.tokenizer, options, ordinary_input=True),
+        "protections with --protect-names against --no-protect":
+            Translator(base.model, base.tokenizer, options, ordinary_input=True, protect_names=True),
         "--no-repeat-ngram 4 against none":
             Translator(base.model, base.tokenizer, dataclasses.replace(options, no_repeat_ngram=4),
                        ordinary_input=False),
