@@ -110,6 +110,20 @@ class DecoderState:
         return self
 
 
+def row_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, n_heads: int) -> Tensor:
+    """One query position per row: queries (R, D) over each row's keys and values (R, H, T, Dh) -> (R, D)."""
+    rows = q.size(0)
+    return inference_attention(q.view(rows, n_heads, 1, -1), keys, values, mask).reshape(rows, -1)
+
+
+def sentence_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, n_heads: int) -> Tensor:
+    """The K rows of each of N sentences query their sentence's keys and values (N, H, S, Dh) as K query
+    positions of one batch entry: queries (N*K, D) -> (N*K, D)."""
+    rows, sentences = q.size(0), keys.size(0)
+    q = q.view(sentences, rows // sentences, n_heads, -1).transpose(1, 2)  # (N, H, K, Dh)
+    return inference_attention(q, keys, values, mask).transpose(1, 2).reshape(rows, -1)
+
+
 def cached_attention(state: DecoderState, n_heads: int, self_kernel: SelfKernel | None = None,
                      cross_kernel: CrossKernel | None = None) -> tuple[SelfAttention, CrossAttention]:
     """The attention of one decoder step over a DecoderState's caches, at position `state.step` (which the
@@ -132,18 +146,13 @@ def cached_attention(state: DecoderState, n_heads: int, self_kernel: SelfKernel 
         if self_kernel is not None:
             return self_kernel(q.view(rows * n_heads, head_dim), cached_keys.view(step + 1, rows * n_heads, head_dim),
                                cached_values.view(step + 1, rows * n_heads, head_dim)).view(rows, -1)
-        return inference_attention(q.view(rows, n_heads, 1, head_dim), cached_keys.permute(1, 2, 0, 3),
-                                   cached_values.permute(1, 2, 0, 3), None).reshape(rows, -1)  # (R, H, 1, Dh)
+        return row_attention(q, cached_keys.permute(1, 2, 0, 3), cached_values.permute(1, 2, 0, 3), None, n_heads)
 
     def cross_attention(layer: int, q: Tensor) -> Tensor:
-        rows = q.size(0)
-        # The K rows of a sentence query the same keys: they are the query positions of one batch entry.
-        q = q.view(sentences, rows // sentences, n_heads, -1)  # (N, K, H, Dh)
         keys, values = state.cross_keys[layer], state.cross_values[layer]
-        if cross_kernel is not None:
-            out = cross_kernel(q, keys, values, lengths)
-        else:
-            out = inference_attention(q.transpose(1, 2), keys, values, state.cross_mask).transpose(1, 2)
-        return out.reshape(rows, -1)
+        if cross_kernel is None:
+            return sentence_attention(q, keys, values, state.cross_mask, n_heads)
+        rows = q.size(0)
+        return cross_kernel(q.view(sentences, rows // sentences, n_heads, -1), keys, values, lengths).reshape(rows, -1)
 
     return self_attention, cross_attention

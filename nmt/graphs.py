@@ -24,8 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from nmt.attention import inference_attention
-from nmt.cache import CrossAttention, SelfAttention
+from nmt.cache import CrossAttention, SelfAttention, row_attention, sentence_attention
 
 SOURCE_BUCKET = 8
 TARGET_BUCKET = 16
@@ -113,21 +112,15 @@ def fixed_attention(self_cache: Tensor, cross_cache: Tensor, cross_mask: Tensor,
     times = torch.arange(self_cache.size(4), device=position.device)
     self_mask = (times <= position)[None, None, None, :]  # (1, 1, 1, T)
     source_mask = cross_mask[:, None, None, :]  # (N, 1, 1, S)
-    sentences = cross_cache.size(2)
 
     def self_attention(layer: int, q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
-        rows, head_dim = q.size(0), keys.size(-1)
         cached_keys, cached_values = self_cache[layer, 0], self_cache[layer, 1]  # (R, H, T, Dh)
         cached_keys.index_copy_(2, position, keys[:, :, None])
         cached_values.index_copy_(2, position, values[:, :, None])
-        return inference_attention(q.view(rows, n_heads, 1, head_dim), cached_keys, cached_values,
-                                   self_mask).reshape(rows, -1)
+        return row_attention(q, cached_keys, cached_values, self_mask, n_heads)
 
     def cross_attention(layer: int, q: Tensor) -> Tensor:
-        rows = q.size(0)
-        q = q.view(sentences, rows // sentences, n_heads, -1).transpose(1, 2)  # (N, H, K, Dh)
-        out = inference_attention(q, cross_cache[layer, 0], cross_cache[layer, 1], source_mask)
-        return out.transpose(1, 2).reshape(rows, -1)
+        return sentence_attention(q, cross_cache[layer, 0], cross_cache[layer, 1], source_mask, n_heads)
 
     return self_attention, cross_attention
 
