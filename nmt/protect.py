@@ -130,12 +130,17 @@ CALENDAR_WORDS = frozenset(
 
 def name_spans(sentence: str, is_rare: Callable[[str], bool]) -> list[tuple[int, int]]:
     """(start, end) of the names in `sentence` as far as its spelling tells: runs of capitalized words that
-    `is_rare` (words the model's vocabulary holds only in pieces), not days or months, joined by a space
-    or a hyphen, without a possessive's or contraction's ending (Okonkwo's). The sentence's first word
-    counts only in a run of two or more, where it is a first name rather than a capital any sentence has."""
-    words = [match for match in CAPITALIZED.finditer(sentence)
-             if any(char.islower() for char in match.group()) and match.group().rstrip("s") not in CALENDAR_WORDS
-             and is_rare(match.group())]
+    `is_rare` (words the model's vocabulary holds only in pieces), not days or months nor the plural of a
+    word it holds whole, joined by a space or a hyphen, without a possessive's or contraction's ending
+    (Okonkwo's). The sentence's first word counts only in a run of two or more, where it is a first name
+    rather than a capital any sentence has."""
+
+    def is_name(word: str) -> bool:
+        if not any(char.islower() for char in word) or word.rstrip("s") in CALENDAR_WORDS or not is_rare(word):
+            return False
+        return not (word.endswith("s") and len(word) > 3 and not is_rare(word[:-1]))  # a plural: Sundays, Indians
+
+    words = [match for match in CAPITALIZED.finditer(sentence) if is_name(match.group())]
     spans: list[list[int]] = []
     for match in words:
         if spans and sentence[spans[-1][1]:match.start()] in (" ", "-"):

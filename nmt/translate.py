@@ -247,11 +247,8 @@ class Translator:
         return Unit([piece for piece in pieces if piece], protected, upper, [term for term in terms if term], source)
 
     def _is_rare(self, word: str) -> bool:
-        """Whether the vocabulary holds `word` only in pieces (a name, not a day, a month or a language), nor
-        holds it whole once an English plural's s is dropped (Sundays, Indians)."""
-        if len(self.tokenizer.encode(word)) < 2:
-            return False
-        return not (word.endswith("s") and len(word) > 3 and len(self.tokenizer.encode(word[:-1])) == 1)
+        """Whether the vocabulary holds `word` only in pieces (nmt.protect.name_spans' test of a name)."""
+        return len(self.tokenizer.encode(word)) >= 2
 
     def _cut_at_word_starts(self, ids: list[int]) -> list[list[int]]:
         """`ids` in runs of at most max_piece_tokens, cut at a word start in the second half of each run."""

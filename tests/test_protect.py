@@ -62,3 +62,5 @@ def test_names_leave_out_contractions_possessive_endings_days_and_months():
     assert spans("I'd say it's Okonkwo's friend.") == ["Okonkwo"]  # the name, not its 's; I'd is no name
     assert spans("We met Sean O'Brien on Tuesday.") == ["Sean O'Brien"]  # an apostrophe inside a name
     assert spans("She works Sundays in March.") == []
+    whole = {"Indian"}  # a vocabulary holding the singular whole: its plural is no name, a name's s stays
+    assert name_spans("The Indians met Charles.", lambda word: word not in whole) == [(16, 23)]
