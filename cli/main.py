@@ -156,6 +156,9 @@ DATA_OPTIONS = {
     "augment": typer.Option(None, "--augment/--no-augment", help="Add variants of the training pairs that teach "
                             "numbers, links, codes, names, emoji, capitals and long sentences (nmt.augment). "
                             "Default off."),
+    "augment_swap": typer.Option(None, "--augment-swap", help="With --augment: the share of the pairs that share a "
+                                 "name or number with their translation that get a variant with it replaced by an "
+                                 "entity. Default 1 (all); lower on a large corpus, where such pairs are common."),
 }
 
 
@@ -472,7 +475,14 @@ def train(
     valid_src: str = DATA_OPTIONS["valid_src"],
     valid_tgt: str = DATA_OPTIONS["valid_tgt"],
     augment: bool = DATA_OPTIONS["augment"],
+    augment_swap: float = DATA_OPTIONS["augment_swap"],
     preset: str = typer.Option(None, "--preset", help="tiny, small, base or big. Default small."),
+    d_model: int = typer.Option(None, "--d-model", help="Model width, in place of the preset's."),
+    n_heads: int = typer.Option(None, "--heads", help="Attention heads, in place of the preset's."),
+    d_ff: int = typer.Option(None, "--d-ff", help="Feed-forward width, in place of the preset's."),
+    encoder_layers: int = typer.Option(None, "--encoder-layers", help="Encoder layers, in place of the preset's."),
+    decoder_layers: int = typer.Option(None, "--decoder-layers", help="Decoder layers, in place of the preset's "
+                                       "(decoding time grows with them; the encoder runs once a sentence)."),
     pre_norm: bool = typer.Option(None, "--pre-norm/--post-norm", help="LayerNorm placement. Default post-norm."),
     dropout: float = typer.Option(None, "--dropout", help="Default 0.1."),
     vocab_size: int = typer.Option(None, "--vocab-size", help="Sentencepiece pieces. Default 8000."),
@@ -544,6 +554,7 @@ def prepare(
     valid_src: str = DATA_OPTIONS["valid_src"],
     valid_tgt: str = DATA_OPTIONS["valid_tgt"],
     augment: bool = DATA_OPTIONS["augment"],
+    augment_swap: float = DATA_OPTIONS["augment_swap"],
     vocab_size: int = typer.Option(8000, "--vocab-size", help="Sentencepiece pieces."),
     spm: str = typer.Option(None, "--spm", help="Use this sentencepiece model instead of training one."),
     spm_sample: int = typer.Option(1_000_000, "--spm-sample", help="Sentences sentencepiece trains on."),
@@ -569,7 +580,7 @@ def prepare(
             raise UsageError(f"cannot read the sentencepiece model {spm}: {exc.strerror}") from None
     spec = DataSpec(names=parse_names(data) if data else (), src_file=src_file, tgt_file=tgt_file,
                     hf_dataset=hf_dataset, hf_config=hf_config, streaming=bool(streaming), valid_src=valid_src,
-                    valid_tgt=valid_tgt, augment=bool(augment), seed=seed)
+                    valid_tgt=valid_tgt, augment=bool(augment), augment_swap=augment_swap, seed=seed)
     options = PrepareOptions(vocab_size=vocab_size, spm_model=spm_model, spm_sample=spm_sample,
                              limits=FilterSpec(max_len, max_ratio), seed=seed, workers=workers, cache_dir=cache_dir)
     prepared = prepare_corpus(training_source(spec), options)

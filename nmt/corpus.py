@@ -148,10 +148,35 @@ def _read_split(folder: str, stem: str) -> ParallelText:
     return read_parallel(f"{base}.{SOURCE_LANG}.gz", f"{base}.{TARGET_LANG}.gz")
 
 
+# Corpora too large to embed, found on disk by name: name -> (environment variable, splits held out for
+# evaluation). Europarl v7's held-out sessions (dev, test) are read from the folder that also holds its
+# training files (train.en.gz, train.fr.gz), which `nmt train` takes by path.
+EXTERNAL = {"europarl": ("NMT_EUROPARL_DIR", ("dev", "test"))}
+
+
+def external_dir(name: str) -> Path:
+    """The folder of an external corpus: its environment variable, else ../shared/data/NAME beside the
+    checkout (where the project's machines keep it)."""
+    variable, _ = EXTERNAL[name]
+    if os.environ.get(variable):
+        return Path(os.environ[variable])
+    return data_dir().resolve().parent.parent / "shared" / "data" / name
+
+
 def parse_test_set(name: str) -> ParallelText:
-    """'corpus:split' (e.g. multi30k:test_2016_flickr) -> its sentence pairs."""
+    """'corpus:split' (e.g. multi30k:test_2016_flickr, europarl:test) -> its sentence pairs."""
     corpus, _, split = name.partition(":")
     if not split:
         names = [f"{c}:{s}" for c, (_, splits) in EMBEDDED.items() for s in splits if s != "train"]
+        names += [f"{c}:{s}" for c, (_, splits) in EXTERNAL.items() for s in splits]
         raise DataError(f"test set {name!r} must be CORPUS:SPLIT, one of {', '.join(names)}")
+    if corpus in EXTERNAL:
+        variable, splits = EXTERNAL[corpus]
+        if split not in splits:
+            raise DataError(f"corpus {corpus!r} has no split {split!r}; it has {', '.join(splits)}")
+        folder = external_dir(corpus)
+        if not (folder / f"{split}.{SOURCE_LANG}.gz").is_file():
+            raise DataError(f"{name}: no {split}.{SOURCE_LANG}.gz in {folder}; set {variable} to the folder of "
+                            f"{corpus}'s {split}.{SOURCE_LANG}.gz and {split}.{TARGET_LANG}.gz")
+        return read_parallel(folder / f"{split}.{SOURCE_LANG}.gz", folder / f"{split}.{TARGET_LANG}.gz")
     return load_embedded(corpus, split)

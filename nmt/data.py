@@ -45,6 +45,7 @@ class DataSpec:
     valid_tgt: str | None = None
     valid_size: int = 1000  # held out when no validation set exists
     augment: bool = False  # add nmt.augment's variants of the training pairs
+    augment_swap: float | None = None  # nmt.augment.Augment.swap, when not its default
     seed: int = 1
 
 
@@ -203,7 +204,10 @@ def training_source(spec: DataSpec) -> PairSource:
         return source
     from nmt.augment import Augment, augmented  # nmt.augment builds on this module
 
-    return augmented(source, Augment(seed=spec.seed))
+    if spec.augment_swap is not None and not 0 <= spec.augment_swap <= 1:
+        raise DataError(f"--augment-swap is a share between 0 and 1, not {spec.augment_swap}")
+    swap = {} if spec.augment_swap is None else {"swap": spec.augment_swap}
+    return augmented(source, Augment(seed=spec.seed, **swap))
 
 
 def _training_source(spec: DataSpec) -> PairSource:

@@ -47,8 +47,8 @@ log = logging.getLogger("nmt")
 
 # Options whose change on resume alters the run (others, such as --max-steps, just extend it).
 # (The model's shape and the schedule are checked harder: a change is an error, see Trainer._resumable/_schedule.)
-RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "max_tokens", "seed", "update_freq",
-                    "label_smoothing", "precision", "dropout")
+RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "augment", "augment_swap", "max_tokens", "seed",
+                    "update_freq", "label_smoothing", "precision", "dropout")
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,16 @@ class TrainConfig:
     hf_config: str | None = None
     streaming: bool = False
     augment: bool = False  # nmt.augment's variants of the training pairs
+    augment_swap: float | None = None  # the share of pairs with a shared name or number given a swapped variant
     valid_src: str | None = None
     valid_tgt: str | None = None
     preset: str = "small"
+    # The preset's dimensions, each replaced where given (a deep encoder and a shallow decoder, say)
+    d_model: int | None = None
+    n_heads: int | None = None
+    d_ff: int | None = None
+    encoder_layers: int | None = None
+    decoder_layers: int | None = None
     pre_norm: bool = False
     dropout: float = 0.1
     max_positions: int = 512
@@ -101,13 +108,15 @@ class TrainConfig:
             raise UsageError(f"unknown preset {self.preset!r}; choose from {', '.join(PRESETS)}")
         if self.decay is not None and self.decay not in DECAYS:
             raise UsageError(f"--decay must be {' or '.join(DECAYS)}, not {self.decay!r}")
-        if self.decay == "linear" and not (self.max_steps or self.max_epochs):
-            raise UsageError("--decay linear needs --max-steps or --max-epochs: the step where the rate reaches zero")
+        if self.decay == "linear" and not (self.max_steps or self.max_epochs or self.max_minutes):
+            raise UsageError("--decay linear needs --max-steps, --max-epochs or --max-minutes: where the rate "
+                             "reaches zero")
         if self.precision not in ("fp32", "bf16", "fp16"):
             raise UsageError(f"--precision must be fp32, bf16 or fp16, not {self.precision!r}")
         if not (self.max_steps or self.max_epochs or self.max_minutes):
             raise UsageError("give a budget: --max-steps, --max-epochs or --max-minutes")
-        for name in ("valid_every", "update_freq", "max_tokens", "log_every", "save_every", "warmup", "max_len"):
+        for name in ("valid_every", "update_freq", "max_tokens", "log_every", "save_every", "warmup", "max_len",
+                     "d_model", "n_heads", "d_ff", "encoder_layers", "decoder_layers"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise UsageError(f"--{name.replace('_', '-')} must be a whole number of at least 1, not {value!r}")
@@ -120,6 +129,18 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def model_config(config: TrainConfig, vocab_size: int) -> ModelConfig:
+    """The model a run builds: its preset, with the dimensions given in `config` in place of the preset's."""
+    shape = {"d_model": config.d_model, "n_heads": config.n_heads, "d_ff": config.d_ff,
+             "n_encoder_layers": config.encoder_layers, "n_decoder_layers": config.decoder_layers}
+    try:
+        return ModelConfig.preset(config.preset, vocab_size=vocab_size, dropout=config.dropout,
+                                  pre_norm=config.pre_norm, max_positions=config.max_positions,
+                                  **{name: value for name, value in shape.items() if value is not None})
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def paper_peak_lr(d_model: int, warmup: int) -> float:
@@ -146,9 +167,20 @@ def linear_decay(step: int, warmup: int, total: int) -> float:
 DECAYS = ("inverse-sqrt", "linear")
 
 
-def rate_factor(schedule: dict):
-    """The stored schedule as LambdaLR's factor of the peak rate, by the step counted from 0."""
+def linear_decay_in_time(step: int, warmup: int, elapsed: float, budget: float) -> float:
+    """Linear warmup, then a straight line from the peak to zero when `budget` seconds of training are spent:
+    a fixed budget of CPU time, whatever a step of the model costs (runs of different shapes compared at
+    the same cost)."""
+    return max(0.0, min(max(step, 1) / warmup, 1.0 - elapsed / budget))
+
+
+def rate_factor(schedule: dict, elapsed=None):
+    """The stored schedule as LambdaLR's factor of the peak rate, by the step counted from 0; `elapsed()`,
+    the seconds trained so far, for a linear decay over --max-minutes."""
     warmup = schedule["warmup"]
+    if "minutes" in schedule:
+        budget = 60 * schedule["minutes"]
+        return lambda step: linear_decay_in_time(step + 1, warmup, elapsed(), budget)
     if schedule.get("decay", "inverse-sqrt") == "linear":
         total = schedule["total"]
         return lambda step: linear_decay(step + 1, warmup, total)
@@ -217,6 +249,7 @@ class Trainer:
         self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() \
             else torch.device("cpu")
         self.dist = Distributed(self.device)  # until run() has prepared the data and joined the others
+        self.started = time.monotonic()  # minus the time trained before, once resumed
         if config.threads:
             torch.set_num_threads(config.threads)
         if self.device.type == "cpu":
@@ -239,7 +272,7 @@ class Trainer:
         spec = DataSpec(names=parse_names(config.data) if config.data else (), src_file=config.src_file,
                         tgt_file=config.tgt_file, hf_dataset=config.hf_dataset, hf_config=config.hf_config,
                         streaming=config.streaming, valid_src=config.valid_src, valid_tgt=config.valid_tgt,
-                        augment=config.augment, seed=config.seed)
+                        augment=config.augment, augment_swap=config.augment_swap, seed=config.seed)
         options = PrepareOptions(vocab_size=config.vocab_size, spm_model=spm_model, spm_sample=config.spm_sample,
                                  limits=FilterSpec(config.max_len, config.max_ratio), seed=config.seed,
                                  workers=config.prepare_workers, cache_dir=config.cache_dir)
@@ -249,8 +282,7 @@ class Trainer:
     def _model_config(self, tokenizer: Tokenizer, init: Checkpoint | None) -> ModelConfig:
         if init is not None:
             return init.config
-        return ModelConfig.preset(self.config.preset, vocab_size=tokenizer.vocab_size, dropout=self.config.dropout,
-                                  pre_norm=self.config.pre_norm, max_positions=self.config.max_positions)
+        return model_config(self.config, tokenizer.vocab_size)
 
     def run(self) -> dict:
         """Train; the folder's lock is let go when the run ends, however it ends."""
@@ -284,17 +316,20 @@ class Trainer:
         resumed = self._resumable(last, model_config)
         self.schedule = self._schedule(resumed, model_config, steps_per_epoch)
         optimizer = torch.optim.Adam(model.parameters(), lr=self.schedule["lr"], betas=(0.9, 0.98), eps=1e-9)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate_factor(self.schedule))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate_factor(self.schedule, self.elapsed))
         decay = self.schedule.get("decay", "inverse-sqrt")
-        log.info("model: %s, %.2fM parameters; %d training pairs, %d validation; %d steps/epoch; peak lr %.2e, "
-                 "warmup %d, %s decay%s", config.preset, sum(p.numel() for p in model.parameters()) / 1e6,
+        log.info("model: d_model %d, %d heads, d_ff %d, %d+%d layers, %.2fM parameters; %d training pairs, %d "
+                 "validation; %d steps/epoch; peak lr %.2e, warmup %d, %s decay%s", model_config.d_model,
+                 model_config.n_heads, model_config.d_ff, model_config.n_encoder_layers,
+                 model_config.n_decoder_layers, sum(p.numel() for p in model.parameters()) / 1e6,
                  len(corpus), len(valid), steps_per_epoch, self.schedule["lr"], self.schedule["warmup"], decay,
-                 f" to 0 at step {self.schedule['total']}" if decay == "linear" else "")
+                 _decay_end(self.schedule))
 
         state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "best_bleu": -1.0, "bad_validations": 0,
                  "elapsed": 0.0}
         if resumed is not None:
             state = self._resume(resumed, model, optimizer, scheduler)
+        self.started = time.monotonic() - state["elapsed"]
         wrapped = TranslationLoss(model, config.label_smoothing)
         if self.dist.world_size > 1:
             wrapped = torch.nn.parallel.DistributedDataParallel(
@@ -307,6 +342,10 @@ class Trainer:
         self.model = model
         loop = _Loop(self, model, wrapped, optimizer, scheduler, tokenizer, state, valid, valid_ids, batches)
         return loop.run()
+
+    def elapsed(self) -> float:
+        """Seconds of training so far, across resumes."""
+        return time.monotonic() - self.started
 
     def _spm_model(self, last: Checkpoint | None, init: Checkpoint | None) -> bytes | None:
         """A resumed run's own sentencepiece model, else --spm's, else --init-from's; None: train one."""
@@ -355,14 +394,21 @@ class Trainer:
                 if given is not None and given != stored[name]:
                     raise UsageError(f"--{name} {given} differs from the {stored[name]} that {self.out} was trained "
                                      "with: resume without it, or add --reset-schedule to change the schedule")
-            if stored["decay"] == "linear" and (config.max_steps or config.max_epochs) and planned > stored["total"]:
+            if "minutes" in stored and config.max_minutes != stored["minutes"]:
+                raise UsageError(f"{self.out}'s learning rate reaches zero after {stored['minutes']:g} minutes: "
+                                 "resume with that --max-minutes, or add --reset-schedule to decay over the new one")
+            if "total" in stored and (config.max_steps or config.max_epochs) and planned > stored["total"]:
                 raise UsageError(f"{self.out}'s learning rate reaches zero at step {stored['total']}: add "
                                  "--reset-schedule to decay to zero at the new end instead")
             return stored
         warmup = config.warmup or max(1, min(4000, planned // 10))
         schedule = {"lr": config.lr or paper_peak_lr(model_config.d_model, warmup), "warmup": warmup,
                     "decay": config.decay or "inverse-sqrt"}
-        return {**schedule, "total": planned} if config.decay == "linear" else schedule
+        if config.decay != "linear":
+            return schedule
+        if config.max_steps or config.max_epochs:
+            return {**schedule, "total": planned}
+        return {**schedule, "minutes": config.max_minutes}  # to zero when the time budget is spent
 
     def _resume(self, checkpoint: Checkpoint, model, optimizer, scheduler) -> dict:
         previous = checkpoint.training.get("config", {})
@@ -429,7 +475,6 @@ class _Loop:
         self.batches = batches
         self.model_config = model.config
         self.device = trainer.device
-        self.started = time.monotonic() - state["elapsed"]
         self.interrupted = 0  # the signal that asked the run to stop at the next step boundary
 
     def autocast(self):
@@ -462,7 +507,7 @@ class _Loop:
         s, c = self.state, self.config
         over = (c.max_steps and s["step"] >= c.max_steps) or (c.max_epochs and s["epoch"] >= c.max_epochs)
         over = over or s["step"] >= self.trainer.schedule.get("total", math.inf)  # a linear decay's rate is 0 there
-        timed_out = c.max_minutes and (time.monotonic() - self.started) >= 60 * c.max_minutes
+        timed_out = c.max_minutes and self.trainer.elapsed() >= 60 * c.max_minutes
         return self.dist.any(bool(over or timed_out or self.interrupted))
 
     def update(self, group: list[Batch], scaler) -> tuple[float, int]:
@@ -544,7 +589,9 @@ class _Loop:
                     paused = time.monotonic()
                     if self.validate_and_save():
                         return self.summary("early stop")
-                    window_start += time.monotonic() - paused  # tokens/s counts training time only
+                    # tokens/s, --max-minutes and a decay over them count training time only
+                    window_start += time.monotonic() - paused
+                    self.trainer.started += time.monotonic() - paused
             else:
                 s["epoch"] += 1
                 s["batch_in_epoch"] = 0
@@ -561,7 +608,7 @@ class _Loop:
         if not self.dist.is_main:
             return
         s, c = self.state, self.config
-        elapsed = time.monotonic() - self.started
+        elapsed = self.trainer.elapsed()
         remaining = []
         if c.max_steps:
             remaining.append(elapsed / s["step"] * (c.max_steps - s["step"]))
@@ -575,7 +622,7 @@ class _Loop:
                              "tokens_per_s": round(tokens_per_second * self.dist.world_size)})
 
     def append_metrics(self, record: dict) -> None:
-        record["elapsed_s"] = round(time.monotonic() - self.started, 1)
+        record["elapsed_s"] = round(self.trainer.elapsed(), 1)
         with open(self.trainer.out / "metrics.jsonl", "a") as file:
             file.write(json.dumps(record) + "\n")
 
@@ -599,7 +646,7 @@ class _Loop:
 
     def checkpoint(self, with_state: bool = False) -> Checkpoint:
         s = self.state
-        s["elapsed"] = time.monotonic() - self.started
+        s["elapsed"] = self.trainer.elapsed()
         train_state = None
         if with_state:
             train_state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
@@ -646,6 +693,12 @@ class _Loop:
         s = self.state
         log.info("finished (%s) at step %d, best validation BLEU %.2f", reason, s["step"], s["best_bleu"])
         return {"step": s["step"], "best_bleu": s["best_bleu"], "reason": reason}
+
+
+def _decay_end(schedule: dict) -> str:
+    if "total" in schedule:
+        return f" to 0 at step {schedule['total']}"
+    return f" to 0 after {schedule['minutes']:g} minutes" if "minutes" in schedule else ""
 
 
 def train(config: TrainConfig) -> dict:

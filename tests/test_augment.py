@@ -62,3 +62,22 @@ def test_no_generated_name_or_address_word_is_in_the_robustness_sets():
     addresses = {label for source in sources for found in (*URL.findall(source), *EMAIL.findall(source))
                  for label in re.findall(r"[a-z]+", found.lower())}
     assert addresses and not set(WORDS) & addresses, sorted(set(WORDS) & addresses)
+
+
+def test_augment_swap_sets_the_share_of_swapped_variants_and_names_it_in_the_identity(tmp_path):
+    import pytest
+
+    from nmt.data import DataSpec, training_source
+    from nmt.errors import DataError
+
+    never = Augment(upper=0, title=0, swap=0.0, emoji=0, join=0)
+    assert variants(PAIRS, never, random.Random(1)).source == []
+    always = Augment(upper=0, title=0, swap=1.0, emoji=0, join=0)
+    assert len(variants(PAIRS, always, random.Random(1)).source) == 2  # the pairs with Tom and Mary
+    (tmp_path / "a.en").write_text("Tom bought 3 apples in 1990.\n")
+    (tmp_path / "a.fr").write_text("Tom a acheté 3 pommes en 1990.\n")
+    files = {"src_file": str(tmp_path / "a.en"), "tgt_file": str(tmp_path / "a.fr"), "augment": True}
+    identities = {training_source(DataSpec(**files, augment_swap=share)).identity for share in (None, 0.25, 1.0)}
+    assert len(identities) == 2  # None is the default share, 1
+    with pytest.raises(DataError, match="--augment-swap is a share between 0 and 1"):
+        training_source(DataSpec(**files, augment_swap=1.5))

@@ -22,10 +22,19 @@ import torch
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import load_embedded, split_by_source
 from nmt.data import DataSpec, FilterSpec, training_source
-from nmt.errors import DataError, Interrupted
+from nmt.errors import DataError, Interrupted, UsageError
 from nmt.plot import chained
 from nmt.prepare import PrepareOptions, TokenCorpus, holds_out, keep_mask, prepare
-from nmt.train import TrainConfig, Trainer, _Loop, inverse_sqrt, linear_decay, lock_run_folder, paper_peak_lr
+from nmt.train import (
+    TrainConfig,
+    Trainer,
+    _Loop,
+    inverse_sqrt,
+    linear_decay,
+    linear_decay_in_time,
+    lock_run_folder,
+    paper_peak_lr,
+)
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
 
@@ -95,8 +104,40 @@ def test_linear_decay_reaches_zero_at_max_steps_and_a_resume_cannot_go_past_it(c
     assert other.returncode == 2 and "--decay inverse-sqrt differs" in other.stderr
     timed = nmt(*train_args(corpus, out, "--max-minutes", "5"))  # no step budget: the decay's end stands
     assert timed.returncode == 0 and load_checkpoint(out / "last.pt").train_state["progress"]["step"] == 8
-    unplanned = nmt(*train_args(corpus, tmp_path / "timed", "--max-minutes", "1", "--decay", "linear"))
-    assert unplanned.returncode == 2 and "--decay linear needs --max-steps" in unplanned.stderr
+    with pytest.raises(UsageError, match="--decay linear needs --max-steps, --max-epochs or --max-minutes"):
+        TrainConfig(out=str(tmp_path / "none"), data="multi30k", decay="linear")
+
+
+def test_linear_decay_in_time_reaches_zero_when_the_minutes_are_spent():
+    assert [linear_decay_in_time(step, 10, elapsed, 100) for step, elapsed in ((5, 1), (20, 2), (40, 50), (80, 100),
+                                                                                (90, 120))] \
+        == pytest.approx([0.5, 0.98, 0.5, 0, 0])
+
+
+def test_a_time_budget_with_linear_decay_anneals_to_zero_and_resumes_only_with_its_minutes(corpus, tmp_path):
+    out = tmp_path / "run"
+    args = ("--valid-every", "1000", "--log-every", "1", "--warmup", "2", "--lr", "1e-3", "--decay", "linear")
+    assert nmt(*train_args(corpus, out, "--max-minutes", "0.05", *args)).returncode == 0
+    rates = [m["lr"] for m in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "lr" in m]
+    assert rates[:2] == pytest.approx([5e-4, 1e-3], rel=0.1) and rates[-1] < 2e-4
+    assert all(later <= earlier for earlier, later in zip(rates[1:], rates[2:], strict=False))
+    assert load_checkpoint(out / "last.pt").train_state["schedule"]["minutes"] == 0.05
+    longer = nmt(*train_args(corpus, out, "--max-minutes", "0.1"))
+    assert longer.returncode == 2 and "reaches zero after 0.05 minutes" in longer.stderr
+
+
+def test_the_model_shape_options_replace_the_presets_dimensions(corpus, tmp_path):
+    out = tmp_path / "run"
+    shape = ("--encoder-layers", "3", "--decoder-layers", "1", "--d-ff", "48", "--d-model", "24", "--heads", "3")
+    result = nmt(*train_args(corpus, out, "--max-steps", "2", "--valid-every", "1000", *shape))
+    assert result.returncode == 0, result.stderr
+    config = load_checkpoint(out / "last.pt").config
+    assert (config.n_encoder_layers, config.n_decoder_layers, config.d_ff, config.d_model, config.n_heads) \
+        == (3, 1, 48, 24, 3)
+    other = nmt(*train_args(corpus, out, "--max-steps", "4", *shape[:2], "--decoder-layers", "2", *shape[4:]))
+    assert other.returncode == 2 and "n_decoder_layers 1 -> 2" in other.stderr
+    indivisible = nmt(*train_args(corpus, tmp_path / "bad", "--max-steps", "2", "--d-model", "25", "--heads", "3"))
+    assert indivisible.returncode == 2 and "not divisible" in indivisible.stderr
 
 
 def test_tiny_model_learns_through_the_cli_and_its_checkpoints_translate(corpus, tmp_path):
