@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES := data/examples.en
 
-.PHONY: setup test test-browser lint run bench bench-more model clean
+.PHONY: setup test test-browser lint run bench bench-more model model-general clean
 
 # The editable install leaves nmt's own modules uncompiled (pip compiles a regular install's): where
 # Python may not write bytecode (PYTHONDONTWRITEBYTECODE, a read-only checkout) every command compiled
@@ -98,6 +98,30 @@ model: setup
 	$(BIN)/nmt eval --test multi30k:test_2016_flickr --lc-tok --exact
 	$(BIN)/nmt eval --test multi30k:test_2017_flickr --lc-tok --exact
 	$(BIN)/nmt eval --test robustness:test --exact
+
+# The general model (issue 46, benchmarks/GENERAL.md): Europarl v7 (EUROPARL: the folder of its train, dev and
+# test .gz files, from its publisher or the WMT14 fr-en training data) mixed with the embedded corpora,
+# the recipe chosen by the proxies of benchmarks/general_recipe.py. About 10 hours of training on 2 CPU cores:
+# rerunning resumes from $(GENERAL_RUN)/last.pt (a finished step is not redone: the cache, the run's end).
+# Each step's time and peak memory go to $(GENERAL_RUN)/steps.jsonl.
+EUROPARL ?= ../shared/data/europarl
+GENERAL_RUN := runs/general
+GENERAL_DATA := --data 'tatoeba*4,multi30k,news-commentary*2' --src-file $(EUROPARL)/train.en.gz \
+	--tgt-file $(EUROPARL)/train.fr.gz --augment --augment-swap 0.25
+GENERAL_STEPS ?= 42000
+TIMED := $(BIN)/python benchmarks/timed.py $(GENERAL_RUN)/steps.jsonl
+model-general: setup
+	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make model-general EUROPARL=DIR"; exit 2; }
+	mkdir -p $(GENERAL_RUN)
+	NMT_EUROPARL_DIR=$(EUROPARL) $(BIN)/python -c "from nmt.corpus import parse_test_set as t; \
+		e, d = t('europarl:dev'), t('tatoeba:dev'); \
+		open('$(GENERAL_RUN)/valid.en', 'w').writelines(l + '\n' for l in e.source[:300] + d.source[:300]); \
+		open('$(GENERAL_RUN)/valid.fr', 'w').writelines(l + '\n' for l in e.target[:300] + d.target[:300])"
+	$(TIMED) prepare -- $(BIN)/nmt prepare $(GENERAL_DATA) --vocab-size 8000
+	$(TIMED) train -- $(BIN)/nmt train $(GENERAL_DATA) --vocab-size 8000 --valid-src $(GENERAL_RUN)/valid.en \
+		--valid-tgt $(GENERAL_RUN)/valid.fr --preset small --encoder-layers 6 --decoder-layers 2 \
+		--precision bf16 --max-steps $(GENERAL_STEPS) --decay linear --warmup 1000 --lr 1.5e-3 --max-tokens 4096 \
+		--threads 2 --valid-every 2000 --save-every 500 --keep-last 5 --log-every 100 --out $(GENERAL_RUN)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

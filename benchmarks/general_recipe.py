@@ -35,13 +35,12 @@ DEV_SETS = (("europarl:dev", 1000), ("tatoeba:dev", None), ("news-commentary:dev
 
 DEEP = ["--encoder-layers", "6", "--decoder-layers", "2"]
 PROXIES = {  # name -> (what it tests, nmt train options beyond the common ones)
-    "small": ("the small preset: d_model 256, 3+3 layers, 8k pieces", []),
+    "small": ("the small preset: d_model 256, d_ff 1024, 3+3 layers, 8k pieces", []),
     "deep": ("6 encoder and 2 decoder layers, d_model 256", DEEP),
-    "deep-wide": ("6+2 layers, d_model 384, d_ff 1536, 6 heads", [*DEEP, "--d-model", "384", "--d-ff", "1536",
-                                                                   "--heads", "6"]),
-    "deep-16k": ("6+2 layers, d_model 256, 16k pieces", [*DEEP, "--spm", str(ROOT / "runs/general/spm16k.model")]),
-    "deep-heavy-mix": ("6+2 layers, the embedded corpora three times as often", [*DEEP, "--data", HEAVY_MIX]),
-    "deep-ff2048": ("6+2 layers, d_model 256, d_ff 2048", [*DEEP, "--d-ff", "2048"]),
+    "small-wide": ("3+3 layers, d_model 384, d_ff 1536, 6 heads", ["--d-model", "384", "--d-ff", "1536",
+                                                                    "--heads", "6"]),
+    "small-16k": ("the small preset, 16k pieces", ["--spm", str(ROOT / "runs/general/spm16k.model")]),
+    "small-heavy-mix": ("the small preset, the embedded corpora three times as often", ["--data", HEAVY_MIX]),
 }
 
 

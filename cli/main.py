@@ -50,17 +50,15 @@ def root(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 
 def find_model(model: Path | None) -> Path:
-    """--model, then $NMT_MODEL, then the shipped model."""
-    if model is not None:
-        return model
-    if os.environ.get("NMT_MODEL"):
-        return Path(os.environ["NMT_MODEL"])
-    from nmt.corpus import data_dir
+    """--model (a file, or a shipped model's name), then $NMT_MODEL (the same), then the default shipped model."""
+    from nmt.shipped import default_model_name, is_model_name, model_path
 
-    shipped = data_dir() / "models" / "en-fr.pt"
-    if shipped.is_file():
-        return shipped
-    raise UsageError("no model: pass --model PATH or set NMT_MODEL (no shipped model is installed)")
+    chosen = str(model) if model is not None else os.environ.get("NMT_MODEL")
+    if chosen:
+        return model_path(chosen) if is_model_name(chosen) else Path(chosen)
+    if default_model_name() is None:
+        raise UsageError("no model: pass --model PATH or set NMT_MODEL (no shipped model is installed)")
+    return model_path(None)
 
 
 def read_glossary(path: Path | None, sampling: str | None):
@@ -78,7 +76,7 @@ def load_models(paths: list[Path] | None):
     from nmt.checkpoint import load_checkpoint
 
     paths = paths or [None]
-    return load_checkpoint(find_model(paths[0])), tuple(load_checkpoint(path) for path in paths[1:])
+    return load_checkpoint(find_model(paths[0])), tuple(load_checkpoint(find_model(path)) for path in paths[1:])
 
 
 def set_threads(torch, threads: int | None) -> None:
@@ -125,7 +123,9 @@ PRECISION_HELP = ("fp32, bf16 (CPUs with bf16 support, GPUs), fp16 (CUDA), int8 
                   "batch 1 on CPUs with native bf16), int8_fp32 (x86 CPU, int8 weights and GEMMs with fp32 "
                   "activations) or auto (the default: the fastest measured for this device, int8_bf16 with AMX, "
                   "int8_fp32 on other x86 CPUs, fp32 elsewhere, fp16 on CUDA).")
-MODELS_HELP = ("Checkpoint; default $NMT_MODEL, then the shipped model. Given several times: an ensemble "
+MODEL_HELP = ("Checkpoint file, or a shipped model's name (`nmt models`); default $NMT_MODEL, then the default "
+              "shipped model.")
+MODELS_HELP = (MODEL_HELP[:-1] + ". Given several times: an ensemble "
                "averaging the models' log-probabilities at each step (one sentencepiece model).")
 WORKERS_HELP = "CPU: batches decoded at once, in forked processes of one thread each. Default: as many as --threads."
 NO_PROTECT_HELP = ("Translate the text as it is: no sentence case for lines in capitals, no placeholders for links, "
@@ -261,7 +261,7 @@ def translate(
 
 @app.command()
 def serve(
-    model: Path = typer.Option(None, "--model", "-m", help="Checkpoint; default $NMT_MODEL, then the shipped model."),
+    model: Path = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
     port: int = typer.Option(5000, "--port", help="TCP port."),
     beam: int = typer.Option(None, "--beam", "-b", help="Beam size, 1 = greedy. Default: the model's, else 4."),
@@ -352,7 +352,7 @@ def score(
                                "instead of stdin."),
     output_format: str = typer.Option("text", "--format", help="text (--src/--tgt in, one log-probability a line "
                                       "out) or jsonl (lines with source and translation in, log_prob and score out)."),
-    model: Path = typer.Option(None, "--model", "-m", help="Checkpoint; default $NMT_MODEL, then the shipped model."),
+    model: Path = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     lenpen: float = typer.Option(None, "--lenpen", help="The score's length normalization, as translate's. "
                                  "Default: the model's, else 1.0."),
     per_token: bool = typer.Option(False, "--per-token", help="Also each piece's log-probability, EOS last."),
@@ -407,7 +407,7 @@ def score(
 def attention(
     text: str = typer.Option(..., "--text", help="One English sentence."),
     out: Path = typer.Option(Path("attention.png"), "--out", help="Where to write the PNG."),
-    model: Path = typer.Option(None, "--model", "-m", help="Checkpoint; default $NMT_MODEL, then the shipped model."),
+    model: Path = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     layer: int = typer.Option(None, "--layer", help="Decoder layer, 1 = the first. Default: the one alignments use "
                               "(nmt.alignment.ALIGNMENT_LAYER from the top)."),
     head: int = typer.Option(None, "--head", help="One head (1 = the first). Default: the mean of the heads."),
@@ -440,6 +440,24 @@ def attention(
                              layer=layers + 1 - ALIGNMENT_LAYER if layer is None else layer, head=head, grid=grid)
     typer.echo(translator.tokenizer.decode(target))
     typer.echo(f"written to {written}", err=True)
+
+
+@app.command()
+def models() -> None:
+    """List the shipped models: name, domain, size and scores; the default is marked *."""
+    from nmt.shipped import default_model_name, shipped_models
+
+    listed = shipped_models()
+    if not listed:
+        typer.echo("no shipped models are installed: train one (`make model-general`) and pass --model PATH")
+        return
+    default = default_model_name()
+    for name, entry in listed.items():
+        size = f"{entry['path'].stat().st_size / 2**20:.0f} MB" if entry["installed"] else "not installed"
+        typer.echo(f"{'*' if name == default else ' '} {name}: {entry['domain']} ({entry['file']}, {size})")
+        scores = ", ".join(f"{test} {bleu}" for test, bleu in entry.get("bleu", {}).items())
+        if scores:
+            typer.echo(f"    BLEU: {scores}")
 
 
 @app.command()
@@ -787,7 +805,7 @@ def plot(
 
 @app.command()
 def export(
-    model: Path = typer.Option(None, "--model", "-m", help="Checkpoint; default $NMT_MODEL, then the shipped model."),
+    model: Path = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     output_format: str = typer.Option("ctranslate2", "--format", help="ctranslate2 (the only one so far)."),
     out: Path = typer.Option(..., "--out", help="Model directory to write."),
     quantization: str = typer.Option(None, "--quantization", help="CTranslate2 weight type, e.g. int8, float16."),

@@ -168,9 +168,9 @@ DECAYS = ("inverse-sqrt", "linear")
 
 
 def linear_decay_in_time(step: int, warmup: int, elapsed: float, budget: float) -> float:
-    """Linear warmup, then a straight line from the peak to zero when `budget` seconds of training are spent:
-    a fixed budget of CPU time, whatever a step of the model costs (runs of different shapes compared at
-    the same cost)."""
+    """Linear warmup, under a straight line that falls from the peak at the start to zero when `budget`
+    seconds of training are spent: a fixed budget of CPU time, whatever a step of the model costs (runs of
+    different shapes compared at the same cost)."""
     return max(0.0, min(max(step, 1) / warmup, 1.0 - elapsed / budget))
 
 
