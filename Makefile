@@ -106,22 +106,33 @@ model: setup
 # Each step's time and peak memory go to $(GENERAL_RUN)/steps.jsonl.
 EUROPARL ?= ../shared/data/europarl
 GENERAL_RUN := runs/general
-GENERAL_DATA := --data 'tatoeba*4,multi30k,news-commentary*2' --src-file $(EUROPARL)/train.en.gz \
-	--tgt-file $(EUROPARL)/train.fr.gz --augment --augment-swap 0.25
+GENERAL_CORPUS := --data 'tatoeba*4,multi30k,news-commentary*2' --src-file $(EUROPARL)/train.en.gz \
+	--tgt-file $(EUROPARL)/train.fr.gz
+GENERAL_DATA := $(GENERAL_CORPUS) --augment --augment-swap 0.25
 GENERAL_STEPS ?= 42000
 TIMED := $(BIN)/python benchmarks/timed.py $(GENERAL_RUN)/steps.jsonl
+model-general: export NMT_EUROPARL_DIR = $(abspath $(EUROPARL))
 model-general: setup
 	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make model-general EUROPARL=DIR"; exit 2; }
 	mkdir -p $(GENERAL_RUN)
-	NMT_EUROPARL_DIR=$(EUROPARL) $(BIN)/python -c "from nmt.corpus import parse_test_set as t; \
+	$(BIN)/python -c "from nmt.corpus import parse_test_set as t; \
 		e, d = t('europarl:dev'), t('tatoeba:dev'); \
 		open('$(GENERAL_RUN)/valid.en', 'w').writelines(l + '\n' for l in e.source[:300] + d.source[:300]); \
 		open('$(GENERAL_RUN)/valid.fr', 'w').writelines(l + '\n' for l in e.target[:300] + d.target[:300])"
 	$(TIMED) prepare -- $(BIN)/nmt prepare $(GENERAL_DATA) --vocab-size 8000
 	$(TIMED) train -- $(BIN)/nmt train $(GENERAL_DATA) --vocab-size 8000 --valid-src $(GENERAL_RUN)/valid.en \
 		--valid-tgt $(GENERAL_RUN)/valid.fr --preset small --encoder-layers 6 --decoder-layers 2 \
-		--precision bf16 --max-steps $(GENERAL_STEPS) --decay linear --warmup 1000 --lr 1.5e-3 --max-tokens 4096 \
+		--precision auto --max-steps $(GENERAL_STEPS) --decay linear --warmup 1000 --lr 1.5e-3 --max-tokens 4096 \
 		--threads 2 --valid-every 2000 --save-every 500 --keep-last 5 --log-every 100 --out $(GENERAL_RUN)
+	$(TIMED) average -- $(BIN)/nmt average $(GENERAL_RUN)/step*.pt --out $(GENERAL_RUN)/averaged.pt
+	$(TIMED) tune -- $(BIN)/nmt tune --model $(GENERAL_RUN)/averaged.pt \
+		--valid europarl:dev --limit 500 --beams 4,5 --lenpens 0.6,1.0,1.2 --no-repeat-ngram 4 --protect-names \
+		--half --out $(GENERAL_RUN)/tuned.pt
+	$(TIMED) shortlist -- $(BIN)/nmt shortlist --model $(GENERAL_RUN)/tuned.pt $(GENERAL_CORPUS) \
+		--out data/models/general.pt
+	for test in europarl:test news-commentary:dev_newsdiscuss tatoeba:dev multi30k:test_2016_flickr robustness:test; do \
+		$(TIMED) eval-$$test -- $(BIN)/nmt eval --model data/models/general.pt --test $$test \
+			--json >> $(GENERAL_RUN)/scores.jsonl || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info

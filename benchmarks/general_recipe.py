@@ -42,6 +42,7 @@ PROXIES = {  # name -> (what it tests, nmt train options beyond the common ones)
     "small-16k": ("the small preset, 16k pieces", ["--spm", str(ROOT / "runs/general/spm16k.model")]),
     "small-heavy-mix": ("the small preset, the embedded corpora three times as often", ["--data", HEAVY_MIX]),
 }
+PROXIES["small-16k-again"] = ("small-16k again, on a quiet machine", PROXIES["small-16k"][1])
 
 
 def common_options(name: str) -> list[str]:
@@ -91,6 +92,17 @@ def evaluate(names: list[str]) -> None:
         print(name, scores)
 
 
+def nats_per_character(folder: Path, valid_loss: float) -> float:
+    """The validation loss per character of the French side: comparable across vocabularies, where the loss
+    per token is not (a larger vocabulary has fewer, harder tokens)."""
+    from nmt.checkpoint import load_checkpoint
+    from nmt.corpus import read_lines
+
+    french = read_lines(ROOT / "runs" / "general" / "valid.fr")
+    tokens = sum(len(ids) + 1 for ids in load_checkpoint(folder / "last.pt").tokenizer().encode_batch(french))
+    return valid_loss * tokens / sum(map(len, french))
+
+
 def report() -> None:
     rows, runs = [], []
     for name, (what, _) in PROXIES.items():
@@ -102,14 +114,15 @@ def report() -> None:
         metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
         steps = max(m["step"] for m in metrics)
         speed = [m["tokens_per_s"] for m in metrics if "tokens_per_s" in m]
+        valid_loss = [m["valid_loss"] for m in metrics if "valid_loss" in m][-1]
         log = (folder / "train.log").read_text()
         millions = log.split("M parameters")[0].rsplit(" ", 1)[-1] if "M parameters" in log else "?"
-        bleu = [scores[test]["bleu"] for test, _ in DEV_SETS]
-        rows.append(f"| {name} | {what} | {millions} | {steps} | "
-                    f"{sum(speed) / len(speed):.0f} | " + " | ".join(f"{b:.2f}" for b in bleu)
-                    + f" | {sum(bleu) / len(bleu):.2f} |")
-    header = ("| proxy | what | parameters (M) | updates | target tokens/s (1 thread) | europarl:dev | tatoeba:dev | "
-              "dev_newsdiscuss | mean |\n|---|---|---|---|---|---|---|---|---|")
+        cells = [f"{scores[test]['bleu']:.2f} / {scores[test]['chrf']:.1f}" for test, _ in DEV_SETS]
+        rows.append(f"| {name} | {what} | {millions} | {steps} | {sum(speed) / len(speed):.0f} | {valid_loss:.3f} | "
+                    f"{nats_per_character(folder, valid_loss):.4f} | " + " | ".join(cells) + " |")
+    header = ("| proxy | what | parameters (M) | updates | target tokens/s | validation loss / token | "
+              "/ character | europarl:dev BLEU / chrF | tatoeba:dev | dev_newsdiscuss |\n"
+              "|---|---|---|---|---|---|---|---|---|---|")
     print(header + "\n" + "\n".join(rows))
     subprocess.run(NMT + ["plot", *runs, "--x", "minutes", "--out", str(ROOT / "benchmarks" / "general-proxies.png")],
                    check=True)

@@ -523,7 +523,8 @@ def train(
                                         "as given instead of the run's own."),
     label_smoothing: float = typer.Option(None, "--label-smoothing", help="Default 0.1."),
     clip_norm: float = typer.Option(None, "--clip-norm", help="Gradient norm clip, 0 = off. Default 1.0."),
-    precision: str = typer.Option(None, "--precision", help="fp32, bf16 (CPU/GPU) or fp16 (CUDA). Default fp32."),
+    precision: str = typer.Option(None, "--precision", help="fp32, bf16 (CPU/GPU), fp16 (CUDA) or auto (bf16 where "
+                             "the CPU or GPU computes in it, else fp32 on a CPU, fp16 on CUDA). Default fp32."),
     max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many updates."),
     max_epochs: int = typer.Option(None, "--max-epochs", help="Stop after this many epochs."),
     max_minutes: float = typer.Option(None, "--max-minutes", help="Stop after this much training time."),

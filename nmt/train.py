@@ -111,8 +111,8 @@ class TrainConfig:
         if self.decay == "linear" and not (self.max_steps or self.max_epochs or self.max_minutes):
             raise UsageError("--decay linear needs --max-steps, --max-epochs or --max-minutes: where the rate "
                              "reaches zero")
-        if self.precision not in ("fp32", "bf16", "fp16"):
-            raise UsageError(f"--precision must be fp32, bf16 or fp16, not {self.precision!r}")
+        if self.precision not in ("fp32", "bf16", "fp16", "auto"):
+            raise UsageError(f"--precision must be fp32, bf16, fp16 or auto, not {self.precision!r}")
         if not (self.max_steps or self.max_epochs or self.max_minutes):
             raise UsageError("give a budget: --max-steps, --max-epochs or --max-minutes")
         for name in ("valid_every", "update_freq", "max_tokens", "log_every", "save_every", "warmup", "max_len",
@@ -129,6 +129,20 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def training_precision(precision: str, device: torch.device) -> str:
+    """--precision, with auto resolved: bf16 autocast where the hardware computes in bf16 (CUDA with bf16, a
+    CPU with AVX-512 BF16 or AMX), else fp16 on CUDA and fp32 on a CPU. On a CPU without native bf16, autocast
+    emulates it: `nmt train` small ran at 1,100 target tokens/s in bf16 and 2,800 in fp32 on an Intel Xeon
+    with AVX-512 VNNI alone, where a Zen 4 gains from bf16 (docs/TRAINING.md)."""
+    if precision != "auto":
+        return precision
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    from nmt.inference import cpu_flags
+
+    return "bf16" if cpu_flags() & {"avx512_bf16", "amx_bf16"} else "fp32"
 
 
 def model_config(config: TrainConfig, vocab_size: int) -> ModelConfig:
@@ -256,6 +270,9 @@ class Trainer:
             keep_freed_memory()
         if config.precision == "fp16" and self.device.type != "cuda":
             raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
+        self.precision = training_precision(config.precision, self.device)
+        if config.precision == "auto":
+            log.info("precision auto: %s on this %s", self.precision, self.device.type)
         self._lock = None
         if int(os.environ.get("RANK", "0")) == 0:
             self.out.mkdir(parents=True, exist_ok=True)
@@ -478,9 +495,9 @@ class _Loop:
         self.interrupted = 0  # the signal that asked the run to stop at the next step boundary
 
     def autocast(self):
-        if self.config.precision == "fp32":
+        if self.trainer.precision == "fp32":
             return contextlib.nullcontext()
-        dtype = torch.bfloat16 if self.config.precision == "bf16" else torch.float16
+        dtype = torch.bfloat16 if self.trainer.precision == "bf16" else torch.float16
         return torch.autocast(self.device.type, dtype=dtype)
 
     def epoch_groups(self, epoch: int, first: int = 0) -> Iterator[list[Batch]]:
@@ -566,7 +583,7 @@ class _Loop:
             yield
 
     def _run(self) -> dict:
-        scaler = torch.amp.GradScaler("cuda") if self.config.precision == "fp16" else None
+        scaler = torch.amp.GradScaler("cuda") if self.trainer.precision == "fp16" else None
         s = self.state
         window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
         while not self.finished():

@@ -527,3 +527,15 @@ def test_yaml_config_with_flag_overrides_and_fine_tuning_from_a_checkpoint(corpu
     assert after.train_state["progress"]["step"] == 1  # a fresh schedule, not the base run's step 4
     # one update at a tiny learning rate: the weights are the base model's, not a new initialization
     torch.testing.assert_close(after.weights["embed.weight"], start.weights["embed.weight"], atol=1e-6, rtol=0)
+
+
+def test_auto_training_precision_is_bf16_only_where_the_cpu_computes_in_it(monkeypatch):
+    import nmt.inference
+    from nmt.train import training_precision
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(nmt.inference, "cpu_flags", lambda: {"avx512f", "avx512_bf16"})  # AMD Zen 4
+    assert training_precision("auto", cpu) == "bf16"
+    monkeypatch.setattr(nmt.inference, "cpu_flags", lambda: {"avx512f", "avx512_vnni"})  # Xeon without bf16
+    assert training_precision("auto", cpu) == "fp32"
+    assert training_precision("bf16", cpu) == "bf16"
