@@ -106,10 +106,10 @@ model: setup
 # Each step's time and peak memory go to $(GENERAL_RUN)/steps.jsonl.
 EUROPARL ?= ../shared/data/europarl
 GENERAL_RUN := runs/general
-GENERAL_CORPUS := --data 'tatoeba*4,multi30k,news-commentary*2' --src-file $(EUROPARL)/train.en.gz \
+GENERAL_CORPUS := --data 'tatoeba*12,multi30k*3,news-commentary*6' --src-file $(EUROPARL)/train.en.gz \
 	--tgt-file $(EUROPARL)/train.fr.gz
 GENERAL_DATA := $(GENERAL_CORPUS) --augment --augment-swap 0.25
-GENERAL_STEPS ?= 42000
+GENERAL_MINUTES ?= 600
 TIMED := $(BIN)/python benchmarks/timed.py $(GENERAL_RUN)/steps.jsonl
 model-general: export NMT_EUROPARL_DIR = $(abspath $(EUROPARL))
 model-general: setup
@@ -119,10 +119,10 @@ model-general: setup
 		e, d = t('europarl:dev'), t('tatoeba:dev'); \
 		open('$(GENERAL_RUN)/valid.en', 'w').writelines(l + '\n' for l in e.source[:300] + d.source[:300]); \
 		open('$(GENERAL_RUN)/valid.fr', 'w').writelines(l + '\n' for l in e.target[:300] + d.target[:300])"
-	$(TIMED) prepare -- $(BIN)/nmt prepare $(GENERAL_DATA) --vocab-size 8000
-	$(TIMED) train -- $(BIN)/nmt train $(GENERAL_DATA) --vocab-size 8000 --valid-src $(GENERAL_RUN)/valid.en \
-		--valid-tgt $(GENERAL_RUN)/valid.fr --preset small --encoder-layers 6 --decoder-layers 2 \
-		--precision auto --max-steps $(GENERAL_STEPS) --decay linear --warmup 1000 --lr 1.5e-3 --max-tokens 4096 \
+	$(TIMED) prepare -- $(BIN)/nmt prepare $(GENERAL_DATA) --vocab-size 16000
+	$(TIMED) train -- $(BIN)/nmt train $(GENERAL_DATA) --vocab-size 16000 --valid-src $(GENERAL_RUN)/valid.en \
+		--valid-tgt $(GENERAL_RUN)/valid.fr --preset small \
+		--precision auto --max-minutes $(GENERAL_MINUTES) --decay linear --warmup 1000 --lr 1.5e-3 --max-tokens 4096 \
 		--threads 2 --valid-every 2000 --save-every 500 --keep-last 5 --log-every 100 --out $(GENERAL_RUN)
 	$(TIMED) average -- $(BIN)/nmt average $(GENERAL_RUN)/step*.pt --out $(GENERAL_RUN)/averaged.pt
 	$(TIMED) tune -- $(BIN)/nmt tune --model $(GENERAL_RUN)/averaged.pt \

@@ -534,6 +534,8 @@ def train(
     keep_last: int = typer.Option(None, "--keep-last", help="step*.pt checkpoints kept for averaging. Default 5."),
     seed: int = typer.Option(None, "--seed", help="Default 1."),
     threads: int = typer.Option(None, "--threads", help="CPU threads."),
+    dist_timeout: float = typer.Option(None, "--dist-timeout", help="Minutes a rank waits for the others at a "
+                                       "collective (their validation, checkpoints, data preparation). Default 30."),
     init_from: str = typer.Option(None, "--init-from", help="Start from this checkpoint's weights (fine-tuning)."),
     log_every: int = typer.Option(None, "--log-every", help="Progress line every N steps. Default 100."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),

@@ -45,6 +45,8 @@ from nmt.translate import Translator  # at start, not at the first validation: c
 
 log = logging.getLogger("nmt")
 
+MAX_SKIPPED_IN_A_ROW = 50  # updates skipped for a loss or gradients that are not finite, before giving up
+
 # Options whose change on resume alters the run (others, such as --max-steps, just extend it).
 # (The model's shape and the schedule are checked harder: a change is an error, see Trainer._resumable/_schedule.)
 RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "augment", "augment_swap", "max_tokens", "seed",
@@ -98,6 +100,7 @@ class TrainConfig:
     keep_last: int = 5
     seed: int = 1
     threads: int | None = None
+    dist_timeout: float = 30  # minutes a collective waits for the other ranks
     init_from: str | None = None
     max_len: int = 250  # filter: subword tokens per side
     max_ratio: float = 3.0
@@ -120,6 +123,9 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise UsageError(f"--{name.replace('_', '-')} must be a whole number of at least 1, not {value!r}")
+        if not isinstance(self.dist_timeout, int | float) or isinstance(self.dist_timeout, bool) \
+                or self.dist_timeout <= 0:
+            raise UsageError(f"--dist-timeout must be a positive number of minutes, not {self.dist_timeout!r}")
         for name in ("lr", "dropout", "label_smoothing", "clip_norm", "max_ratio"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or value < 0
@@ -215,15 +221,26 @@ class Distributed:
         return self.rank == 0
 
     @classmethod
-    def from_environment(cls, device: torch.device) -> Distributed:
+    def from_environment(cls, device: torch.device, timeout_minutes: float = 30) -> Distributed:
+        """Join the process group torchrun describes, with `timeout_minutes` for any collective to wait
+        (the ranks wait at barriers for rank 0's validation and checkpoints, and for a slower machine's data
+        preparation)."""
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         if world_size == 1:
             return cls(device)
+        import datetime
+
         import torch.distributed as dist
 
         if not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                    timeout=datetime.timedelta(minutes=timeout_minutes))
         return cls(device, dist.get_rank(), world_size)
+
+    def close(self) -> None:
+        """Leave the process group (at every exit: a group torn down by the interpreter's exit can abort)."""
+        if self.world_size > 1 and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
 
     def barrier(self) -> None:
         if self.world_size > 1:
@@ -231,11 +248,59 @@ class Distributed:
 
     def any(self, flag: bool) -> bool:
         """True on every rank when `flag` is true on one of them."""
+        return self.count(flag) > 0
+
+    def count(self, flag: bool) -> int:
+        """On every rank, the number of ranks where `flag` is true."""
         if self.world_size == 1:
-            return flag
+            return int(flag)
         tensor = torch.tensor([int(flag)], device=self.device)
         torch.distributed.all_reduce(tensor)
-        return bool(tensor.item())
+        return int(tensor.item())
+
+    def from_main(self, value):
+        """Rank 0's `value` (a picklable object), on every rank."""
+        if self.world_size == 1:
+            return value
+        holder = [value]
+        torch.distributed.broadcast_object_list(holder, src=0, device=self.device)
+        return holder[0]
+
+
+def training_device() -> torch.device:
+    """CUDA device LOCAL_RANK, taken modulo the devices this process sees (a launcher that gives each
+    process one GPU makes it device 0), and made the current one; else the CPU."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+    torch.cuda.set_device(device)  # where NCCL and torch's own CUDA allocations of this rank go
+    return device
+
+
+def check_shared_folder(out: Path, dist: Distributed) -> None:
+    """Every rank sees the run folder that rank 0 writes to (--out on a file system all machines share):
+    rank 0 leaves a fresh token in it, and a rank that reads another (a node-local --out) refuses, on every
+    rank at once, before anything is resumed or trained."""
+    if dist.world_size == 1:
+        return
+    token_file = out / ".run-token"
+    token = None
+    if dist.is_main:
+        import uuid
+
+        token = uuid.uuid4().hex
+        temporary = token_file.with_name(f".run-token.tmp{os.getpid()}")
+        temporary.write_text(token)
+        temporary.replace(token_file)
+    token = dist.from_main(token)
+    try:
+        seen = token_file.read_text()
+    except OSError:
+        seen = None
+    strangers = dist.count(seen != token)
+    if strangers:
+        raise UsageError(f"{strangers} of {dist.world_size} ranks do not see the run folder {out} that rank 0 writes "
+                         "to: --out must be one folder that every machine shares (a network file system)")
 
 
 def lock_run_folder(out: Path):
@@ -260,10 +325,10 @@ class Trainer:
     def __init__(self, config: TrainConfig):
         self.config = config
         self.out = Path(config.out)
-        self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() \
-            else torch.device("cpu")
-        self.dist = Distributed(self.device)  # until run() has prepared the data and joined the others
+        self.device = training_device()
+        self.dist = Distributed(self.device)  # until run() joins the others
         self.started = time.monotonic()  # minus the time trained before, once resumed
+        self.scaler_state = None
         if config.threads:
             torch.set_num_threads(config.threads)
         if self.device.type == "cpu":
@@ -283,8 +348,7 @@ class Trainer:
     # ---- data -------------------------------------------------------------------------------------
     def _prepare(self, spm_model: bytes | None) -> Prepared:
         """The corpus tokenized into the cache (nmt.prepare) with `spm_model`, else with one trained on a sample
-        of the corpus, by the first rank of each machine; the others wait for it before any of them joins
-        the process group, whose collectives would time out."""
+        of the corpus, by the first rank of each machine; the others wait for its folder to appear."""
         config = self.config
         spec = DataSpec(names=parse_names(config.data) if config.data else (), src_file=config.src_file,
                         tgt_file=config.tgt_file, hf_dataset=config.hf_dataset, hf_config=config.hf_config,
@@ -302,20 +366,23 @@ class Trainer:
         return model_config(self.config, tokenizer.vocab_size)
 
     def run(self) -> dict:
-        """Train; the folder's lock is let go when the run ends, however it ends."""
+        """Train; the process group is left and the folder's lock let go when the run ends, however it ends."""
         try:
             return self._train()
         finally:
+            self.dist.close()
             if self._lock is not None:
                 self._lock.close()
                 self._lock = None
 
     def _train(self) -> dict:
         config = self.config
+        self.dist = Distributed.from_environment(self.device, config.dist_timeout)
+        check_shared_folder(self.out, self.dist)
+        last = self._last_checkpoint() if self.dist.from_main((self.out / "last.pt").exists()) else None
         init = load_checkpoint(config.init_from) if config.init_from else None
-        last = self._last_checkpoint()
         prepared = self._prepare(self._spm_model(last, init))
-        self.dist = Distributed.from_environment(self.device)
+        self.dist.barrier()  # every machine's first rank has prepared the corpus
         tokenizer, corpus = prepared.tokenizer, TokenCorpus(prepared.folder)
         valid = prepared.valid
         if config.valid_bleu_lines and len(valid) > config.valid_bleu_lines:
@@ -375,11 +442,9 @@ class Trainer:
                 raise UsageError(f"cannot load the sentencepiece model {self.config.spm}: {exc}") from None
         return init.spm_model if init is not None else None
 
-    def _last_checkpoint(self) -> Checkpoint | None:
-        """OUT/last.pt, when there is one to resume from."""
+    def _last_checkpoint(self) -> Checkpoint:
+        """OUT/last.pt, which rank 0 found to resume from (every rank reads the same, shared folder)."""
         path = self.out / "last.pt"
-        if not path.exists():
-            return None
         checkpoint = load_checkpoint(path)
         if checkpoint.train_state is None:
             raise UsageError(f"{path} has no training state to resume from")
@@ -445,6 +510,7 @@ class Trainer:
         if self.dist.rank:  # only rank 0's generator is saved: the others start a new stream
             torch.manual_seed(self.config.seed + self.dist.rank + train_state["progress"]["step"])
         random.setstate(_to_random_state(train_state["python_rng"]))
+        self.scaler_state = train_state.get("scaler")  # fp16's loss scale and its growth tracker
         log.info("resuming from %s at step %d", self.out / "last.pt", train_state["progress"]["step"])
         return dict(train_state["progress"])
 
@@ -493,6 +559,9 @@ class _Loop:
         self.model_config = model.config
         self.device = trainer.device
         self.interrupted = 0  # the signal that asked the run to stop at the next step boundary
+        self.scaler = torch.amp.GradScaler("cuda") if trainer.precision == "fp16" else None
+        if self.scaler and trainer.scaler_state:
+            self.scaler.load_state_dict(trainer.scaler_state)
 
     def autocast(self):
         if self.trainer.precision == "fp32":
@@ -527,9 +596,13 @@ class _Loop:
         timed_out = c.max_minutes and self.trainer.elapsed() >= 60 * c.max_minutes
         return self.dist.any(bool(over or timed_out or self.interrupted))
 
-    def update(self, group: list[Batch], scaler) -> tuple[float, int]:
-        """One optimizer step over a group of batches (gradient accumulation): its mean loss and tokens."""
+    def update(self, group: list[Batch]) -> tuple[float, int, bool]:
+        """One optimizer step over a group of batches (gradient accumulation): the mean loss over every rank,
+        this rank's tokens, and whether the step was taken. An update whose loss is not finite on some rank
+        is skipped by all of them (their gradients were averaged with that rank's); with fp16, so is one whose
+        gradients overflow (the loss scaler's own skip), and the scheduler stays in step with the optimizer."""
         self.wrapped.train()
+        scaler = self.scaler
         total_loss, total_tokens = torch.zeros((), device=self.device), 0
         for k, batch in enumerate(group):
             sync = k == len(group) - 1 or self.dist.world_size == 1
@@ -539,23 +612,33 @@ class _Loop:
                 (scaler.scale(scaled) if scaler else scaled).backward()
             total_loss += scaled.detach()
             total_tokens += n_tokens
-        mean_loss = total_loss.item()  # the update's one wait for the device
-        if not math.isfinite(mean_loss):
-            raise NmtError(f"the loss became {mean_loss} at step {self.state['step'] + 1}: stopped without saving; "
-                           "lower --lr or use --precision fp32")
+        summed = torch.stack([total_loss.float(), (~torch.isfinite(total_loss)).float()])  # (loss, non-finite)
+        if self.dist.world_size > 1:
+            torch.distributed.all_reduce(summed)
+        loss_sum, non_finite = summed.tolist()  # the update's one wait for the device (fp16 adds the scale's)
+        mean_loss = loss_sum / self.dist.world_size
+        self.rate = self.optimizer.param_groups[0]["lr"]  # the rate of this update, for the log
+        if non_finite:
+            self.optimizer.zero_grad(set_to_none=True)
+            if scaler:  # as the scaler does for overflowing gradients: a smaller scale next time
+                scaler.update(scaler.get_scale() * scaler.get_backoff_factor())
+            return mean_loss, total_tokens, False
         if scaler:
             scaler.unscale_(self.optimizer)
         if self.config.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
+        stepped = True
         if scaler:
+            scale = scaler.get_scale()
             scaler.step(self.optimizer)
             scaler.update()
+            stepped = scaler.get_scale() >= scale  # it backs off only after a skipped step
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.rate = self.optimizer.param_groups[0]["lr"]  # the rate of this update, for the log
-        self.scheduler.step()
-        return mean_loss, total_tokens
+        if stepped:
+            self.scheduler.step()
+        return mean_loss, total_tokens, stepped
 
     def run(self) -> dict:
         with self.stops_at_step_boundaries():
@@ -583,16 +666,29 @@ class _Loop:
             yield
 
     def _run(self) -> dict:
-        scaler = torch.amp.GradScaler("cuda") if self.trainer.precision == "fp16" else None
         s = self.state
         window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
+        skipped_in_a_row = 0
         while not self.finished():
             for group in self.epoch_groups(s["epoch"], s["batch_in_epoch"]):
                 if self.finished():
                     break
-                loss, n_tokens = self.update(group, scaler)
-                s["step"] += 1
+                loss, n_tokens, stepped = self.update(group)
                 s["batch_in_epoch"] += 1
+                if not stepped:
+                    s["skipped"] = s.get("skipped", 0) + 1
+                    skipped_in_a_row += 1
+                    if math.isfinite(loss):  # fp16's scaler finding its scale: usual in the first updates
+                        log.info("update skipped after step %d: fp16 gradients overflowed", s["step"])
+                    else:
+                        log.warning("update skipped after step %d: the loss is not finite", s["step"])
+                    if skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+                        raise NmtError(f"{skipped_in_a_row} updates in a row were skipped (loss or gradients not "
+                                       f"finite) after step {s['step']}: stopped; last.pt holds the last save. "
+                                       "Lower --lr, or use --precision fp32")
+                    continue
+                skipped_in_a_row = 0
+                s["step"] += 1
                 window_loss += loss
                 window_tokens += n_tokens
                 window_steps += 1
@@ -635,8 +731,13 @@ class _Loop:
         lr = self.rate
         log.info("step %d | epoch %d | loss %.3f | lr %.2e | %.0f tgt tok/s%s", s["step"], s["epoch"] + 1, loss, lr,
                  tokens_per_second * self.dist.world_size, eta)
-        self.append_metrics({"step": s["step"], "epoch": s["epoch"] + 1, "train_loss": round(loss, 4), "lr": lr,
-                             "tokens_per_s": round(tokens_per_second * self.dist.world_size)})
+        record = {"step": s["step"], "epoch": s["epoch"] + 1, "train_loss": round(loss, 4), "lr": lr,
+                  "tokens_per_s": round(tokens_per_second * self.dist.world_size)}
+        if s.get("skipped"):
+            record["skipped_updates"] = s["skipped"]  # since the run began
+        if self.scaler:
+            record["loss_scale"] = self.scaler.get_scale()
+        self.append_metrics(record)
 
     def append_metrics(self, record: dict) -> None:
         record["elapsed_s"] = round(self.trainer.elapsed(), 1)
@@ -669,6 +770,8 @@ class _Loop:
             train_state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                            "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(), "progress": dict(s),
                            "schedule": dict(self.trainer.schedule)}
+            if self.scaler:
+                train_state["scaler"] = self.scaler.state_dict()
             if self.device.type == "cuda":
                 train_state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
         summary = {"step": s["step"], "epoch": s["epoch"] + 1, "best_bleu": round(s["best_bleu"], 2),

@@ -6,14 +6,18 @@ naming a device (as `torch.tensor([flag])`, which NCCL refuses when training on 
 
 import functools
 import json
+import os
 import sys
 
 import torch
 import torch.distributed as dist
 
+from nmt.errors import UsageError
 from nmt.train import TrainConfig, Trainer, _Loop
 
 out, src, tgt, spm = sys.argv[1:5]
+if sys.argv[5:] == ["--node-local-out"] and os.environ["RANK"] != "0":  # as a second machine's own disk
+    out = f"{out}-rank{os.environ['RANK']}"
 trainer = Trainer(TrainConfig(out=out, src_file=src, tgt_file=tgt, spm=spm, preset="tiny", max_steps=4,
                               max_tokens=500, valid_every=1000, keep_last=0, threads=1))
 checked = []
@@ -48,7 +52,10 @@ def with_default_device_meta(method):
 
 _Loop.update = with_default_device_meta(_Loop.update)
 _Loop.finished = with_default_device_meta(_Loop.finished)
-trainer.run()
-torch.save(trainer.model.state_dict(), f"{out}/rank{dist.get_rank()}.weights")
-with open(f"{out}/rank{dist.get_rank()}.collectives", "w") as file:
+try:
+    trainer.run()
+except UsageError as exc:
+    sys.exit(f"rank {os.environ['RANK']}: {exc}")
+torch.save(trainer.model.state_dict(), f"{out}/rank{os.environ['RANK']}.weights")
+with open(f"{out}/rank{os.environ['RANK']}.collectives", "w") as file:
     json.dump(checked, file)
