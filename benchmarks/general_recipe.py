@@ -109,7 +109,7 @@ def report() -> None:
         folder = RUNS / name
         if not (folder / "dev_scores.json").is_file():
             continue
-        runs.append(str(folder))
+        runs.append(str(folder.relative_to(ROOT)))
         scores = json.loads((folder / "dev_scores.json").read_text())
         metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
         steps = max(m["step"] for m in metrics)
@@ -124,8 +124,8 @@ def report() -> None:
               "/ character | europarl:dev BLEU / chrF | tatoeba:dev | dev_newsdiscuss |\n"
               "|---|---|---|---|---|---|---|---|---|---|")
     print(header + "\n" + "\n".join(rows))
-    subprocess.run(NMT + ["plot", *runs, "--x", "minutes", "--out", str(ROOT / "benchmarks" / "general-proxies.png")],
-                   check=True)
+    subprocess.run(NMT + ["plot", *runs, "--x", "minutes", "--out", "benchmarks/general-proxies.png"], check=True,
+                   cwd=ROOT)
 
 
 def main() -> None:
