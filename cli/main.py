@@ -494,6 +494,8 @@ def train(
     valid_tgt: str = DATA_OPTIONS["valid_tgt"],
     augment: bool = DATA_OPTIONS["augment"],
     augment_swap: float = DATA_OPTIONS["augment_swap"],
+    prepared: str = typer.Option(None, "--prepared", help="A folder `nmt prepare` printed, in place of the data "
+                                 "options: its tokens, sentencepiece model and validation pairs, read offline."),
     preset: str = typer.Option(None, "--preset", help="tiny, small, base or big. Default small."),
     d_model: int = typer.Option(None, "--d-model", help="Model width, in place of the preset's."),
     n_heads: int = typer.Option(None, "--heads", help="Attention heads, in place of the preset's."),
@@ -549,6 +551,10 @@ def train(
     values = {}
     if config_file is not None:
         values = _read_yaml(config_file)
+        if "prepared" in given:  # the folder replaces the data options the file gives (they made it)
+            for key in ("data", "src_file", "tgt_file", "hf_dataset", "hf_config", "streaming", "augment",
+                        "augment_swap"):
+                values.pop(key, None)
     values.update(given)
     fields = TrainConfig.__dataclass_fields__
     for name, value in values.items():  # YAML 1.1 reads 1e-3 (no dot) as a string

@@ -168,7 +168,7 @@ def _to_parallel(rows) -> ParallelText:
     return pairs
 
 
-def _valid_pairs(spec: DataSpec) -> ParallelText | None:
+def validation_pairs(spec: DataSpec) -> ParallelText | None:
     if spec.valid_src or spec.valid_tgt:
         if not (spec.valid_src and spec.valid_tgt):
             raise DataError("--valid-src and --valid-tgt go together")
@@ -214,7 +214,7 @@ def _training_source(spec: DataSpec) -> PairSource:
     files = spec.src_file or spec.tgt_file
     if spec.hf_dataset and (spec.names or files) or not (spec.names or files or spec.hf_dataset):
         raise DataError("give one training source: --data NAMES and/or --src-file/--tgt-file, or --hf-dataset")
-    given_valid = _valid_pairs(spec)
+    given_valid = validation_pairs(spec)
     if spec.names or files:
         identities, readers, valid = [], [], given_valid
         if spec.names:
@@ -238,7 +238,7 @@ def _training_source(spec: DataSpec) -> PairSource:
     valid = given_valid
     if valid is None:
         try:
-            valid = _to_parallel(load_hf(spec.hf_dataset, spec.hf_config, "validation"))
+            valid = _to_parallel(load_hf(spec.hf_dataset, spec.hf_config, "validation", spec.streaming))
         except DataError:
             valid = None  # held out of the training pairs by nmt.prepare
     fingerprint = getattr(rows, "_fingerprint", None) or _stat(_files_under(spec.hf_dataset))

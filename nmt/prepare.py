@@ -112,6 +112,20 @@ def prepare(source: PairSource, options: PrepareOptions, writer: bool = True) ->
     return Prepared(folder, tokenizer, valid)
 
 
+def open_prepared(folder: str | Path) -> Prepared:
+    """A folder `nmt prepare` made, as a complete training input (token ids, sentencepiece model, validation
+    pairs), read without the corpus it came from: no hub, no network."""
+    folder = Path(folder)
+    if not (folder / "meta.json").is_file() or not (folder / "spm.model").is_file():
+        raise DataError(f"{folder} is not a folder that `nmt prepare` made (it has no meta.json and spm.model)")
+    try:
+        tokenizer = Tokenizer((folder / "spm.model").read_bytes())
+    except RuntimeError:
+        raise DataError(f"{folder / 'spm.model'} is not a sentencepiece model") from None
+    valid = ParallelText(*_read_valid(folder)) if (folder / "valid.en").is_file() else ParallelText([], [])
+    return Prepared(folder, tokenizer, valid)
+
+
 def _wait_for(folder: Path, poll: float = 1.0) -> None:
     if not (folder / "meta.json").exists():
         log.info("waiting for %s (prepared by the first rank)", folder)
@@ -259,14 +273,15 @@ def _write(source: PairSource, options: PrepareOptions, tokenizer: Tokenizer, fo
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         offsets.tofile(temporary / f"{side}_offsets.bin")
-    if share is not None:
-        (temporary / "valid.en").write_text("".join(line + "\n" for line in valid.source))
-        (temporary / "valid.fr").write_text("".join(line + "\n" for line in valid.target))
+    validation = valid if share is not None else source.valid  # the folder is a complete training input
+    if validation is not None:
+        (temporary / "valid.en").write_text("".join(line.replace("\n", " ") + "\n" for line in validation.source))
+        (temporary / "valid.fr").write_text("".join(line.replace("\n", " ") + "\n" for line in validation.target))
     (temporary / "spm.model").write_bytes(tokenizer.model_bytes)
     meta = {"version": CACHE_VERSION, "identity": source.identity, "pairs": pairs, "source_tokens": source_tokens,
             "target_tokens": target_tokens, "dtype": np.dtype(dtype).name, "removed": removed,
-            "held_out": len(valid), "limits": asdict(options.limits), "workers": workers,
-            "seconds": round(time.monotonic() - started, 1)}
+            "held_out": len(valid), "valid_pairs": len(validation) if validation is not None else 0,
+            "limits": asdict(options.limits), "workers": workers, "seconds": round(time.monotonic() - started, 1)}
     (temporary / "meta.json").write_text(json.dumps(meta, indent=1))
     _publish(temporary, folder)
     log.info("tokenized %d pairs in %.0f s (removed: %s)", pairs, meta["seconds"],

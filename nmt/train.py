@@ -33,12 +33,12 @@ from nmt.batching import collate, token_batches
 from nmt.checkpoint import Checkpoint, load_checkpoint, model_weights, save_checkpoint
 from nmt.config import PRESETS, ModelConfig
 from nmt.corpus import ParallelText
-from nmt.data import DataSpec, FilterSpec, parse_names, training_source
+from nmt.data import DataSpec, FilterSpec, parse_names, training_source, validation_pairs
 from nmt.errors import DataError, Interrupted, NmtError, UsageError, signal_name, stop_signals_handled_by
 from nmt.evaluate import score
 from nmt.loss import TranslationLoss
 from nmt.model import Transformer
-from nmt.prepare import Prepared, PrepareOptions, TokenCorpus, prepare
+from nmt.prepare import Prepared, PrepareOptions, TokenCorpus, open_prepared, prepare
 from nmt.search import SearchOptions
 from nmt.tokenizer import Tokenizer
 from nmt.translate import Translator  # at start, not at the first validation: code changed mid-run stays out
@@ -49,8 +49,8 @@ MAX_SKIPPED_IN_A_ROW = 50  # updates skipped for a loss or gradients that are no
 
 # Options whose change on resume alters the run (others, such as --max-steps, just extend it).
 # (The model's shape and the schedule are checked harder: a change is an error, see Trainer._resumable/_schedule.)
-RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "augment", "augment_swap", "max_tokens", "seed",
-                    "update_freq", "label_smoothing", "precision", "dropout")
+RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "prepared", "augment", "augment_swap", "max_tokens",
+                    "seed", "update_freq", "label_smoothing", "precision", "dropout")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class TrainConfig:
     tgt_file: str | None = None
     hf_dataset: str | None = None
     hf_config: str | None = None
+    prepared: str | None = None  # a folder `nmt prepare` made, in place of the data options: offline
     streaming: bool = False
     augment: bool = False  # nmt.augment's variants of the training pairs
     augment_swap: float | None = None  # the share of pairs with a shared name or number given a swapped variant
@@ -114,6 +115,9 @@ class TrainConfig:
         if self.decay == "linear" and not (self.max_steps or self.max_epochs or self.max_minutes):
             raise UsageError("--decay linear needs --max-steps, --max-epochs or --max-minutes: where the rate "
                              "reaches zero")
+        if self.prepared and (self.data or self.src_file or self.tgt_file or self.hf_dataset or self.augment):
+            raise UsageError("--prepared is a whole training input: give it without --data, --src-file/--tgt-file, "
+                             "--hf-dataset or --augment (those made the folder)")
         if self.precision not in ("fp32", "bf16", "fp16", "auto"):
             raise UsageError(f"--precision must be fp32, bf16, fp16 or auto, not {self.precision!r}")
         if not (self.max_steps or self.max_epochs or self.max_minutes):
@@ -350,6 +354,8 @@ class Trainer:
         """The corpus tokenized into the cache (nmt.prepare) with `spm_model`, else with one trained on a sample
         of the corpus, by the first rank of each machine; the others wait for its folder to appear."""
         config = self.config
+        if config.prepared:
+            return self._open_prepared(spm_model)
         spec = DataSpec(names=parse_names(config.data) if config.data else (), src_file=config.src_file,
                         tgt_file=config.tgt_file, hf_dataset=config.hf_dataset, hf_config=config.hf_config,
                         streaming=config.streaming, valid_src=config.valid_src, valid_tgt=config.valid_tgt,
@@ -358,6 +364,20 @@ class Trainer:
                                  limits=FilterSpec(config.max_len, config.max_ratio), seed=config.seed,
                                  workers=config.prepare_workers, cache_dir=config.cache_dir)
         return prepare(training_source(spec), options, writer=int(os.environ.get("LOCAL_RANK", "0")) == 0)
+
+    def _open_prepared(self, spm_model: bytes | None) -> Prepared:
+        """--prepared: the folder's tokens, sentencepiece model and validation pairs (or --valid-src's)."""
+        config = self.config
+        prepared = open_prepared(config.prepared)
+        if spm_model is not None and spm_model != prepared.tokenizer.model_bytes:
+            raise UsageError(f"{config.prepared} was tokenized with another sentencepiece model than the one this "
+                             "run uses (its last.pt's, --spm's or --init-from's)")
+        if config.valid_src or config.valid_tgt:
+            spec = DataSpec(valid_src=config.valid_src, valid_tgt=config.valid_tgt)
+            return dataclasses.replace(prepared, valid=validation_pairs(spec))
+        if not len(prepared.valid):
+            raise DataError(f"{config.prepared} holds no validation pairs: give --valid-src/--valid-tgt")
+        return prepared
 
     # ---- model, optimizer, schedule ---------------------------------------------------------------
     def _model_config(self, tokenizer: Tokenizer, init: Checkpoint | None) -> ModelConfig:
@@ -776,7 +796,7 @@ class _Loop:
                 train_state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
         summary = {"step": s["step"], "epoch": s["epoch"] + 1, "best_bleu": round(s["best_bleu"], 2),
                    "hours": round(s["elapsed"] / 3600, 2), "data": self.config.data or self.config.src_file
-                   or self.config.hf_dataset}
+                   or self.config.hf_dataset or self.config.prepared}
         return Checkpoint(self.model.config, model_weights(self.model), self.tokenizer.model_bytes,
                           training={"config": self.config.to_dict(), "summary": summary}, train_state=train_state)
 

@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -585,3 +586,36 @@ def test_an_update_with_a_loss_that_is_not_finite_is_skipped_and_counted_and_man
     poisoned["batches"] = set(range(200))
     with pytest.raises(NmtError, match="50 updates in a row were skipped"):
         Trainer(config("always")).run()
+
+
+def test_a_prepared_folder_trains_offline_with_its_own_validation_pairs(corpus, tmp_path):
+    """`nmt prepare` prints a folder that is a whole training input: `nmt train --prepared` reads no corpus and
+    no hub (HF_HUB_OFFLINE), and validates on the pairs the dataset's validation split gave."""
+    datasets = pytest.importorskip("datasets")
+    pairs = load_embedded("multi30k", "valid")
+    rows = [{"translation": {"en": s, "fr": t}} for s, t in zip(pairs.source[:400], pairs.target[:400], strict=True)]
+    download = tmp_path / "download"
+    download.mkdir()
+    datasets.Dataset.from_list(rows[:300]).to_parquet(str(download / "train-00000-of-00001.parquet"))
+    datasets.Dataset.from_list(rows[300:]).to_parquet(str(download / "validation-00000-of-00001.parquet"))
+    env = {"NMT_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    made = nmt("prepare", "--hf-dataset", str(download), "--streaming", "--spm", str(corpus / "spm.model"), env=env)
+    assert made.returncode == 0, made.stderr
+    folder = made.stdout.strip().splitlines()[-1]
+    assert (Path(folder) / "valid.en").read_text().splitlines() == pairs.source[300:400]
+    shutil.rmtree(download)  # the corpus is gone: the folder alone trains
+    args = ["train", "--prepared", folder, "--preset", "tiny", "--max-steps", "3", "--max-tokens", "600",
+            "--threads", "1", "--valid-every", "1000", "--keep-last", "0", "--quiet"]
+    trained = nmt(*args, "--out", str(tmp_path / "run"), env=env)
+    assert trained.returncode == 0, trained.stderr
+    checkpoint = load_checkpoint(tmp_path / "run" / "last.pt")
+    assert checkpoint.spm_model == (corpus / "spm.model").read_bytes()
+    assert checkpoint.training["config"]["prepared"] == folder
+    config = tmp_path / "wmt.yaml"  # the config that made it names a hub dataset: the folder replaces it
+    config.write_text("hf_dataset: wmt/wmt14\nhf_config: fr-en\nstreaming: true\npreset: tiny\n")
+    configured = nmt(*args, "--config", str(config), "--out", str(tmp_path / "configured"), env=env)
+    assert configured.returncode == 0, configured.stderr
+    mixed = nmt(*args, "--data", "multi30k", "--out", str(tmp_path / "mixed"), env=env)
+    assert mixed.returncode == 2 and "--prepared is a whole training input" in mixed.stderr
+    not_prepared = nmt(*args[:1], "--prepared", str(tmp_path), *args[3:], "--out", str(tmp_path / "x"), env=env)
+    assert not_prepared.returncode == 2 and "is not a folder that `nmt prepare` made" in not_prepared.stderr
