@@ -119,7 +119,7 @@ model-general: setup
 		e, d = t('europarl:dev'), t('tatoeba:dev'); \
 		open('$(GENERAL_RUN)/valid.en', 'w').writelines(l + '\n' for l in e.source[:300] + d.source[:300]); \
 		open('$(GENERAL_RUN)/valid.fr', 'w').writelines(l + '\n' for l in e.target[:300] + d.target[:300])"
-	$(TIMED) prepare -- $(BIN)/nmt prepare $(GENERAL_DATA) --vocab-size 16000
+	$(TIMED) prepare -- $(BIN)/nmt prepare $(GENERAL_DATA) --vocab-size 16000 > $(GENERAL_RUN)/prepared.txt
 	$(TIMED) train -- $(BIN)/nmt train $(GENERAL_DATA) --vocab-size 16000 --valid-src $(GENERAL_RUN)/valid.en \
 		--valid-tgt $(GENERAL_RUN)/valid.fr --preset small \
 		--precision auto --max-minutes $(GENERAL_MINUTES) --decay linear --warmup 1000 --lr 1.5e-3 --max-tokens 4096 \
@@ -128,8 +128,8 @@ model-general: setup
 	$(TIMED) tune -- $(BIN)/nmt tune --model $(GENERAL_RUN)/averaged.pt \
 		--valid europarl:dev --limit 500 --beams 4,5 --lenpens 0.6,1.0,1.2 --no-repeat-ngram 4 --protect-names \
 		--half --out $(GENERAL_RUN)/tuned.pt
-	$(TIMED) shortlist -- $(BIN)/nmt shortlist --model $(GENERAL_RUN)/tuned.pt $(GENERAL_CORPUS) \
-		--out data/models/general.pt
+	$(TIMED) shortlist -- $(BIN)/nmt shortlist --model $(GENERAL_RUN)/tuned.pt \
+		--prepared "$$(tail -n 1 $(GENERAL_RUN)/prepared.txt)" --out data/models/general.pt
 	for test in europarl:test news-commentary:dev_newsdiscuss tatoeba:dev multi30k:test_2016_flickr robustness:test; do \
 		$(TIMED) eval-$$test -- $(BIN)/nmt eval --model data/models/general.pt --test $$test \
 			--json >> $(GENERAL_RUN)/scores.jsonl || exit 1; done

@@ -775,6 +775,8 @@ def build_shortlist(
                              "multi30k,tatoeba)."),
     src_file: str = typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok)."),
     tgt_file: str = typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
+    prepared: str = typer.Option(None, "--prepared", help="A folder `nmt prepare` made with the model's "
+                                 "sentencepiece model: its token ids are counted, nothing is tokenized again."),
     per_token: int = typer.Option(20, "--per-token", help="Target tokens kept per source token."),
     frequent: int = typer.Option(1000, "--frequent", help="Most frequent target tokens, always kept."),
 ) -> None:
@@ -785,18 +787,31 @@ def build_shortlist(
 
     from nmt.checkpoint import load_checkpoint, save_checkpoint
     from nmt.data import DataSpec, parse_names, training_pairs
-    from nmt.shortlist import shortlist_from_text
+    from nmt.shortlist import build_shortlist, shortlist_from_text
 
     if per_token < 1 or frequent < 0:
         raise UsageError("--per-token must be at least 1 and --frequent not negative")
     checkpoint = load_checkpoint(model)
-    spec = DataSpec(names=parse_names(data) if data else (), src_file=src_file, tgt_file=tgt_file)
-    pairs = training_pairs(spec)
-    shortlist = shortlist_from_text(checkpoint.tokenizer(), pairs.source, pairs.target, checkpoint.config.vocab_size,
-                                    per_token, frequent)
+    if prepared:
+        from nmt.prepare import TokenCorpus, open_prepared
+
+        if data or src_file or tgt_file:
+            raise UsageError("give --prepared or the data options, not both")
+        folder = open_prepared(prepared)
+        if folder.tokenizer.model_bytes != checkpoint.spm_model:
+            raise UsageError(f"{prepared} was tokenized with another sentencepiece model than {model}'s")
+        corpus = TokenCorpus(folder.folder)
+        count = len(corpus)
+        shortlist = build_shortlist(corpus.iter_pairs(), checkpoint.config.vocab_size, per_token, frequent)
+    else:
+        spec = DataSpec(names=parse_names(data) if data else (), src_file=src_file, tgt_file=tgt_file)
+        pairs = training_pairs(spec)
+        count = len(pairs)
+        shortlist = shortlist_from_text(checkpoint.tokenizer(), pairs.source, pairs.target,
+                                        checkpoint.config.vocab_size, per_token, frequent)
     save_checkpoint(out, dataclasses.replace(checkpoint, shortlist=shortlist))
     typer.echo(f"shortlist of {per_token} target tokens per source token and the {frequent} most frequent, from "
-               f"{len(pairs)} pairs, written with the model to {out}")
+               f"{count} pairs, written with the model to {out}")
 
 
 @app.command()

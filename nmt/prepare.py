@@ -348,6 +348,12 @@ class TokenCorpus:
     def __len__(self) -> int:
         return len(self.source_lengths)
 
+    def iter_pairs(self, chunk: int = 100_000):
+        """Every pair's (source ids, target ids) as lists, in order, a chunk of pairs read at a time."""
+        for start in range(0, len(self), chunk):
+            sources, targets = self.pairs(range(start, min(start + chunk, len(self))))
+            yield from zip((ids.tolist() for ids in sources), (ids.tolist() for ids in targets), strict=True)
+
     def pairs(self, indices) -> tuple[list[np.ndarray], list[np.ndarray]]:
         so, to = self.source_offsets, self.target_offsets
         return ([self.source[so[i] : so[i + 1]] for i in indices], [self.target[to[i] : to[i + 1]] for i in indices])

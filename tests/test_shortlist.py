@@ -219,3 +219,34 @@ def test_a_shortlist_of_another_vocabulary_is_a_checkpoint_error(checkpoint, tmp
     save_checkpoint(path, dataclasses.replace(checkpoint, shortlist=wrong))
     with pytest.raises(CheckpointError, match="shortlist does not cover the model's"):
         load_checkpoint(path)
+
+
+def test_a_shortlist_from_a_prepared_folder_counts_the_same_pairs_as_from_their_text(tiny_checkpoint, tmp_path):
+    """At WMT size, `nmt shortlist --prepared` counts the cache's token ids instead of tokenizing again."""
+    import os
+
+    from nmt.corpus import load_embedded
+
+    pairs = load_embedded("multi30k", "valid")
+    (tmp_path / "a.en").write_text("\n".join(pairs.source[:300]) + "\n")
+    (tmp_path / "a.fr").write_text("\n".join(pairs.target[:300]) + "\n")
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    (tmp_path / "spm.model").write_bytes(checkpoint.spm_model)
+    made = subprocess.run([sys.executable, "-m", "nmt_cli.main", "prepare", "--src-file", str(tmp_path / "a.en"),
+                           "--tgt-file", str(tmp_path / "a.fr"), "--spm", str(tmp_path / "spm.model"),
+                           "--valid-src", str(tmp_path / "a.en"), "--valid-tgt", str(tmp_path / "a.fr")],
+                          capture_output=True, text=True, env={**os.environ, "NMT_CACHE_DIR": str(tmp_path / "c")})
+    assert made.returncode == 0, made.stderr
+    folder = made.stdout.strip().splitlines()[-1]
+    options = ("--per-token", "5", "--frequent", "50")
+    from_text = nmt("shortlist", "--model", str(tiny_checkpoint), "--src-file", str(tmp_path / "a.en"), "--tgt-file",
+                    str(tmp_path / "a.fr"), "--out", str(tmp_path / "text.pt"), *options)
+    from_ids = nmt("shortlist", "--model", str(tiny_checkpoint), "--prepared", folder, "--out",
+                   str(tmp_path / "ids.pt"), *options)
+    assert from_text.returncode == 0 and from_ids.returncode == 0, from_ids.stderr.decode()
+    assert b"from 300 pairs" in from_ids.stdout
+    text, ids = load_checkpoint(tmp_path / "text.pt").shortlist, load_checkpoint(tmp_path / "ids.pt").shortlist
+    assert torch.equal(text.table, ids.table) and torch.equal(text.frequent, ids.frequent)
+    both = nmt("shortlist", "--model", str(tiny_checkpoint), "--prepared", folder, "--data", "multi30k", "--out",
+               str(tmp_path / "x.pt"))
+    assert both.returncode == 2 and b"not both" in both.stderr
