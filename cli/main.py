@@ -514,7 +514,11 @@ def train(
     cache_dir: str = typer.Option(None, "--cache-dir", help="Prepared corpora. Default $NMT_CACHE_DIR, else "
                                   "~/.cache/nmt/prepared."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Padded tokens per batch. Default 4096."),
-    update_freq: int = typer.Option(None, "--update-freq", help="Batches accumulated per update. Default 1."),
+    update_freq: int = typer.Option(None, "--update-freq", help="Batches accumulated per update on each rank. "
+                                    "Default 1."),
+    tokens_per_update: int = typer.Option(None, "--tokens-per-update", help="Padded tokens an update takes over "
+                                          "all ranks (the paper: about 50,000, source and target): sets "
+                                          "--update-freq from the number of ranks and --max-tokens."),
     lr: float = typer.Option(None, "--lr", help="Peak learning rate. Default the paper's (d_model * warmup)^-0.5 "
                              "(7.0e-4 for base at warmup 4000). Stored in the run: a resume keeps it."),
     warmup: int = typer.Option(None, "--warmup", help="Warmup steps. Default a tenth of the planned steps, at most "

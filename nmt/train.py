@@ -50,7 +50,7 @@ MAX_SKIPPED_IN_A_ROW = 50  # updates skipped for a loss or gradients that are no
 # Options whose change on resume alters the run (others, such as --max-steps, just extend it).
 # (The model's shape and the schedule are checked harder: a change is an error, see Trainer._resumable/_schedule.)
 RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "prepared", "augment", "augment_swap", "max_tokens",
-                    "seed", "update_freq", "label_smoothing", "precision", "dropout")
+                    "seed", "label_smoothing", "precision", "dropout")
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,8 @@ class TrainConfig:
     prepare_workers: int | None = None  # processes that tokenize the corpus; default one per core
     cache_dir: str | None = None  # where prepared corpora go; default $NMT_CACHE_DIR, ~/.cache/nmt/prepared
     max_tokens: int = 4096
-    update_freq: int = 1
+    update_freq: int | None = None  # batches accumulated per update on each rank; default 1
+    tokens_per_update: int | None = None  # padded tokens an update takes over all ranks: sets update_freq
     lr: float | None = None  # peak; default the paper's (d_model * warmup) ** -0.5 (7.0e-4 for base)
     warmup: int | None = None  # default: a tenth of the planned steps, at most 4000
     decay: str | None = None  # after warmup: "inverse-sqrt" (the paper's, the default) or "linear" to zero
@@ -122,7 +123,10 @@ class TrainConfig:
             raise UsageError(f"--precision must be fp32, bf16, fp16 or auto, not {self.precision!r}")
         if not (self.max_steps or self.max_epochs or self.max_minutes):
             raise UsageError("give a budget: --max-steps, --max-epochs or --max-minutes")
-        for name in ("valid_every", "update_freq", "max_tokens", "log_every", "save_every", "warmup", "max_len",
+        if self.update_freq is not None and self.tokens_per_update is not None:
+            raise UsageError("give --update-freq or --tokens-per-update, not both: the second sets the first")
+        for name in ("valid_every", "update_freq", "tokens_per_update", "max_tokens", "log_every", "save_every",
+                     "warmup", "max_len",
                      "d_model", "n_heads", "d_ff", "encoder_layers", "decoder_layers"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -153,6 +157,14 @@ def training_precision(precision: str, device: torch.device) -> str:
     from nmt.inference import cpu_flags
 
     return "bf16" if cpu_flags() & {"avx512_bf16", "amx_bf16"} else "fp32"
+
+
+def batches_per_update(config: TrainConfig, world_size: int) -> int:
+    """Batches each rank accumulates into an update: --update-freq, else enough that world_size x it x
+    --max-tokens comes nearest --tokens-per-update (at least 1), else 1."""
+    if config.tokens_per_update is None:
+        return config.update_freq or 1
+    return max(1, round(config.tokens_per_update / (config.max_tokens * world_size)))
 
 
 def model_config(config: TrainConfig, vocab_size: int) -> ModelConfig:
@@ -416,7 +428,8 @@ class Trainer:
             model.load_state_dict(init.weights)
         torch.manual_seed(config.seed + self.dist.rank)  # but different dropout
         batches = EpochBatches(corpus, config.max_tokens, config.seed)
-        steps_per_epoch = max(1, len(batches.of(0)) // (config.update_freq * self.dist.world_size))
+        self.update_freq = batches_per_update(config, self.dist.world_size)
+        steps_per_epoch = max(1, len(batches.of(0)) // (self.update_freq * self.dist.world_size))
         resumed = self._resumable(last, model_config)
         self.schedule = self._schedule(resumed, model_config, steps_per_epoch)
         optimizer = torch.optim.Adam(model.parameters(), lr=self.schedule["lr"], betas=(0.9, 0.98), eps=1e-9)
@@ -430,7 +443,7 @@ class Trainer:
                  _decay_end(self.schedule))
 
         state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "best_bleu": -1.0, "bad_validations": 0,
-                 "elapsed": 0.0}
+                 "elapsed": 0.0, "world_size": self.dist.world_size, "update_freq": self.update_freq}
         if resumed is not None:
             state = self._resume(resumed, model, optimizer, scheduler)
         self.started = time.monotonic() - state["elapsed"]
@@ -532,7 +545,24 @@ class Trainer:
         random.setstate(_to_random_state(train_state["python_rng"]))
         self.scaler_state = train_state.get("scaler")  # fp16's loss scale and its growth tracker
         log.info("resuming from %s at step %d", self.out / "last.pt", train_state["progress"]["step"])
-        return dict(train_state["progress"])
+        return self._same_batches(dict(train_state["progress"]))
+
+    def _same_batches(self, progress: dict) -> dict:
+        """The resumed progress, checked to take as many batches an update as before (ranks x update_freq: 8
+        GPUs x 1 and 1 x 8 take the same batches, so the position in the epoch, counted in updates, stands).
+        Another number of batches an update would be another recipe: an error."""
+        world, freq = self.dist.world_size, self.update_freq
+        was_world, was_freq = progress.get("world_size", world), progress.get("update_freq", freq)
+        before = was_world * was_freq
+        if before == world * freq:
+            return {**progress, "world_size": world, "update_freq": freq}
+        trained = f"{self.out} was trained with {before} batches an update ({was_world} ranks x --update-freq " \
+                  f"{was_freq})"
+        if before % world:
+            raise UsageError(f"{trained}, which {world} ranks cannot split evenly: resume on a number of ranks that "
+                             "divides it")
+        raise UsageError(f"{trained}; {world} x {freq} would be another recipe: resume with --update-freq "
+                         f"{before // world}")
 
 
 Batch = tuple[list[list[int]], list[list[int]]]  # source and target token ids of the sentences in a batch
@@ -593,7 +623,7 @@ class _Loop:
         """This rank's batches of one epoch, `update_freq` to an update, from update `first` on (a resumed
         epoch skips the updates done without reading their batches); every rank gets as many."""
         indices = self.batches.of(epoch)
-        world, size = self.dist.world_size, self.config.update_freq
+        world, size = self.dist.world_size, self.trainer.update_freq
         mine = indices[: len(indices) // world * world][self.dist.rank :: world]
         corpus = self.batches.corpus
         for start in range(first * size, len(mine), size):

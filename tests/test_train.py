@@ -619,3 +619,35 @@ def test_a_prepared_folder_trains_offline_with_its_own_validation_pairs(corpus, 
     assert mixed.returncode == 2 and "--prepared is a whole training input" in mixed.stderr
     not_prepared = nmt(*args[:1], "--prepared", str(tmp_path), *args[3:], "--out", str(tmp_path / "x"), env=env)
     assert not_prepared.returncode == 2 and "is not a folder that `nmt prepare` made" in not_prepared.stderr
+
+
+def test_tokens_per_update_sets_the_accumulation_from_the_number_of_ranks():
+    from nmt.train import batches_per_update
+
+    config = TrainConfig(out="x", data="multi30k", max_steps=1, max_tokens=4096, tokens_per_update=32768)
+    assert [batches_per_update(config, world) for world in (1, 2, 8, 16)] == [8, 4, 1, 1]
+    assert batches_per_update(TrainConfig(out="x", data="multi30k", max_steps=1), 8) == 1
+    with pytest.raises(UsageError, match="not both"):
+        TrainConfig(out="x", data="multi30k", max_steps=1, update_freq=2, tokens_per_update=8192)
+
+
+def test_a_resume_on_another_number_of_ranks_takes_the_same_batches_an_update_or_says_how(corpus, tmp_path):
+    """Two gloo ranks train 4 updates of one batch each; one process resumes them with --update-freq 2 (the
+    same 2 batches an update, from the same place in the epoch), and refuses --update-freq 1 (another
+    recipe) with the option that would keep it."""
+    result = run_ranks(corpus, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    progress = load_checkpoint(tmp_path / "last.pt").train_state["progress"]
+    assert (progress["world_size"], progress["update_freq"], progress["batch_in_epoch"]) == (2, 1, 4)
+    args = ["train", "--src-file", str(corpus / "train.en"), "--tgt-file", str(corpus / "train.fr"), "--spm",
+            str(corpus / "spm.model"), "--preset", "tiny", "--out", str(tmp_path), "--max-tokens", "500",
+            "--threads", "1", "--valid-every", "1000", "--keep-last", "0", "--quiet", "--max-steps", "6"]
+    other = nmt(*args)
+    assert other.returncode == 2
+    assert "trained with 2 batches an update (2 ranks x --update-freq 1)" in other.stderr
+    assert "resume with --update-freq 2" in other.stderr
+    same = nmt(*args, "--update-freq", "2")
+    assert same.returncode == 0, same.stderr
+    progress = load_checkpoint(tmp_path / "last.pt").train_state["progress"]
+    assert (progress["step"], progress["batch_in_epoch"], progress["world_size"], progress["update_freq"]) \
+        == (6, 6, 1, 2)
