@@ -432,7 +432,8 @@ class Trainer:
         steps_per_epoch = max(1, len(batches.of(0)) // (self.update_freq * self.dist.world_size))
         resumed = self._resumable(last, model_config)
         self.schedule = self._schedule(resumed, model_config, steps_per_epoch)
-        optimizer = torch.optim.Adam(model.parameters(), lr=self.schedule["lr"], betas=(0.9, 0.98), eps=1e-9)
+        optimizer = torch.optim.Adam(model.parameters(), lr=self.schedule["lr"], betas=(0.9, 0.98), eps=1e-9,
+                                     fused=self.device.type == "cuda" or None)  # one kernel for all parameters
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate_factor(self.schedule, self.elapsed))
         decay = self.schedule.get("decay", "inverse-sqrt")
         log.info("model: d_model %d, %d heads, d_ff %d, %d+%d layers, %.2fM parameters; %d training pairs, %d "
@@ -609,6 +610,7 @@ class _Loop:
         self.model_config = model.config
         self.device = trainer.device
         self.interrupted = 0  # the signal that asked the run to stop at the next step boundary
+        self.norm_sum, self.norm_count = torch.zeros((), device=self.device), 0  # gradient norms before clipping
         self.scaler = torch.amp.GradScaler("cuda") if trainer.precision == "fp16" else None
         if self.scaler and trainer.scaler_state:
             self.scaler.load_state_dict(trainer.scaler_state)
@@ -675,8 +677,9 @@ class _Loop:
             return mean_loss, total_tokens, False
         if scaler:
             scaler.unscale_(self.optimizer)
+        norm = None
         if self.config.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
         stepped = True
         if scaler:
             scale = scaler.get_scale()
@@ -688,6 +691,9 @@ class _Loop:
         self.optimizer.zero_grad(set_to_none=True)
         if stepped:
             self.scheduler.step()
+            if norm is not None:  # summed on the device, read when the progress line is written
+                self.norm_sum += norm.detach().float()
+                self.norm_count += 1
         return mean_loss, total_tokens, stepped
 
     def run(self) -> dict:
@@ -787,6 +793,13 @@ class _Loop:
             record["skipped_updates"] = s["skipped"]  # since the run began
         if self.scaler:
             record["loss_scale"] = self.scaler.get_scale()
+        if self.norm_count:
+            record["grad_norm"] = round(self.norm_sum.item() / self.norm_count, 4)  # mean over the window
+            self.norm_sum.zero_()
+            self.norm_count = 0
+        if self.device.type == "cuda":
+            record["gpu_memory_gib"] = round(torch.cuda.max_memory_allocated(self.device) / 2**30, 2)
+            torch.cuda.reset_peak_memory_stats(self.device)
         self.append_metrics(record)
 
     def append_metrics(self, record: dict) -> None:

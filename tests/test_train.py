@@ -583,6 +583,8 @@ def test_an_update_with_a_loss_that_is_not_finite_is_skipped_and_counted_and_man
     metrics = [json.loads(line) for line in (tmp_path / "once" / "metrics.jsonl").read_text().splitlines()]
     assert all(math.isfinite(m["train_loss"]) for m in metrics if "train_loss" in m)
     assert [m.get("skipped_updates", 0) for m in metrics if "train_loss" in m][-1] == 1
+    norms = [m["grad_norm"] for m in metrics if "train_loss" in m]  # before clipping, of the updates taken
+    assert len(norms) == 6 and all(math.isfinite(norm) and norm > 0 for norm in norms)
     poisoned["batches"] = set(range(200))
     with pytest.raises(NmtError, match="50 updates in a row were skipped"):
         Trainer(config("always")).run()
