@@ -126,7 +126,8 @@ model-general: setup
 		--threads 2 --valid-every 2000 --save-every 500 --keep-last 5 --log-every 100 --out $(GENERAL_RUN)
 	$(TIMED) average -- $(BIN)/nmt average $(GENERAL_RUN)/step*.pt --out $(GENERAL_RUN)/averaged.pt
 	$(TIMED) tune -- $(BIN)/nmt tune --model $(GENERAL_RUN)/averaged.pt \
-		--valid europarl:dev --limit 500 --beams 4,5 --lenpens 0.6,1.0,1.2 --no-repeat-ngram 4 --protect-names \
+		--valid europarl:dev,tatoeba:dev --limit 500 --beams 4,5 --lenpens 0.6,1.0,1.2 --no-repeat-ngram 4 \
+		--protect-names \
 		--half --out $(GENERAL_RUN)/tuned.pt
 	$(TIMED) shortlist -- $(BIN)/nmt shortlist --model $(GENERAL_RUN)/tuned.pt \
 		--prepared "$$(tail -n 1 $(GENERAL_RUN)/prepared.txt)" --out data/models/general.pt

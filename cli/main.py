@@ -726,12 +726,13 @@ def average(
 @app.command()
 def tune(
     model: Path = typer.Option(..., "--model", "-m", help="Checkpoint to tune."),
-    valid: str = typer.Option("multi30k:valid", "--valid", help="Embedded validation set (CORPUS:SPLIT)."),
+    valid: str = typer.Option("multi30k:valid", "--valid", help="Validation set (CORPUS:SPLIT), or several "
+                              "comma-separated, tuned on together (europarl:dev,tatoeba:dev)."),
     beams: str = typer.Option("1,4,5", "--beams", help="Beam sizes to try, comma-separated."),
     lenpens: str = typer.Option("0.6,0.8,1.0,1.2", "--lenpens", help="Length penalties to try."),
     out: Path = typer.Option(..., "--out", help="Write the checkpoint with the best decoding defaults here."),
     half: bool = typer.Option(False, "--half", help="Store the weights in fp16 (half the size)."),
-    limit: int = typer.Option(None, "--limit", help="Tune on the first N pairs only."),
+    limit: int = typer.Option(None, "--limit", help="Tune on the first N pairs of each set only."),
     no_repeat_ngram: int = typer.Option(0, "--no-repeat-ngram", help="Tune with repeated n-grams of N tokens "
                                         "blocked, and store N among the defaults (0: none)."),
     clause_split: int = typer.Option(None, "--clause-split", help="Store N as the model's --clause-split default."),
@@ -749,9 +750,11 @@ def tune(
     except ValueError:
         raise UsageError("--beams and --lenpens take comma-separated numbers") from None
     checkpoint = load_checkpoint(model)
-    pairs = parse_test_set(valid)
-    if limit:
-        pairs = ParallelText(pairs.source[:limit], pairs.target[:limit])
+    pairs = ParallelText([], [])
+    for name in valid.split(","):
+        each = parse_test_set(name.strip())
+        pairs.source.extend(each.source[:limit])
+        pairs.target.extend(each.target[:limit])
     if no_repeat_ngram < 0:
         raise UsageError("--no-repeat-ngram must not be negative")
     if clause_split is not None and clause_split < 1:

@@ -112,3 +112,16 @@ def test_empty_files_are_one_error_line_not_a_score(tmp_path):
     for args in (["--hyp", str(empty), "--ref", str(empty)], ["--src", str(empty), "--ref", str(empty)]):
         result = subprocess.run(NMT + args, capture_output=True, text=True)
         assert result.returncode == 2 and result.stderr == "error: nothing to score: the files have no lines\n"
+
+
+def test_tune_takes_several_validation_sets_each_cut_to_the_limit(tiny_checkpoint, tmp_path):
+    def bleu_table(valid: str) -> list[str]:
+        result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "tune", "--model", str(tiny_checkpoint),
+                                 "--valid", valid, "--limit", "8", "--beams", "1", "--lenpens", "1.0", "--out",
+                                 str(tmp_path / "tuned.pt")], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        return [line.split(":")[1].split(" on ")[0] for line in result.stdout.splitlines() if line.startswith("beam")]
+
+    once = bleu_table("multi30k:valid")
+    assert bleu_table("multi30k:valid, multi30k:valid") == once  # the same 8 pairs twice: the same corpus BLEU
+    assert bleu_table("multi30k:valid,tatoeba:dev") != once  # 8 more pairs of another set
