@@ -469,6 +469,23 @@ def test_training_on_empty_or_blank_files_is_one_clear_line(tmp_path, text, erro
     assert result.returncode == 2 and errors == [f"error: {error}"] and "Traceback" not in result.stderr
 
 
+def test_a_copied_corpus_keeps_its_identity_and_an_edited_one_does_not(tmp_path):
+    # Shared data is copied afresh for each session (new modification times): the cache must still match.
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    for folder in (first, second):
+        (folder / "a.en").write_text("A pair.\n")
+        (folder / "a.fr").write_text("Une paire.\n")
+    os.utime(second / "a.en", (1, 1))
+
+    def identity(folder):
+        return training_source(DataSpec(src_file=str(folder / "a.en"), tgt_file=str(folder / "a.fr"))).identity
+
+    assert identity(first) == identity(second)
+    (second / "a.fr").write_text("Une autre.\n")
+    assert identity(first) != identity(second)
+
+
 def test_validation_split_never_shares_a_source_sentence():
     from nmt.corpus import ParallelText
 
