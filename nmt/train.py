@@ -612,6 +612,7 @@ class _Loop:
         self.interrupted = 0  # the signal that asked the run to stop at the next step boundary
         self.norm_sum, self.norm_count = torch.zeros((), device=self.device), 0  # gradient norms before clipping
         self.scaler = torch.amp.GradScaler("cuda") if trainer.precision == "fp16" else None
+        self.stop_voted = None  # whether some rank wanted to stop, as of the last update (finished())
         if self.scaler and trainer.scaler_state:
             self.scaler.load_state_dict(trainer.scaler_state)
 
@@ -642,11 +643,20 @@ class _Loop:
         return loss_sum / n_tokens, n_tokens
 
     def finished(self) -> bool:
+        """Whether to stop before the next update, the same on every rank. The step and epoch budgets are the
+        same everywhere; the clock and signals are not: they are counted across ranks by the all-reduce each
+        update already makes (its one host sync), or here before the first update."""
         s, c = self.state, self.config
         over = (c.max_steps and s["step"] >= c.max_steps) or (c.max_epochs and s["epoch"] >= c.max_epochs)
         over = over or s["step"] >= self.trainer.schedule.get("total", math.inf)  # a linear decay's rate is 0 there
-        timed_out = c.max_minutes and self.trainer.elapsed() >= 60 * c.max_minutes
-        return self.dist.any(bool(over or timed_out or self.interrupted))
+        if self.stop_voted is None:
+            self.stop_voted = self.dist.any(self.wants_to_stop())
+        return bool(over or self.stop_voted)
+
+    def wants_to_stop(self) -> bool:
+        """This rank's own reasons to stop: training time spent, or a signal."""
+        c = self.config
+        return bool(c.max_minutes and self.trainer.elapsed() >= 60 * c.max_minutes or self.interrupted)
 
     def update(self, group: list[Batch]) -> tuple[float, int, bool]:
         """One optimizer step over a group of batches (gradient accumulation): the mean loss over every rank,
@@ -664,36 +674,34 @@ class _Loop:
                 (scaler.scale(scaled) if scaler else scaled).backward()
             total_loss += scaled.detach()
             total_tokens += n_tokens
-        summed = torch.stack([total_loss.float(), (~torch.isfinite(total_loss)).float()])  # (loss, non-finite)
-        if self.dist.world_size > 1:
-            torch.distributed.all_reduce(summed)
-        loss_sum, non_finite = summed.tolist()  # the update's one wait for the device (fp16 adds the scale's)
-        mean_loss = loss_sum / self.dist.world_size
-        self.rate = self.optimizer.param_groups[0]["lr"]  # the rate of this update, for the log
-        if non_finite:
-            self.optimizer.zero_grad(set_to_none=True)
-            if scaler:  # as the scaler does for overflowing gradients: a smaller scale next time
-                scaler.update(scaler.get_scale() * scaler.get_backoff_factor())
-            return mean_loss, total_tokens, False
         if scaler:
             scaler.unscale_(self.optimizer)
-        norm = None
+        parameters = [p for p in self.model.parameters() if p.grad is not None]
         if self.config.clip_norm > 0:
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
-        stepped = True
-        if scaler:
-            scale = scaler.get_scale()
-            scaler.step(self.optimizer)
-            scaler.update()
-            stepped = scaler.get_scale() >= scale  # it backs off only after a skipped step
+            norm = torch.nn.utils.clip_grad_norm_(parameters, self.config.clip_norm)
         else:
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+            norm = torch.nn.utils.get_total_norm([p.grad for p in parameters])
+        # (loss, loss not finite, gradients not finite, a rank wants to stop): the update's one host sync
+        flags = torch.stack([total_loss.float(), (~torch.isfinite(total_loss)).float(), (~torch.isfinite(norm)).float(),
+                             torch.full((), float(self.wants_to_stop()), device=self.device)])  # no copy to wait on
+        if self.dist.world_size > 1:
+            torch.distributed.all_reduce(flags)
+        loss_sum, bad_loss, bad_gradients, stop = flags.tolist()
+        self.stop_voted = stop > 0
+        mean_loss = loss_sum / self.dist.world_size
+        self.rate = self.optimizer.param_groups[0]["lr"]  # the rate of this update, for the log
+        stepped = not (bad_loss or bad_gradients)
         if stepped:
+            self.optimizer.step()
             self.scheduler.step()
-            if norm is not None:  # summed on the device, read when the progress line is written
-                self.norm_sum += norm.detach().float()
-                self.norm_count += 1
+            self.norm_sum += norm.detach().float()  # summed on the device, read when the progress line is written
+            self.norm_count += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        if scaler:
+            if bad_loss:  # as the scaler does for overflowing gradients: a smaller scale next time
+                scaler.update(scaler.get_scale() * scaler.get_backoff_factor())
+            else:  # unscale_ recorded whether the gradients overflowed: the scale backs off, or grows in time
+                scaler.update()
         return mean_loss, total_tokens, stepped
 
     def run(self) -> dict:
@@ -734,10 +742,11 @@ class _Loop:
                 if not stepped:
                     s["skipped"] = s.get("skipped", 0) + 1
                     skipped_in_a_row += 1
-                    if math.isfinite(loss):  # fp16's scaler finding its scale: usual in the first updates
+                    if math.isfinite(loss) and self.scaler:  # the scaler finding its scale: usual at first
                         log.info("update skipped after step %d: fp16 gradients overflowed", s["step"])
                     else:
-                        log.warning("update skipped after step %d: the loss is not finite", s["step"])
+                        log.warning("update skipped after step %d: the %s not finite", s["step"],
+                                    "gradients are" if math.isfinite(loss) else "loss is")
                     if skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
                         raise NmtError(f"{skipped_in_a_row} updates in a row were skipped (loss or gradients not "
                                        f"finite) after step {s['step']}: stopped; last.pt holds the last save. "

@@ -2,7 +2,9 @@
 
 Every collective is checked: a tensor handed to one must be on the device the loop trains on. The loop's
 updates and stopping checks run with torch's default device set to "meta", so a tensor made there without
-naming a device (as `torch.tensor([flag])`, which NCCL refuses when training on CUDA) is caught on a CPU."""
+naming a device (as `torch.tensor([flag])`, which NCCL refuses when training on CUDA) is caught on a CPU.
+In them, collectives and reads of a tensor's value by the host (a wait for the device on a GPU) are counted,
+Adam's own reads of its step counters (kept on the host) aside."""
 
 import functools
 import json
@@ -11,6 +13,8 @@ import sys
 
 import torch
 import torch.distributed as dist
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from nmt.errors import UsageError
 from nmt.train import TrainConfig, Trainer, _Loop
@@ -21,6 +25,26 @@ if sys.argv[5:] == ["--node-local-out"] and os.environ["RANK"] != "0":  # as a s
 trainer = Trainer(TrainConfig(out=out, src_file=src, tgt_file=tgt, spm=spm, preset="tiny", max_steps=4,
                               max_tokens=500, valid_every=1000, keep_last=0, threads=1))
 checked = []
+counted = {"collectives": 0, "host_reads": 0, "calls": 0}
+in_the_loop = {"update or finished": False, "optimizer step": False}
+
+
+class HostReads(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default and not in_the_loop["optimizer step"]:
+            counted["host_reads"] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def optimizer_step(running):
+    def hook(*args):
+        in_the_loop["optimizer step"] = running
+
+    return hook
+
+
+register_optimizer_step_pre_hook(optimizer_step(True))
+register_optimizer_step_post_hook(optimizer_step(False))
 
 
 def on_the_training_device(collective):
@@ -32,6 +56,7 @@ def on_the_training_device(collective):
                 raise AssertionError(f"{collective.__name__} got a tensor on {each.device}, the loop trains on "
                                      f"{trainer.device}")
         checked.append(collective.__name__)
+        counted["collectives"] += in_the_loop["update or finished"]
         return collective(tensor, *args, **kwargs)
 
     return checked_collective
@@ -44,8 +69,13 @@ for name in ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into
 def with_default_device_meta(method):
     @functools.wraps(method)
     def on_meta(*args, **kwargs):
-        with torch.device("meta"):
-            return method(*args, **kwargs)
+        in_the_loop["update or finished"] = True
+        counted["calls"] += method.__name__ == "update"
+        try:
+            with torch.device("meta"), HostReads():
+                return method(*args, **kwargs)
+        finally:
+            in_the_loop["update or finished"] = False
 
     return on_meta
 
@@ -58,4 +88,4 @@ except UsageError as exc:
     sys.exit(f"rank {os.environ['RANK']}: {exc}")
 torch.save(trainer.model.state_dict(), f"{out}/rank{os.environ['RANK']}.weights")
 with open(f"{out}/rank{os.environ['RANK']}.collectives", "w") as file:
-    json.dump(checked, file)
+    json.dump({"collectives": checked, "in updates": counted}, file)

@@ -121,7 +121,8 @@ def test_a_time_budget_with_linear_decay_anneals_to_zero_and_resumes_only_with_i
     args = ("--valid-every", "1000", "--log-every", "1", "--warmup", "2", "--lr", "1e-3", "--decay", "linear")
     assert nmt(*train_args(corpus, out, "--max-minutes", "0.05", *args)).returncode == 0
     rates = [m["lr"] for m in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "lr" in m]
-    assert rates[:2] == pytest.approx([5e-4, 1e-3], rel=0.1) and rates[-1] < 2e-4
+    # warm-up over 2 updates, then down with the clock (on a busy machine the clock wins sooner)
+    assert rates[0] <= 5e-4 * 1.01 and max(rates) in rates[:2] and rates[-1] < 2e-4
     assert all(later <= earlier for earlier, later in zip(rates[1:], rates[2:], strict=False))
     assert load_checkpoint(out / "last.pt").train_state["schedule"]["minutes"] == 0.05
     longer = nmt(*train_args(corpus, out, "--max-minutes", "0.1"))
@@ -340,7 +341,11 @@ def test_ddp_with_gloo_keeps_ranks_identical_and_writes_one_checkpoint(corpus, t
     assert load_checkpoint(tmp_path / "last.pt").train_state["progress"]["step"] == 4
     assert not list(tmp_path.glob(".*tmp*"))
     for rank in (0, 1):
-        assert "all_reduce" in json.loads((tmp_path / f"rank{rank}.collectives").read_text())
+        record = json.loads((tmp_path / f"rank{rank}.collectives").read_text())
+        assert "all_reduce" in record["collectives"]
+        # one all-reduce and one wait for the device per update (loss, finiteness and stop votes together),
+        # and one more in the first check of whether to stop
+        assert record["in updates"] == {"calls": 4, "collectives": 5, "host_reads": 5}
 
 
 def test_ranks_that_do_not_share_the_run_folder_all_refuse_before_training(corpus, tmp_path):
@@ -572,15 +577,17 @@ def test_auto_training_precision_is_bf16_only_where_the_cpu_computes_in_it(monke
     assert training_precision("bf16", cpu) == "bf16"
 
 
-def test_an_update_with_a_loss_that_is_not_finite_is_skipped_and_counted_and_many_in_a_row_stop(
+def test_an_update_with_a_loss_or_gradients_not_finite_is_skipped_and_counted_and_many_in_a_row_stop(
         corpus, tmp_path, monkeypatch):
     loss = _Loop.loss
-    poisoned = {"batches": set()}
+    poisoned = {"batches": set(), "gradients": set()}
 
     def loss_of(loop, batch):
         value, tokens = loss(loop, batch)
         if loop.state["batch_in_epoch"] in poisoned["batches"]:
             value = value * float("nan")
+        if loop.state["batch_in_epoch"] in poisoned["gradients"]:  # a finite loss, gradients that overflowed
+            value.register_hook(lambda gradient: gradient * float("inf"))
         return value, tokens
 
     monkeypatch.setattr(_Loop, "loss", loss_of)
@@ -591,18 +598,20 @@ def test_an_update_with_a_loss_that_is_not_finite_is_skipped_and_counted_and_man
                            max_steps=6, max_tokens=600, warmup=3, valid_every=1000, keep_last=0, threads=1,
                            log_every=1)
 
-    poisoned["batches"] = {2}
+    poisoned["batches"], poisoned["gradients"] = {2}, {4}
     Trainer(config("once")).run()
-    state = load_checkpoint(tmp_path / "once" / "last.pt").train_state
-    assert state["progress"]["step"] == 6 and state["progress"]["batch_in_epoch"] == 7
-    assert state["progress"]["skipped"] == 1
-    assert state["scheduler"]["last_epoch"] == 6  # the rate moved with the 6 updates taken, not the 7 batches
+    last = load_checkpoint(tmp_path / "once" / "last.pt")
+    state = last.train_state
+    assert state["progress"]["step"] == 6 and state["progress"]["batch_in_epoch"] == 8
+    assert state["progress"]["skipped"] == 2
+    assert state["scheduler"]["last_epoch"] == 6  # the rate moved with the 6 updates taken, not the 8 batches
+    assert all(torch.isfinite(weight).all() for weight in last.weights.values())
     metrics = [json.loads(line) for line in (tmp_path / "once" / "metrics.jsonl").read_text().splitlines()]
     assert all(math.isfinite(m["train_loss"]) for m in metrics if "train_loss" in m)
-    assert [m.get("skipped_updates", 0) for m in metrics if "train_loss" in m][-1] == 1
+    assert [m.get("skipped_updates", 0) for m in metrics if "train_loss" in m][-1] == 2
     norms = [m["grad_norm"] for m in metrics if "train_loss" in m]  # before clipping, of the updates taken
     assert len(norms) == 6 and all(math.isfinite(norm) and norm > 0 for norm in norms)
-    poisoned["batches"] = set(range(200))
+    poisoned["batches"], poisoned["gradients"] = set(range(200)), set()
     with pytest.raises(NmtError, match="50 updates in a row were skipped"):
         Trainer(config("always")).run()
 
