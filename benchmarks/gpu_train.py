@@ -1,0 +1,195 @@
+"""`nmt train` on one CUDA GPU: the check a session runs when it is lent one (about 5 minutes on an H100).
+
+    python benchmarks/gpu_train.py --out $OUT/gpu-train      # on a CUDA machine; prints and writes report.md
+    python benchmarks/gpu_train.py --smoke --out /tmp/smoke   # on a CPU, tiny sizes: checks the script itself
+
+Four parts, on the embedded Multi30k corpus:
+1. `torchrun --nproc_per_node 1 nmt train` of `base` in bf16 for --updates updates: target tokens/s,
+   gradient norm and GPU memory as `nmt train` logs them (metrics.jsonl).
+2. In this process, nmt's Transformer against torch.nn.Transformer of the same size over the same batches
+   (benchmarks/train.py's loop, bf16 autocast, fused Adam, the two interleaved step by step): target
+   tokens/s and model FLOPs utilization (the FLOPs of a step counted by torch.utils.flop_counter, against
+   the GPU's dense bf16 peak), and the attention kernels a step of nmt's model runs (torch.profiler).
+3. An exact resume: the run of part 1 trained again to half of --updates, then resumed to the end;
+   its weights and losses against the straight run's.
+4. fp16: the run of part 1 with --precision fp16: loss scale, skipped updates, losses against bf16's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+from torch.utils.flop_counter import FlopCounterMode
+from train import Run, TorchTransformer, compare
+
+from nmt.batching import collate, token_batches
+from nmt.checkpoint import load_checkpoint
+from nmt.config import ModelConfig
+from nmt.corpus import load_embedded
+from nmt.loss import TranslationLoss
+from nmt.model import Transformer
+from nmt.tokenizer import train_tokenizer
+
+# dense bf16 tensor-core peaks (FLOP/s) from the vendor's data sheets, by a name torch reports
+PEAK_BF16 = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12}
+
+
+def peak_flops(device: torch.device) -> tuple[str, float | None]:
+    if device.type != "cuda":
+        return "CPU", None
+    name = torch.cuda.get_device_name(device)
+    return name, next((peak for key, peak in PEAK_BF16.items() if key in name), None)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def nmt_train(out: Path, sizes: dict, precision: str, updates: int) -> float:
+    """`nmt train` under torchrun with one process; its wall time in seconds (start-up included)."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1", "--master_port",
+               str(free_port()), "-m", "nmt_cli.main", "train", "--data", "multi30k", "--preset", sizes["preset"],
+               "--precision", precision, "--max-steps", str(updates), "--max-tokens", str(sizes["max_tokens"]),
+               "--valid-every", "1000000", "--log-every", str(sizes["log_every"]), "--save-every", str(updates),
+               "--keep-last", "0", "--warmup", str(sizes["warmup"]), "--out", str(out)]
+    started = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"nmt train failed ({' '.join(command)}):\n{result.stderr[-3000:]}")
+    return time.monotonic() - started
+
+
+def metrics(out: Path) -> list[dict]:
+    return [record for record in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+            if "train_loss" in record]
+
+
+def part_training(folder: Path, sizes: dict, updates: int) -> list[str]:
+    wall = nmt_train(folder / "bf16", sizes, "bf16", updates)
+    records = metrics(folder / "bf16")
+    steady = records[len(records) // 2 :]  # past the first batches' allocations and kernel choices
+    shown = records[:: max(1, len(records) // 8)]
+    shown += records[-1:] if shown[-1] is not records[-1] else []
+    lines = [f"`torchrun --nproc_per_node 1 nmt train --data multi30k --preset {sizes['preset']} --precision bf16 "
+             f"--max-steps {updates} --max-tokens {sizes['max_tokens']}`: {wall:.0f} s in all, start-up included.",
+             "", "| step | train loss | target tok/s | grad norm | GPU memory (GiB) |", "|---|---|---|---|---|"]
+    lines += [f"| {r['step']} | {r['train_loss']:.3f} | {r['tokens_per_s']} | {r.get('grad_norm', '-')} | "
+              f"{r.get('gpu_memory_gib', '-')} |" for r in shown]
+    lines += ["", f"Second half: {sum(r['tokens_per_s'] for r in steady) / len(steady):.0f} target tokens/s."]
+    return lines
+
+
+def part_throughput(device: torch.device, sizes: dict, steps: int) -> list[str]:
+    pairs = load_embedded("multi30k", "train")
+    tokenizer = train_tokenizer(pairs.source[:20000] + pairs.target[:20000], 8000)
+    count = sizes["sentences"]
+    src_ids, tgt_ids = tokenizer.encode_batch(pairs.source[:count]), tokenizer.encode_batch(pairs.target[:count])
+    index_batches = token_batches([len(s) for s in src_ids], [len(t) for t in tgt_ids], sizes["max_tokens"], seed=1,
+                                  epoch=0)
+    batches = [tuple(t.to(device) for t in collate([src_ids[i] for i in b], [tgt_ids[i] for i in b], 0, 2, 3))
+               for b in index_batches]
+    config = ModelConfig.preset(sizes["preset"], vocab_size=tokenizer.vocab_size)
+    torch.manual_seed(0)
+    model = Transformer(config)
+    criterion = TranslationLoss(model, label_smoothing=0.1).to(device)
+
+    def nmt_loss(src, tgt_in, tgt_out):
+        return criterion(src, tgt_in, tgt_out) / (tgt_out != 0).sum()
+
+    ours, theirs = Run(model, "bf16", nmt_loss, device), Run(TorchTransformer(config), "bf16", device=device)
+    speeds = compare([ours, theirs], batches, min(steps, len(batches)))
+    batch = max(batches, key=lambda b: b[1].numel())
+    tokens = int((batch[2] != 0).sum())
+    flops = []
+    for run in (ours, theirs):
+        with FlopCounterMode(display=False) as counter:
+            run.step(batch, timed=False)
+        flops.append(counter.get_total_flops() / tokens)
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        ours.step(batch, timed=False)
+    kernels = Counter({event.key: event.count for event in profiler.key_averages()
+                       if "attention" in event.key and event.key.startswith("aten::_")})
+    name, peak = peak_flops(device)
+    lines = [f"{name}; {sizes['preset']}, bf16 autocast, batches of about {sizes['max_tokens']} padded tokens from "
+             f"Multi30k, {min(steps, len(batches))} timed steps each after 2 warm-up steps, interleaved.", "",
+             "| model | target tok/s | GFLOP per target token | model FLOPs utilization |", "|---|---|---|---|"]
+    for label, speed, per_token in (("nmt", speeds[0], flops[0]), ("torch.nn.Transformer", speeds[1], flops[1])):
+        utilization = f"{speed * per_token / peak:.1%}" if peak else "- (no peak known)"
+        lines.append(f"| {label} | {speed:.0f} | {per_token / 1e9:.3f} | {utilization} |")
+    lines += ["", f"nmt / torch.nn.Transformer: {speeds[0] / speeds[1]:.2f}x.", "",
+              "Attention kernels in one step of nmt's model: "
+              + (", ".join(f"`{key}` x{n}" for key, n in sorted(kernels.items())) or "none found") + "."]
+    return lines
+
+
+def part_resume(folder: Path, sizes: dict, updates: int) -> list[str]:
+    half = updates // 2
+    nmt_train(folder / "resumed", sizes, "bf16", half)
+    nmt_train(folder / "resumed", sizes, "bf16", updates)
+    straight, resumed = (load_checkpoint(folder / name / "last.pt") for name in ("bf16", "resumed"))
+    worst = max((straight.weights[key].float() - resumed.weights[key].float()).abs().max().item()
+                for key in straight.weights)
+    losses = {r["step"]: r["train_loss"] for r in metrics(folder / "bf16")}
+    after = [(r["step"], losses.get(r["step"]), r["train_loss"]) for r in metrics(folder / "resumed")
+             if r["step"] > half]
+    differing = [(step, a, b) for step, a, b in after if a != b]
+    return [f"Trained to step {half}, stopped, resumed to step {updates} with the same command; against the straight "
+            f"run: largest weight difference {worst:.3g}; {len(after) - len(differing)} of {len(after)} logged "
+            "losses after the resume identical"
+            + (f" (first difference at step {differing[0][0]}: {differing[0][1]} against {differing[0][2]})"
+               if differing else "") + "."]
+
+
+def part_fp16(folder: Path, sizes: dict, updates: int) -> list[str]:
+    wall = nmt_train(folder / "fp16", sizes, "fp16", updates)
+    records, bf16 = metrics(folder / "fp16"), metrics(folder / "bf16")
+    last, steady = records[-1], records[len(records) // 2 :]
+    return [f"`--precision fp16`, {updates} updates, {wall:.0f} s: final train loss {last['train_loss']:.3f} "
+            f"(bf16: {bf16[-1]['train_loss']:.3f}); loss scale {last.get('loss_scale')}; skipped updates "
+            f"{last.get('skipped_updates', 0)}; second half {sum(r['tokens_per_s'] for r in steady) / len(steady):.0f} "
+            "target tok/s."]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/gpu-train"))
+    parser.add_argument("--updates", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=30, help="Timed steps per model in part 2.")
+    parser.add_argument("--smoke", action="store_true", help="Tiny sizes on the CPU, to check the script.")
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
+    if device.type != "cuda" and not args.smoke:
+        sys.exit("gpu_train.py: no CUDA device (use --smoke to check the script on a CPU)")
+    sizes = ({"preset": "tiny", "max_tokens": 600, "log_every": 2, "warmup": 4, "sentences": 400} if args.smoke
+             else {"preset": "base", "max_tokens": 16384, "log_every": 20, "warmup": 100, "sentences": 20000})
+    updates = 8 if args.smoke else args.updates
+    args.out.mkdir(parents=True, exist_ok=True)
+    sections = []
+    for title, part in (("1. nmt train under torchrun", lambda: part_training(args.out, sizes, updates)),
+                        ("2. Against torch.nn.Transformer", lambda: part_throughput(device, sizes, args.steps)),
+                        ("3. Exact resume", lambda: part_resume(args.out, sizes, updates)),
+                        ("4. fp16", lambda: part_fp16(args.out, sizes, updates) if device.type == "cuda"
+                         else ["fp16 training runs on CUDA only: not checked here."])):
+        started = time.monotonic()
+        lines = part()
+        sections += [f"## {title} ({time.monotonic() - started:.0f} s)", "", *lines, ""]
+        print("\n".join(sections[-len(lines) - 3 :]), flush=True)
+    command = f"python benchmarks/gpu_train.py{' --smoke' if args.smoke else ''} --updates {updates}"
+    header = [f"# gpu_train.py, {time.strftime('%Y-%m-%d')}: {peak_flops(device)[0]}, torch {torch.__version__}",
+              "", f"Command: `{command}`", ""]
+    (args.out / "report.md").write_text("\n".join(header + sections))
+
+
+if __name__ == "__main__":
+    main()
