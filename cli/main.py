@@ -14,6 +14,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TextIO
 
 import typer
@@ -599,9 +600,7 @@ def prepare(
     """Tokenize a training corpus once into a memory-mapped cache that `nmt train` (with the same data options)
     then opens in seconds, on every start, resume and rank. Prints the cache folder."""
     _configure_logging(False, progress=True)
-    from nmt.data import DataSpec, FilterSpec, parse_names, training_source
-    from nmt.prepare import PrepareOptions
-    from nmt.prepare import prepare as prepare_corpus
+    from nmt.prepare import prepare_training_data
 
     spm_model = None
     if spm:
@@ -609,13 +608,13 @@ def prepare(
             spm_model = Path(spm).read_bytes()
         except OSError as exc:
             raise UsageError(f"cannot read the sentencepiece model {spm}: {exc.strerror}") from None
-    spec = DataSpec(names=parse_names(data) if data else (), src_file=src_file, tgt_file=tgt_file,
-                    hf_dataset=hf_dataset, hf_config=hf_config, streaming=bool(streaming), valid_src=valid_src,
-                    valid_tgt=valid_tgt, augment=bool(augment), augment_swap=augment_swap, seed=seed)
-    options = PrepareOptions(vocab_size=vocab_size, spm_model=spm_model, spm_sample=spm_sample,
-                             limits=FilterSpec(max_len, max_ratio), seed=seed, workers=workers, cache_dir=cache_dir)
-    prepared = prepare_corpus(training_source(spec), options)
-    typer.echo(str(prepared.folder))
+    # the names of `nmt train`'s options (TrainConfig), so that both make the same cache
+    options = SimpleNamespace(data=data, src_file=src_file, tgt_file=tgt_file, hf_dataset=hf_dataset,
+                              hf_config=hf_config, streaming=streaming, valid_src=valid_src, valid_tgt=valid_tgt,
+                              augment=augment, augment_swap=augment_swap, seed=seed, vocab_size=vocab_size,
+                              spm_sample=spm_sample, max_len=max_len, max_ratio=max_ratio, prepare_workers=workers,
+                              cache_dir=cache_dir)
+    typer.echo(str(prepare_training_data(options, spm_model).folder))
 
 
 @app.command("eval")

@@ -25,8 +25,7 @@ import string
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from nmt.corpus import ParallelText
-from nmt.data import PairSource
+from nmt.corpus import PairSource, ParallelText
 from nmt.protect import PLACEHOLDER, SMALL_WORDS
 
 AUGMENT_VERSION = 2  # part of the prepared corpus's identity: change it when the variants change

@@ -1,9 +1,11 @@
-"""Batches by token budget: sentences of similar length together, batches in random order.
+"""Batches of sentences and their padded tensors, for training and inference alike.
 
-    batches = token_batches(src_lengths, tgt_lengths, max_tokens=4096, seed=1, epoch=0)   # index arrays
+    batches = token_batches(src_lengths, tgt_lengths, max_tokens=4096, seed=1, epoch=0)   # training: shuffled
+    batches = sorted_batches(lengths, max_tokens=4096)                     # inference: longest first, in order
     src, tgt_in, tgt_out = collate([src_ids[i] for i in batch], [tgt_ids[i] for i in batch], pad, bos, eos)
+    src = pad_sources(sources, pad, eos)                                   # the source side alone
 
-Both work on numpy arrays, so that a corpus of tens of millions of pairs is batched in seconds from its
+They work on numpy arrays, so that a corpus of tens of millions of pairs is batched in seconds from its
 stored lengths (nmt.prepare), and a batch costs the same to build whatever the corpus size.
 """
 
@@ -42,18 +44,37 @@ def token_batches(src_lengths, tgt_lengths, max_tokens: int, seed: int, epoch: i
     return batches
 
 
+def sorted_batches(lengths, max_tokens: int, batch_size: int | None = None) -> list[np.ndarray]:
+    """Index batches for inference: longest first (ties in input order), each as many sentences as fit
+    `max_tokens` padded tokens (its first, longest one + 1 for EOS, times the count; at least one), or
+    `batch_size` sentences when given. The same lengths always give the same batches."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    batches, start = [], 0
+    while start < len(order):
+        size = batch_size or max(1, max_tokens // (int(lengths[order[start]]) + 1))
+        batches.append(order[start : start + size])
+        start += size
+    return batches
+
+
+def pad_sources(src, pad_id: int, eos_id: int) -> Tensor:
+    """Sequences of token ids -> ids + EOS, padded with pad_id (B, S)."""
+    out = np.full((len(src), max(map(len, src)) + 1), pad_id, dtype=np.int64)
+    for row, source in enumerate(src):
+        out[row, : len(source)] = source
+        out[row, len(source)] = eos_id
+    return torch.from_numpy(out)
+
+
 def collate(src, tgt, pad_id: int, bos_id: int, eos_id: int) -> tuple[Tensor, Tensor, Tensor]:
     """Sequences of token ids (lists or arrays) -> source ids + EOS (B, S); target input BOS + ids (B, T);
     target output ids + EOS (B, T); padded with pad_id."""
-    rows = len(src)
-    src_out = np.full((rows, max(map(len, src)) + 1), pad_id, dtype=np.int64)
-    tgt_in = np.full((rows, max(map(len, tgt)) + 1), pad_id, dtype=np.int64)
+    tgt_in = np.full((len(tgt), max(map(len, tgt)) + 1), pad_id, dtype=np.int64)
     tgt_out = tgt_in.copy()
-    for row, (source, target) in enumerate(zip(src, tgt, strict=True)):
-        src_out[row, : len(source)] = source
-        src_out[row, len(source)] = eos_id
+    for row, target in enumerate(tgt):
         tgt_in[row, 0] = bos_id
         tgt_in[row, 1 : len(target) + 1] = target
         tgt_out[row, : len(target)] = target
         tgt_out[row, len(target)] = eos_id
-    return torch.from_numpy(src_out), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out)
+    return pad_sources(src, pad_id, eos_id), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out)

@@ -2,6 +2,7 @@
 
     pairs = load_embedded("multi30k", "train")      # ParallelText(source=[...], target=[...])
     pairs = read_parallel("train.en.gz", "train.fr.gz")
+    source = PairSource(identity, read, valid)      # a training corpus read a chunk at a time (nmt.data)
 
 Files are read by splitting on "\\n" only, dropping a trailing "\\r": `str.splitlines()` would also
 split on U+2028 and friends, which occur inside sentences, and misalign every pair after them.
@@ -41,6 +42,22 @@ class ParallelText:
 
     def __len__(self) -> int:
         return len(self.source)
+
+
+@dataclass
+class PairSource:
+    """The training pairs of a DataSpec, read in order a chunk at a time and never all in memory.
+
+    identity: names the content (corpus names, file names with their sizes and content digests, a hub
+    dataset's name, config and fingerprint) for the cache key; valid: the validation pairs the source comes
+    with (--valid-src/--valid-tgt, a validation split, an embedded corpus's held-out split), else None."""
+
+    identity: str
+    read: object  # chunk size -> Iterator[ParallelText]
+    valid: ParallelText | None
+
+    def chunks(self, size: int) -> Iterator[ParallelText]:
+        return self.read(size)
 
 
 def data_dir() -> Path:

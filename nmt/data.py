@@ -18,12 +18,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from nmt.augment import Augment, augmented
 from nmt.corpus import (
     EMBEDDED,
     SOURCE_LANG,
     TARGET_LANG,
     UNREADABLE,
+    PairSource,
     ParallelText,
+    data_dir,
     load_embedded,
     read_parallel,
     read_stream_lines,
@@ -48,6 +51,16 @@ class DataSpec:
     augment: bool = False  # add nmt.augment's variants of the training pairs
     augment_swap: float | None = None  # nmt.augment.Augment.swap, when not its default
     seed: int = 1
+
+    @classmethod
+    def of(cls, options) -> DataSpec:
+        """From the data options of `nmt train` and `nmt prepare`, by their names (a TrainConfig, say):
+        data (a --data string), src_file, tgt_file, hf_dataset, hf_config, streaming, valid_src, valid_tgt,
+        augment, augment_swap, seed."""
+        return cls(names=parse_names(options.data) if options.data else (), src_file=options.src_file,
+                   tgt_file=options.tgt_file, hf_dataset=options.hf_dataset, hf_config=options.hf_config,
+                   streaming=bool(options.streaming), valid_src=options.valid_src, valid_tgt=options.valid_tgt,
+                   augment=bool(options.augment), augment_swap=options.augment_swap, seed=options.seed)
 
 
 @dataclass
@@ -180,22 +193,6 @@ def validation_pairs(spec: DataSpec) -> ParallelText | None:
 # ---- training pairs as a stream of chunks (nmt.prepare tokenizes them once into a cache) -------------------
 
 
-@dataclass
-class PairSource:
-    """The training pairs of a DataSpec, read in order a chunk at a time and never all in memory.
-
-    identity: names the content (corpus names, file names with their sizes and content digests, a hub
-    dataset's name, config and fingerprint) for the cache key; valid: the validation pairs the source comes
-    with (--valid-src/--valid-tgt, a validation split, an embedded corpus's held-out split), else None."""
-
-    identity: str
-    read: object  # chunk size -> Iterator[ParallelText]
-    valid: ParallelText | None
-
-    def chunks(self, size: int) -> Iterator[ParallelText]:
-        return self.read(size)
-
-
 def training_source(spec: DataSpec) -> PairSource:
     """The pairs of --hf-dataset, or of --data and --src-file/--tgt-file, either or both (the embedded corpora,
     then the files: synthetic pairs beside real ones, say); validation pairs as given, else the embedded
@@ -203,8 +200,6 @@ def training_source(spec: DataSpec) -> PairSource:
     source = _training_source(spec)
     if not spec.augment:
         return source
-    from nmt.augment import Augment, augmented  # nmt.augment builds on this module
-
     if spec.augment_swap is not None and not 0 <= spec.augment_swap <= 1:
         raise DataError(f"--augment-swap is a share between 0 and 1, not {spec.augment_swap}")
     swap = {} if spec.augment_swap is None else {"swap": spec.augment_swap}
@@ -248,8 +243,6 @@ def _training_source(spec: DataSpec) -> PairSource:
 
 
 def data_dir_of(name: str) -> Path:
-    from nmt.corpus import data_dir
-
     return data_dir() / EMBEDDED[name.partition("*")[0]][0]
 
 

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nmt.corpus import ParallelText, held_out_size
-from nmt.data import FilterSpec, PairSource
+from nmt.corpus import PairSource, ParallelText, held_out_size, read_lines
+from nmt.data import DataSpec, FilterSpec, training_source
 from nmt.errors import DataError
 from nmt.tokenizer import Tokenizer, train_tokenizer
 
@@ -57,6 +57,20 @@ class PrepareOptions:
     seed: int = 1
     workers: int | None = None  # tokenizing processes; default one per CPU core
     cache_dir: str | None = None
+
+    @classmethod
+    def of(cls, options, spm_model: bytes | None) -> PrepareOptions:
+        """From the preparation options of `nmt train` and `nmt prepare`, by their names (a TrainConfig, say):
+        vocab_size, spm_sample, max_len, max_ratio, seed, prepare_workers, cache_dir."""
+        return cls(vocab_size=options.vocab_size, spm_model=spm_model, spm_sample=options.spm_sample,
+                   limits=FilterSpec(options.max_len, options.max_ratio), seed=options.seed,
+                   workers=options.prepare_workers, cache_dir=options.cache_dir)
+
+
+def prepare_training_data(options, spm_model: bytes | None = None, writer: bool = True) -> Prepared:
+    """The cache of the training data that `options` name (DataSpec.of, PrepareOptions.of): what `nmt prepare`
+    makes and `nmt train` opens."""
+    return prepare(training_source(DataSpec.of(options)), PrepareOptions.of(options, spm_model), writer)
 
 
 @dataclass(frozen=True)
@@ -325,8 +339,6 @@ def _publish(temporary: Path, folder: Path) -> None:
 
 
 def _read_valid(folder: Path) -> tuple[list[str], list[str]]:
-    from nmt.corpus import read_lines
-
     return read_lines(folder / "valid.en"), read_lines(folder / "valid.fr")
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from nmt.batching import collate, sorted_batches
 from nmt.model import Transformer
 from nmt.search import length_penalty
 from nmt.tokenizer import Tokenizer
@@ -56,15 +57,9 @@ class Scorer:
         source_ids = self.tokenizer.encode_batch(sources)
         target_ids = self.tokenizer.encode_batch(targets)
         results = [PairScore(None, None, [])] * len(sources)  # kept for the pairs with an empty source
-        order = sorted((i for i in range(len(sources)) if source_ids[i]),
-                       key=lambda i: len(source_ids[i]) + len(target_ids[i]))
-        batches: list[list[int]] = []
-        for index in order:  # sorted by length: the newest pair is the longest of its batch
-            size = len(source_ids[index]) + len(target_ids[index]) + 2
-            if not batches or (len(batches[-1]) + 1) * size > self.max_tokens:
-                batches.append([])
-            batches[-1].append(index)
-        for batch in batches:
+        kept = [i for i in range(len(sources)) if source_ids[i]]
+        lengths = [len(source_ids[i]) + len(target_ids[i]) + 1 for i in kept]  # + 1: EOS and BOS on both sides
+        for batch in ([kept[k] for k in batch] for batch in sorted_batches(lengths, self.max_tokens)):
             scored = self._score_batch([source_ids[i] for i in batch], [target_ids[i] for i in batch])
             for index, pair in zip(batch, scored, strict=True):
                 results[index] = pair
@@ -74,13 +69,7 @@ class Scorer:
     def _score_batch(self, sources: list[list[int]], targets: list[list[int]]) -> list[PairScore]:
         config = self.model.config
         pad, bos, eos = config.pad_id, config.bos_id, config.eos_id
-        src = torch.full((len(sources), max(map(len, sources)) + 1), pad, dtype=torch.long)
-        tgt_in = torch.full((len(targets), max(map(len, targets)) + 1), pad, dtype=torch.long)
-        tgt_out = torch.full_like(tgt_in, pad)
-        for row, (source, target) in enumerate(zip(sources, targets, strict=True)):
-            src[row, : len(source) + 1] = torch.tensor([*source, eos])
-            tgt_in[row, : len(target) + 1] = torch.tensor([bos, *target])
-            tgt_out[row, : len(target) + 1] = torch.tensor([*target, eos])
+        src, tgt_in, tgt_out = collate(sources, targets, pad, bos, eos)
         logits = self.model(src.to(self.device), tgt_in.to(self.device))  # (B, T, V)
         log_probs = F.log_softmax(logits.float(), dim=-1).gather(2, tgt_out.to(self.device)[:, :, None])[:, :, 0]
         scores = []

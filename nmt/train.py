@@ -33,12 +33,12 @@ from nmt.batching import collate, token_batches
 from nmt.checkpoint import Checkpoint, load_checkpoint, model_weights, save_checkpoint
 from nmt.config import PRESETS, ModelConfig
 from nmt.corpus import ParallelText
-from nmt.data import DataSpec, FilterSpec, parse_names, training_source, validation_pairs
+from nmt.data import DataSpec, validation_pairs
 from nmt.errors import DataError, Interrupted, NmtError, UsageError, signal_name, stop_signals_handled_by
 from nmt.evaluate import score
 from nmt.loss import TranslationLoss
 from nmt.model import Transformer
-from nmt.prepare import Prepared, PrepareOptions, TokenCorpus, open_prepared, prepare
+from nmt.prepare import Prepared, TokenCorpus, open_prepared, prepare_training_data
 from nmt.search import SearchOptions
 from nmt.tokenizer import Tokenizer
 from nmt.translate import Translator  # at start, not at the first validation: code changed mid-run stays out
@@ -368,14 +368,7 @@ class Trainer:
         config = self.config
         if config.prepared:
             return self._open_prepared(spm_model)
-        spec = DataSpec(names=parse_names(config.data) if config.data else (), src_file=config.src_file,
-                        tgt_file=config.tgt_file, hf_dataset=config.hf_dataset, hf_config=config.hf_config,
-                        streaming=config.streaming, valid_src=config.valid_src, valid_tgt=config.valid_tgt,
-                        augment=config.augment, augment_swap=config.augment_swap, seed=config.seed)
-        options = PrepareOptions(vocab_size=config.vocab_size, spm_model=spm_model, spm_sample=config.spm_sample,
-                                 limits=FilterSpec(config.max_len, config.max_ratio), seed=config.seed,
-                                 workers=config.prepare_workers, cache_dir=config.cache_dir)
-        return prepare(training_source(spec), options, writer=int(os.environ.get("LOCAL_RANK", "0")) == 0)
+        return prepare_training_data(config, spm_model, writer=int(os.environ.get("LOCAL_RANK", "0")) == 0)
 
     def _open_prepared(self, spm_model: bytes | None) -> Prepared:
         """--prepared: the folder's tokens, sentencepiece model and validation pairs (or --valid-src's)."""

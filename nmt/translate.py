@@ -28,6 +28,7 @@ from typing import BinaryIO, TextIO
 import torch
 
 from nmt.alignment import align
+from nmt.batching import pad_sources, sorted_batches
 from nmt.checkpoint import Checkpoint
 from nmt.constraints import Glossary, constrained_search
 from nmt.corpus import read_stream_lines
@@ -264,30 +265,12 @@ class Translator:
             start = end
         return pieces
 
-    def _batches(self, sources: list[list[int]]) -> Iterator[list[int]]:
-        """Indices of `sources`, sorted by length, cut into batches by sentence count or padded tokens."""
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]), reverse=True)
-        batch: list[int] = []
-        for index in order:
-            longest = len(sources[batch[0]]) + 1 if batch else len(sources[index]) + 1
-            full = (len(batch) >= self.batch_size if self.batch_size
-                    else (len(batch) + 1) * longest > self.max_tokens)
-            if batch and full:
-                yield batch
-                batch = []
-            batch.append(index)
-        if batch:
-            yield batch
-
     def _search_batch(self, sources: list[list[int]], prefixes: list[list[int]] | None = None,
                       terms: list[list[list[int]]] | None = None):
         """The search's hypotheses for each source; prefixes: target token ids each must start with; terms:
         token ids of the terms each must contain."""
         eos, pad = self.model.config.eos_id, self.model.config.pad_id
-        length = max(len(ids) for ids in sources) + 1
-        src = torch.full((len(sources), length), pad, dtype=torch.long)
-        for row, ids in enumerate(sources):
-            src[row, : len(ids) + 1] = torch.tensor([*ids, eos], dtype=torch.long)
+        src = pad_sources(sources, pad, eos)
         if terms is not None:  # a sentence without terms is searched as it would be without a glossary
             held = [row for row, own in enumerate(terms) if own]
             free = [row for row, own in enumerate(terms) if not own]
@@ -357,7 +340,8 @@ class Translator:
         for owner in owners:
             pieces_left[owner] += 1
         done: dict[int, list] = {}
-        batches = list(self._batches(sources))
+        batches = [batch.tolist() for batch in sorted_batches([len(ids) for ids in sources], self.max_tokens,
+                                                              self.batch_size)]
         if (any(forced) or any(required)) and self.shortlist is not None and not self._noted_prefix:
             log.warning("lines with a target prefix or glossary terms are decoded over the whole vocabulary, "
                         "not the shortlist")

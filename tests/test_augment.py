@@ -1,8 +1,7 @@
 import random
 
 from nmt.augment import Augment, augmented, shared_words, swap_shared, variants
-from nmt.corpus import ParallelText
-from nmt.data import PairSource
+from nmt.corpus import PairSource, ParallelText
 from nmt.protect import PLACEHOLDER_PATTERN, entities
 
 PAIRS = ParallelText(["Tom bought 3 apples in 1990.", "A dog runs on the beach.", "Mary is here."],

@@ -1,6 +1,6 @@
 import numpy as np
 
-from nmt.batching import collate, token_batches
+from nmt.batching import collate, pad_sources, sorted_batches, token_batches
 
 
 def lengths(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -40,3 +40,19 @@ def test_collate_adds_eos_to_sources_and_shifts_targets():
     assert src.tolist() == [[5, 6, 3], [7, 3, 0]]
     assert tgt_in.tolist() == [[2, 8, 0, 0], [2, 9, 10, 11]]
     assert tgt_out.tolist() == [[8, 3, 0, 0], [9, 10, 11, 3]]
+
+
+def test_inference_batches_take_the_longest_first_and_fill_the_budget_from_it():
+    lengths = [3, 9, 3, 1, 9, 4]
+    batches = [batch.tolist() for batch in sorted_batches(lengths, max_tokens=20)]
+    assert batches == [[1, 4], [5, 0, 2, 3]]  # 2 x (9 + 1) tokens, then 4 x (4 + 1); ties in input order
+    assert [batch.tolist() for batch in sorted_batches(lengths, max_tokens=20, batch_size=4)] == [[1, 4, 5, 0],
+                                                                                                 [2, 3]]
+    assert [batch.tolist() for batch in sorted_batches([30, 2], max_tokens=8)] == [[0], [1]]  # one alone if too long
+    assert sorted_batches([], max_tokens=8) == []
+
+
+def test_pad_sources_is_the_source_side_of_collate():
+    sources, targets = [[5, 6, 7], [8]], [[9], [10, 11]]
+    assert pad_sources(sources, 0, 3).tolist() == collate(sources, targets, 0, 2, 3)[0].tolist() == [[5, 6, 7, 3],
+                                                                                                    [8, 3, 0, 0]]
