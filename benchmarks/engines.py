@@ -38,8 +38,9 @@ from results import (
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
+from nmt.decoding import default_workers
 from nmt.export import export_ctranslate2
-from nmt.translate import Translator, default_workers
+from nmt.translate import Translator
 
 CT2_SCRIPT = """
 import sys, time, ctranslate2, sentencepiece

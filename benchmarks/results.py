@@ -5,9 +5,9 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
+from nmt.decoding import DecodingFlags, search_options
 from nmt.inference import cpu_flags, cpu_has_native_bf16
 from nmt.search import SearchOptions
-from nmt_cli.main import search_options
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 
@@ -29,7 +29,7 @@ def write_section(title: str, lines: list[str]) -> None:
 def translate_options(checkpoint, beam: int | None = None) -> SearchOptions:
     """The decoding options `nmt translate --beam BEAM` uses with no other flag: the checkpoint's stored length
     penalty and caps, else the library's (beam None: the checkpoint's or the library's beam too)."""
-    return search_options(checkpoint, beam, None, None, None, None, 1, False)
+    return search_options(checkpoint, DecodingFlags(beam=beam))
 
 
 def cpu_info(field: str) -> str:

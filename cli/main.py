@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TextIO
@@ -20,8 +21,10 @@ from typing import TextIO
 import typer
 
 from nmt import __version__
+from nmt.decoding import DecodingFlags
 from nmt.errors import STOP_SIGNALS, Interrupted, NmtError, UsageError, stop_now_or_later, stop_signals_handled_by
 from nmt_cli.lean_import import import_torch
+from nmt_cli.options import decoding_options
 
 app = typer.Typer(
     help="English-to-French neural machine translation with the Transformer.",
@@ -31,11 +34,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-LENPEN_HELP = "Length penalty: hypotheses are ranked by log_prob / length**lenpen, length counting EOS."
-SHORTLIST_HELP = ("Score only the target tokens of the model's lexical shortlist for each sentence (see `nmt "
-                  "shortlist`): faster, with slightly different translations (up to 1.1 BLEU lower on the shipped "
-                  "model). Default off.")
-EXACT_HELP = "The reference path: fp32 over the whole vocabulary (--precision fp32, no shortlist)."
 
 
 def _version(value: bool) -> None:
@@ -62,16 +60,6 @@ def find_model(model: Path | None) -> Path:
     return model_path(None)
 
 
-def read_glossary(path: Path | None, sampling: str | None):
-    if path is None:
-        return None
-    if sampling is not None:
-        raise UsageError("--glossary needs a beam search: drop --sampling")
-    from nmt.constraints import Glossary
-
-    return Glossary.read(path)
-
-
 def load_models(paths: list[Path] | None):
     """The checkpoint of the first --model (else $NMT_MODEL, else the shipped model) and those of the others."""
     from nmt.checkpoint import load_checkpoint
@@ -80,64 +68,30 @@ def load_models(paths: list[Path] | None):
     return load_checkpoint(find_model(paths[0])), tuple(load_checkpoint(find_model(path)) for path in paths[1:])
 
 
-def set_threads(torch, threads: int | None) -> None:
-    if threads is not None:
-        if threads < 1:
-            raise UsageError(f"--threads must be at least 1, not {threads}")
-        torch.set_num_threads(threads)
+def resolve_decoding(models: list[Path] | None, flags: DecodingFlags, workers: int | None = None):
+    """The checkpoints of --model and the decoding configuration resolved over the first (nmt.decoding);
+    --verbose prints it. workers: the default when --workers is not given."""
+    from nmt.decoding import DecodingConfig
+
+    checkpoint, others = load_models(models)
+    config = DecodingConfig.resolve(flags, checkpoint, workers=workers)
+    if flags.verbose:
+        typer.echo(f"decoding: {config.summary()}", err=True)
+    return checkpoint, others, config
 
 
-def search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache, no_repeat_ngram=None,
-                   sampling=None, temperature=None, seed=None):
-    """Command-line decoding options over the checkpoint's tuned defaults over the library's."""
-    from nmt.search import SearchOptions
+def load_translator(models: list[Path] | None, flags: DecodingFlags):
+    """The Translator of --model and the decoding options, and its resolved configuration."""
+    from nmt.translate import Translator
 
-    given = dict(beam_size=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len,
-                 no_repeat_ngram=no_repeat_ngram, temperature=temperature, seed=seed)
-    if sampling is not None:
-        given.update(parse_sampling(sampling), beam_size=1 if beam is None else beam)
-    elif temperature is not None or seed is not None:
-        raise UsageError("--temperature and --seed go with --sampling topk:K or topp:P")
-    stored = {key: value for key, value in checkpoint.decoding.items() if key in given}
-    chosen = {**stored, **{key: value for key, value in given.items() if value is not None}}
-    try:
-        return SearchOptions(**chosen, nbest=nbest, use_cache=not no_cache)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    checkpoint, others, config = resolve_decoding(models, flags)
+    return Translator.from_config(checkpoint, config, others), config
 
 
-def parse_sampling(value: str) -> dict:
-    """'topk:K' or 'topp:P' -> SearchOptions' top_k or top_p."""
-    kind, _, number = value.partition(":")
-    try:
-        if kind == "topk" and int(number) > 0:
-            return {"top_k": int(number)}
-        if kind == "topp" and 0 < float(number) <= 1:
-            return {"top_p": float(number)}
-    except ValueError:
-        pass
-    raise UsageError(f"--sampling must be topk:K (K a whole number above 0) or topp:P (0 < P <= 1), not {value!r}")
-
-
-PRECISION_HELP = ("fp32, bf16 (CPUs with bf16 support, GPUs), fp16 (CUDA), int8 (CPU, dynamic quantization of the "
-                  "linear layers with torchao) or int8_bf16 (CPU, int8 weights with bf16 activations: the fastest at "
-                  "batch 1 on CPUs with native bf16), int8_fp32 (x86 CPU, int8 weights and GEMMs with fp32 "
-                  "activations) or auto (the default: the fastest measured for this device, int8_bf16 with AMX, "
-                  "int8_fp32 on other x86 CPUs, fp32 elsewhere, fp16 on CUDA).")
 MODEL_HELP = ("Checkpoint file, or a shipped model's name (`nmt models`); default $NMT_MODEL, then the default "
               "shipped model.")
 MODELS_HELP = (MODEL_HELP[:-1] + ". Given several times: an ensemble "
                "averaging the models' log-probabilities at each step (one sentencepiece model).")
-WORKERS_HELP = "CPU: batches decoded at once, in forked processes of one thread each. Default: as many as --threads."
-NO_PROTECT_HELP = ("Translate the text as it is: no sentence case for lines in capitals, no placeholders for links, "
-                   "addresses, codes, numbers and emoji (models trained since nmt has them).")
-GLOSSARY_HELP = ("A TSV file of English term TAB French term: where a sentence holds an English term (whole words, "
-                 "any case), its French term is in the translation (constrained beam search).")
-NO_REPEAT_HELP = "Never repeat an n-gram of N target tokens in a translation. Default: the model's, else off."
-PROTECT_NAMES_HELP = ("Also put names (capitalized words the model's vocabulary holds only in pieces) behind "
-                      "placeholders, so that they come through as written. Default: the model's, else off.")
-CLAUSE_SPLIT_HELP = ("Cut a sentence longer than N sentencepiece tokens at clause punctuation (then at word starts) "
-                     "and translate the pieces apart. Default: the model's (shipped: 32), else 128.")
 # Where training pairs come from: `nmt train` and `nmt prepare` take the same options (the same data, the same
 # prepared cache).
 DATA_OPTIONS = {
@@ -164,45 +118,12 @@ DATA_OPTIONS = {
 
 
 @app.command()
+@decoding_options()
 def translate(
     model: list[Path] = typer.Option(None, "--model", "-m", help=MODELS_HELP),
     input: Path = typer.Option(None, "--input", "-i", help="Read this file instead of stdin."),
     output: Path = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
-    beam: int = typer.Option(None, "--beam", "-b", help="Beam size, 1 = greedy. Default: the model's, else 4."),
-    nbest: int = typer.Option(1, "--nbest", help="Hypotheses per line (with --format jsonl only)."),
-    lenpen: float = typer.Option(None, "--lenpen", help=LENPEN_HELP + " Default: the model's, else 1.0."),
-    max_len_a: float = typer.Option(None, "--max-len-a", help="Target length cap: a * source + b tokens. Default 1.5."),
-    max_len_b: int = typer.Option(None, "--max-len-b", help="See --max-len-a. Default 10."),
-    min_len: int = typer.Option(None, "--min-len", help="Fewest target tokens before EOS. Default 0."),
-    no_repeat_ngram: int = typer.Option(None, "--no-repeat-ngram", help=NO_REPEAT_HELP),
-    sampling: str = typer.Option(None, "--sampling", help="Sample instead of searching: topk:K (from the K most "
-                                 "probable tokens) or topp:P (from the fewest whose probabilities sum to P); with "
-                                 "--nbest N, N samples a line. For back-translation and diverse n-best lists."),
-    temperature: float = typer.Option(None, "--temperature", help="With --sampling: divide log-probabilities by T "
-                                      "(below 1 sharper, above 1 flatter). Default 1."),
-    seed: int = typer.Option(None, "--seed", help="With --sampling: the same seed and options give the same "
-                             "output. Default 0."),
-    max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded source tokens."),
-    batch_size: int = typer.Option(None, "--batch-size", help="Batch by sentence count instead of --max-tokens."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-    precision: str = typer.Option(None, "--precision", help=PRECISION_HELP),
-    threads: int = typer.Option(None, "--threads", help="CPU threads for torch."),
-    workers: int = typer.Option(None, "--workers", help=WORKERS_HELP),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Recompute the decoder prefix every step (slow; checks)."),
-    shortlist: bool = typer.Option(None, "--shortlist/--no-shortlist", help=SHORTLIST_HELP),
-    exact: bool = typer.Option(False, "--exact", help=EXACT_HELP),
-    cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs",
-                                     help="On CUDA, replay each decoder step as a captured CUDA graph."),
-    no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
-    clause_split: int = typer.Option(None, "--clause-split", help=CLAUSE_SPLIT_HELP),
-    protect_names: bool = typer.Option(None, "--protect-names/--no-protect-names", help=PROTECT_NAMES_HELP),
     output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
-    alignments: bool = typer.Option(False, "--alignments", help="With --format jsonl: word alignments (Pharaoh "
-                                    "i-j over whitespace words) from the model's cross-attention."),
-    glossary: Path = typer.Option(None, "--glossary", help=GLOSSARY_HELP),
-    min_confidence: float = typer.Option(None, "--min-confidence", help="Leave a translation whose confidence "
-                                         "(its tokens' mean log-probability) is below this empty; the count goes "
-                                         "to stderr."),
     document: bool = typer.Option(False, "--document", help="Read running text: paragraphs separated by blank "
                                   "lines, lines wrapped at any width; write one French line a paragraph, blank lines "
                                   "kept."),
@@ -210,41 +131,26 @@ def translate(
                                      "\"prefix\": ...}, the translation starting with the French prefix if given."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or warnings on stderr."),
+    decoding: DecodingFlags = None,
 ) -> None:
     """Translate English lines from stdin (or --input) to French on stdout, one line per line."""
+    nbest = decoding.nbest or 1
     if output_format not in ("text", "jsonl"):
         raise UsageError(f"--format must be text or jsonl, not {output_format!r}")
     if input_format not in ("text", "jsonl"):
         raise UsageError(f"--input-format must be text or jsonl, not {input_format!r}")
-    if alignments and output_format != "jsonl":
+    if decoding.alignments and output_format != "jsonl":
         raise UsageError("--alignments needs --format jsonl")
     if document and (output_format != "text" or input_format != "text" or nbest > 1):
         raise UsageError("--document reads and writes text: drop --format, --input-format and --nbest")
     if nbest > 1 and output_format != "jsonl":
         raise UsageError("--nbest above 1 needs --format jsonl (the text format keeps one line per input)")
-    if device not in ("auto", "cpu", "cuda"):
-        raise UsageError(f"--device must be auto, cpu or cuda, not {device!r}")
     _configure_logging(quiet)
     with collection_paused():
-        torch = import_torch()
+        import_torch()
+        from nmt.translate import translate_document, translate_stream
 
-        from nmt.inference import decoding_mode, resolve_device
-        from nmt.translate import Translator, default_workers, translate_document, translate_stream
-
-        set_threads(torch, threads)
-        checkpoint, others = load_models(model)
-        options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, min_len, nbest, no_cache,
-                                 no_repeat_ngram, sampling, temperature, seed)
-        device = resolve_device(device)
-        precision, shortlist = decoding_mode(precision, shortlist, exact)
-        if workers is None:
-            workers = default_workers(device)
-        translator = Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
-                                                batch_size=batch_size, cuda_graphs=cuda_graphs, workers=workers,
-                                                use_shortlist=shortlist, ordinary_input=not no_protect, others=others,
-                                                alignments=alignments, min_confidence=min_confidence,
-                                                glossary=read_glossary(glossary, sampling),
-                                                max_piece_tokens=clause_split, protect_names=protect_names)
+        translator, config = load_translator(model, decoding)
     source = _open_input(input)
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
     try:
@@ -256,31 +162,16 @@ def translate(
                                  quiet=quiet, records=input_format == "jsonl")
     finally:
         if translator.withheld:
-            typer.echo(f"{translator.withheld} translations below --min-confidence {min_confidence:g} were left "
-                       "empty", err=True)
+            typer.echo(f"{translator.withheld} translations below --min-confidence {config.min_confidence:g} were "
+                       "left empty", err=True)
 
 
 @app.command()
+@decoding_options(skip=("nbest", "sampling", "temperature", "seed", "no_cache", "min_confidence", "alignments"))
 def serve(
     model: Path = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
     port: int = typer.Option(5000, "--port", help="TCP port."),
-    beam: int = typer.Option(None, "--beam", "-b", help="Beam size, 1 = greedy. Default: the model's, else 4."),
-    lenpen: float = typer.Option(None, "--lenpen", help=LENPEN_HELP + " Default: the model's, else 1.0."),
-    max_len_a: float = typer.Option(None, "--max-len-a", help="Target length cap: a * source + b tokens. Default 1.5."),
-    max_len_b: int = typer.Option(None, "--max-len-b", help="See --max-len-a. Default 10."),
-    no_repeat_ngram: int = typer.Option(None, "--no-repeat-ngram", help=NO_REPEAT_HELP),
-    max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded source tokens."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-    precision: str = typer.Option(None, "--precision", help=PRECISION_HELP),
-    threads: int = typer.Option(None, "--threads", help="CPU threads for torch."),
-    workers: int = typer.Option(1, "--workers", help="CPU: batches of one call decoded at once, in forked "
-                                "processes of one thread each."),
-    shortlist: bool = typer.Option(None, "--shortlist/--no-shortlist", help=SHORTLIST_HELP),
-    exact: bool = typer.Option(False, "--exact", help=EXACT_HELP),
-    no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
-    clause_split: int = typer.Option(None, "--clause-split", help=CLAUSE_SPLIT_HELP),
-    protect_names: bool = typer.Option(None, "--protect-names/--no-protect-names", help=PROTECT_NAMES_HELP),
     max_chars: int = typer.Option(20_000, "--max-chars", help="Characters of text one request may hold (413 above)."),
     max_queue: int = typer.Option(2_000, "--max-queue", help="Lines that may wait; more is a 503 with Retry-After."),
     max_batch_lines: int = typer.Option(64, "--max-batch-lines", help="Lines of queued requests decoded together."),
@@ -289,6 +180,7 @@ def serve(
     api_key: str = typer.Option(None, "--api-key", envvar="NMT_API_KEY", help="Require this key (api_key in the "
                                 "body, or Authorization: Bearer) on the translation endpoints. Default $NMT_API_KEY."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr."),
+    decoding: DecodingFlags = None,
 ) -> None:
     """Serve translations over HTTP: LibreTranslate's API (POST /translate, GET /languages), nmt's own
     (POST /v1/translate), /health, /metrics, /docs and a web page at /. Lines of concurrent requests are
@@ -309,15 +201,11 @@ def serve(
     if batch_wait_ms < 0:
         raise UsageError("--batch-wait-ms must not be negative")
     with collection_paused():
-        torch = import_torch()
-        from nmt.inference import decoding_mode, resolve_device
+        import_torch()
         from nmt.translate import Translator
 
-        set_threads(torch, threads)
-        checkpoint, _ = load_models([model] if model else None)
-        options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False, no_repeat_ngram)
-        device = resolve_device(device)
-        precision, shortlist = decoding_mode(precision, shortlist, exact)
+        # one worker unless --workers says otherwise: requests are batched together already
+        checkpoint, _, config = resolve_decoding([model] if model else None, decoding, workers=1)
     listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -326,19 +214,19 @@ def serve(
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
     def load() -> Translator:
-        return Translator.from_checkpoint(checkpoint, options, device, precision, max_tokens=max_tokens,
-                                          workers=workers, use_shortlist=shortlist, ordinary_input=not no_protect,
-                                          max_piece_tokens=clause_split, protect_names=protect_names)
+        return Translator.from_config(checkpoint, config)
 
     engine = Engine(load, max_lines=max_batch_lines, wait=batch_wait_ms / 1000, max_queue=max_queue)
-    settings = ServeSettings(max_chars=max_chars, api_key=api_key, model_name=find_model(model).name)
-    server = Server(uvicorn.Config(create_app(engine, options, settings), log_level="error" if quiet else
+    settings = ServeSettings(max_chars=max_chars, api_key=api_key, model_name=find_model(model).name,
+                             decoding=config.to_dict())
+    server = Server(uvicorn.Config(create_app(engine, config.search, settings), log_level="error" if quiet else
                                            "warning", lifespan="off", timeout_graceful_shutdown=None))
     engine.on_failure = lambda: setattr(server, "should_exit", True)
     engine.start()
     if not quiet:
-        typer.echo(f"nmt serve: http://{host}:{port} ({precision}{', shortlist' if shortlist else ''}; loading "
-                   "the model; /health answers 200 once it is loaded)", err=True)
+        mode = config.precision + (", shortlist" if config.shortlist else "")
+        typer.echo(f"nmt serve: http://{host}:{port} ({mode}; loading the model; /health answers 200 once it is "
+                   "loaded)", err=True)
     server.run(sockets=[listener])
     engine.stop()
     if engine.failure is not None:
@@ -346,6 +234,7 @@ def serve(
 
 
 @app.command()
+@decoding_options(only=("lenpen", "max_tokens", "device", "threads", "verbose"))
 def score(
     src: Path = typer.Option(None, "--src", help="English sentences, one per line."),
     tgt: Path = typer.Option(None, "--tgt", help="Their French translations, one per line."),
@@ -354,11 +243,8 @@ def score(
     output_format: str = typer.Option("text", "--format", help="text (--src/--tgt in, one log-probability a line "
                                       "out) or jsonl (lines with source and translation in, log_prob and score out)."),
     model: Path = typer.Option(None, "--model", "-m", help=MODEL_HELP),
-    lenpen: float = typer.Option(None, "--lenpen", help="The score's length normalization, as translate's. "
-                                 "Default: the model's, else 1.0."),
     per_token: bool = typer.Option(False, "--per-token", help="Also each piece's log-probability, EOS last."),
-    max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded tokens."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    decoding: DecodingFlags = None,
 ) -> None:
     """The model's log-probability of each French translation given its English source, one line per pair,
     in order (for filtering a corpus or reranking): the sum over its pieces and EOS, and with --format jsonl
@@ -391,14 +277,15 @@ def score(
                 raise UsageError(f"line {number}: source and translation must be strings")
     with collection_paused():
         import_torch()
-        from nmt.checkpoint import load_checkpoint
-        from nmt.inference import resolve_device
         from nmt.score import Scorer
 
-        checkpoint = load_checkpoint(find_model(model))
-        lenpen = checkpoint.decoding.get("lenpen", 1.0) if lenpen is None else lenpen
-        model_on_device = checkpoint.build_model(resolve_device(device))
-        scorer = Scorer(model_on_device, checkpoint.tokenizer(), lenpen=lenpen, max_tokens=max_tokens)
+        # the scores are of the fp32 model, whatever precision decoding would take
+        checkpoint, _, config = resolve_decoding([model] if model else None, replace(decoding, verbose=False))
+        if decoding.verbose:
+            typer.echo(f"scoring: lenpen {config.search.lenpen:g}, fp32 on {config.device}, {config.threads} threads, "
+                       f"{config.max_tokens} tokens a batch", err=True)
+        scorer = Scorer(checkpoint.build_model(config.device), checkpoint.tokenizer(), lenpen=config.search.lenpen,
+                        max_tokens=config.max_tokens)
     with _output(None, None) as sink:
         for pair in scorer.score(sources, targets):
             sink.write((pair.to_json(per_token) if output_format == "jsonl" else pair.to_text(per_token)) + "\n")
@@ -424,10 +311,11 @@ def attention(
         import_torch()
         from nmt.alignment import ALIGNMENT_LAYER, cross_attention, draw_attention
         from nmt.checkpoint import load_checkpoint
-        from nmt.translate import MAX_PIECE_TOKENS, Translator
+        from nmt.decoding import MAX_PIECE_TOKENS, search_options
+        from nmt.translate import Translator
 
         checkpoint = load_checkpoint(find_model(model))
-        options = search_options(checkpoint, beam, None, None, None, None, 1, False)
+        options = search_options(checkpoint, DecodingFlags(beam=beam))
         translator = Translator.from_checkpoint(checkpoint, options, ordinary_input=False,
                                                 max_piece_tokens=MAX_PIECE_TOKENS)  # one sentence, whole
     source = translator.tokenizer.encode(text.strip())
@@ -618,41 +506,31 @@ def prepare(
 
 
 @app.command("eval")
+@decoding_options(skip=("nbest", "alignments"))
 def evaluate(
     hyp: Path = typer.Option(None, "--hyp", help="Translations to score, one per line."),
     ref: Path = typer.Option(None, "--ref", help="References, one per line."),
     src: Path = typer.Option(None, "--src", help="Translate this file with the model, then score against --ref."),
     test: str = typer.Option(None, "--test", help="Embedded test set, e.g. multi30k:test_2016_flickr."),
     model: list[Path] = typer.Option(None, "--model", "-m", help=MODELS_HELP),
-    beam: int = typer.Option(None, "--beam", "-b", help="Beam size. Default: the model's, else 4."),
-    lenpen: float = typer.Option(None, "--lenpen", help=LENPEN_HELP),
-    max_len_a: float = typer.Option(None, "--max-len-a", help="Target length cap: a * source + b tokens."),
-    max_len_b: int = typer.Option(None, "--max-len-b", help="See --max-len-a."),
-    no_repeat_ngram: int = typer.Option(None, "--no-repeat-ngram", help=NO_REPEAT_HELP),
-    max_tokens: int = typer.Option(4096, "--max-tokens", help="Batch by this many padded source tokens."),
-    batch_size: int = typer.Option(None, "--batch-size", help="Batch by sentence count instead of --max-tokens."),
+    output: Path = typer.Option(None, "--output", "-o", help="Also write the translations to this file, one line "
+                                "per source line."),
     limit: int = typer.Option(None, "--limit", help="Score only the first N lines."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-    precision: str = typer.Option(None, "--precision", help=PRECISION_HELP),
-    threads: int = typer.Option(None, "--threads", help="CPU threads for torch."),
-    workers: int = typer.Option(None, "--workers", help=WORKERS_HELP),
-    shortlist: bool = typer.Option(None, "--shortlist/--no-shortlist", help=SHORTLIST_HELP),
-    exact: bool = typer.Option(False, "--exact", help=EXACT_HELP),
-    no_protect: bool = typer.Option(False, "--no-protect", help=NO_PROTECT_HELP),
-    clause_split: int = typer.Option(None, "--clause-split", help=CLAUSE_SPLIT_HELP),
-    protect_names: bool = typer.Option(None, "--protect-names/--no-protect-names", help=PROTECT_NAMES_HELP),
-    glossary: Path = typer.Option(None, "--glossary", help=GLOSSARY_HELP),
     lc_tok: bool = typer.Option(False, "--lc-tok", help="Also BLEU on lowercased Moses-tokenized text (papers)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or warnings on stderr."),
+    decoding: DecodingFlags = None,
 ) -> None:
     """Score translations with sacreBLEU (BLEU, chrF), translating first when given --src or --test."""
-    _configure_logging(False)
+    _configure_logging(quiet)
     from nmt.corpus import parse_test_set, read_lines
     from nmt.evaluate import score
     from nmt.robustness import format_report, load_robustness, robustness_report
 
     if sum(x is not None for x in (hyp, src, test)) != 1:
         raise UsageError("give one of --hyp (with --ref), --src (with --ref) or --test")
+    if hyp is not None and output is not None:
+        raise UsageError("--output writes the translations of --src or --test; with --hyp there are none")
     if test is not None:
         pairs = parse_test_set(test)
         sources, references, name = pairs.source, pairs.target, test
@@ -673,23 +551,14 @@ def evaluate(
         if len(sources) != len(references):
             raise UsageError(f"{len(sources)} source lines but {len(references)} references")
         with collection_paused():
-            torch = import_torch()
-            from nmt.inference import decoding_mode, resolve_device
-            from nmt.translate import Translator, default_workers
-
-            set_threads(torch, threads)
-            checkpoint, others = load_models(model)
-            options = search_options(checkpoint, beam, lenpen, max_len_a, max_len_b, None, 1, False, no_repeat_ngram)
-            device = resolve_device(device)
-            precision, shortlist = decoding_mode(precision, shortlist, exact)
-            translator = Translator.from_checkpoint(
-                checkpoint, options, device, precision, max_tokens=max_tokens, batch_size=batch_size,
-                workers=default_workers(device) if workers is None else workers, use_shortlist=shortlist,
-                ordinary_input=not no_protect, others=others, glossary=read_glossary(glossary, None),
-                max_piece_tokens=clause_split, protect_names=protect_names)
+            import_torch()
+            translator, _ = load_translator(model, decoding)
         plain = [(index, line.plain) for index, line in enumerate(robust) if line.plain]
         translated = [t.text for t in translator.translate(sources + [text for _, text in plain])]
         hypotheses = translated[: len(sources)]
+        if output is not None:
+            with _output(output, None) as sink:
+                sink.writelines(line + "\n" for line in hypotheses)
         plain_translations = {index: text for (index, _), text in zip(plain, translated[len(sources):], strict=True)}
         categories = robustness_report(robust, hypotheses, plain_translations) if robust else {}
     scores = score(hypotheses, references, lc_tok=lc_tok)

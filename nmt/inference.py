@@ -119,18 +119,6 @@ def auto_precision(device: torch.device) -> str:
     return "int8_fp32" if fbgemm_available() else "fp32"
 
 
-def decoding_mode(precision: str | None, shortlist: bool | None, exact: bool = False) -> tuple[str, bool]:
-    """The precision and shortlist use of translate, eval and serve. By default the fastest mode that kept BLEU
-    within 0.3 of fp32 on every embedded test and validation set: precision auto, over the whole vocabulary
-    (the shortlist cost the shipped model up to 1.1 BLEU: benchmarks/PRECISION.md). exact: fp32, the
-    reference path."""
-    if exact:
-        if precision not in (None, "fp32") or shortlist:
-            raise UsageError("--exact decodes in fp32 without the shortlist: drop --precision and --shortlist")
-        return "fp32", False
-    return precision or "auto", bool(shortlist)
-
-
 def quantize_int8(model: Transformer) -> Transformer:
     # torchao reports GPU kernels it cannot load on a CPU, and torch a deprecation inside torchao
     for noisy in ("torchao", "torch.utils._pytree"):
@@ -145,6 +133,8 @@ def quantize_int8(model: Transformer) -> Transformer:
 
 
 def resolve_device(name: str) -> torch.device:
+    if name not in ("auto", "cpu", "cuda"):
+        raise UsageError(f"--device must be auto, cpu or cuda, not {name!r}")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():

@@ -186,6 +186,7 @@ class ServeSettings:
     max_chars: int = 20_000  # characters of text in one request
     api_key: str | None = None
     model_name: str = ""
+    decoding: dict | None = None  # the resolved decoding configuration (nmt.decoding), shown by /health
 
 
 class LibreRequest(BaseModel):
@@ -354,7 +355,7 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
     async def health():
         """200 once the model is loaded and the server translates; 503 before."""
         if engine.ready.is_set():
-            return {"status": "ok", "model": settings.model_name}
+            return {"status": "ok", "model": settings.model_name, "decoding": settings.decoding}
         if engine.failure is not None:
             return _error(503, f"the model could not be loaded: {engine.failure}")
         return _error(503, "the model is loading", **{"Retry-After": "1"})

@@ -32,6 +32,7 @@ from nmt.batching import pad_sources, sorted_batches
 from nmt.checkpoint import Checkpoint
 from nmt.constraints import Glossary, constrained_search
 from nmt.corpus import read_stream_lines
+from nmt.decoding import MAX_PIECE_TOKENS, DecodingConfig, can_fork, stored_text_defaults
 from nmt.errors import Interrupted, NmtError, UsageError, held_stops
 from nmt.inference import build_decoders, cast_for_inference
 from nmt.model import Transformer
@@ -83,18 +84,6 @@ class Translation:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
 
-def default_workers(device: torch.device) -> int:
-    """How many batches to decode at once: on a CPU where processes can be forked, one per torch thread
-    (faster than one process on all the threads at every batch size but beam 4, batch 32, where they tie)."""
-    if device.type != "cpu" or not can_fork():
-        return 1
-    return torch.get_num_threads()
-
-
-def can_fork() -> bool:
-    return "fork" in multiprocessing.get_all_start_methods()
-
-
 # Several batches at once are decoded in worker processes forked from the translator: each has its own
 # interpreter, so the Python of the search and of each step (most of a step at batch 1) runs in parallel
 # too, which threads of one process could not do under the GIL. Forked workers share the weights with the
@@ -102,10 +91,6 @@ def can_fork() -> bool:
 # thread: the OpenMP runtime of a parent that has used several threads hangs in a forked child that asks for
 # several again.
 _worker_translator: Translator | None = None
-# The longest piece of a line translated whole unless the model's decoding defaults (or --clause-split) say
-# less: sentences of Multi30k, Tatoeba and News Commentary are shorter than a tenth of this; a sentence past
-# it is cut at clause punctuation, then at word starts.
-MAX_PIECE_TOKENS = 128
 # Small batches go to a worker several at a time, at least this many sentences per task: at batch 1, one batch
 # per task spent more on the round trip between the processes than on decoding (16 and 32 were no faster).
 TASK_SENTENCES = 8
@@ -211,11 +196,21 @@ class Translator:
         model = cast_for_inference(checkpoint.build_model(device), precision)
         ensemble = tuple(cast_for_inference(other.build_model(device), precision) for other in others)
         shortlist = checkpoint.shortlist if use_shortlist else None
-        if settings.get("max_piece_tokens") is None:
-            settings["max_piece_tokens"] = checkpoint.decoding.get("max_piece_tokens")
-        if settings.get("protect_names") is None:
-            settings["protect_names"] = bool(checkpoint.decoding.get("protect_names", False))
+        settings.update(stored_text_defaults(checkpoint, settings.get("max_piece_tokens"),
+                                             settings.get("protect_names")))
         return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, ensemble=ensemble, **settings)
+
+    @classmethod
+    def from_config(cls, checkpoint: Checkpoint, config: DecodingConfig, others: tuple[Checkpoint, ...] = ()
+                    ) -> Translator:
+        """The translator of a resolved configuration (nmt.decoding): `checkpoint`'s model, `others` with it
+        as an ensemble."""
+        return cls.from_checkpoint(
+            checkpoint, config.search, config.device, config.precision, use_shortlist=config.shortlist,
+            others=others, max_tokens=config.max_tokens, batch_size=config.batch_size, cuda_graphs=config.cuda_graphs,
+            workers=config.workers, ordinary_input=config.ordinary_input, alignments=config.alignments,
+            min_confidence=config.min_confidence, glossary=Glossary.read(config.glossary) if config.glossary else None,
+            max_piece_tokens=config.clause_split, protect_names=config.protect_names)
 
     def _units(self, line: str) -> list[Unit]:
         """`line` as the units it is translated in: its sentences, and the clauses of a sentence too long to

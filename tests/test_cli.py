@@ -12,6 +12,7 @@ import pytest
 
 from nmt import __version__
 from nmt.checkpoint import load_checkpoint
+from nmt.corpus import load_embedded
 from nmt_cli.main import collection_paused
 
 # the console script pip installed beside this interpreter (the real entry point, not a module call)
@@ -66,3 +67,48 @@ def test_collection_paused_freezes_what_loading_made_and_turns_the_collector_bac
     finally:
         gc.enable()
         gc.unfreeze()
+
+
+def test_translate_eval_serve_and_score_take_the_decoding_options_declared_once():
+    """Every decoding option has one declaration (cli/options.py): the commands that decode take it with the
+    same flags and help; eval has what it lacked (--min-len, --sampling, --no-cache, -q, -o)."""
+    import typer
+
+    from nmt_cli.main import app
+    from nmt_cli.options import DECODING_OPTIONS
+
+    commands = typer.main.get_command(app).commands
+    options = {name: {param.name: param for param in commands[name].params}
+               for name in ("translate", "eval", "serve", "score")}
+    assert set(DECODING_OPTIONS) <= set(options["translate"])
+    for command in ("eval", "serve", "score"):
+        for name in set(DECODING_OPTIONS) & set(options[command]):
+            ours, theirs = options[command][name], options["translate"][name]
+            assert (ours.opts, ours.secondary_opts, ours.help) == (theirs.opts, theirs.secondary_opts, theirs.help)
+    assert {"min_len", "sampling", "no_cache", "quiet", "output", "verbose", "glossary"} <= set(options["eval"])
+
+
+def test_verbose_prints_the_configuration_resolved_over_the_models_defaults(tiny_checkpoint):
+    """The tiny model stores beam 2 and a 1.0x + 5 length cap; --beam overrides its beam, --exact sets fp32,
+    and what auto would choose is never printed as auto."""
+    given = subprocess.run([NMT, "translate", "--model", str(tiny_checkpoint), "--beam", "3", "--exact",
+                            "--verbose"], input="A dog runs.\n", capture_output=True, text=True)
+    assert given.returncode == 0, given.stderr
+    line = next(line for line in given.stderr.splitlines() if line.startswith("decoding: "))
+    assert "beam 3" in line and "length 0..1x+5" in line and "fp32 on cpu" in line
+    default = subprocess.run([NMT, "eval", "--model", str(tiny_checkpoint), "--test", "multi30k:valid", "--limit",
+                              "3", "-v", "-q"], capture_output=True, text=True)
+    assert default.returncode == 0, default.stderr
+    line = next(line for line in default.stderr.splitlines() if line.startswith("decoding: "))
+    assert "beam 2" in line and " auto " not in line and "on cpu" in line
+
+
+def test_eval_writes_its_translations_and_samples_like_translate(tiny_checkpoint, tmp_path):
+    sampling = ["--sampling", "topk:5", "--seed", "3", "--model", str(tiny_checkpoint), "--exact"]
+    done = subprocess.run([NMT, "eval", "--test", "multi30k:valid", "--limit", "4", "-o", str(tmp_path / "hyp.fr"),
+                           "-q", *sampling], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    sources = load_embedded("multi30k", "valid").source[:4]
+    translated = subprocess.run([NMT, "translate", *sampling], input="\n".join(sources) + "\n", capture_output=True,
+                                text=True, check=True).stdout
+    assert (tmp_path / "hyp.fr").read_text() == translated

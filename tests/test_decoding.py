@@ -278,8 +278,8 @@ def test_cpu_flags_are_read_from_proc_cpuinfo_on_linux():
 
 
 def test_decoding_is_fast_by_default_and_exact_on_request():
+    from nmt.decoding import decoding_mode
     from nmt.errors import UsageError
-    from nmt.inference import decoding_mode
 
     assert decoding_mode(None, None) == ("auto", False)
     assert decoding_mode("bf16", True) == ("bf16", True)
@@ -287,3 +287,20 @@ def test_decoding_is_fast_by_default_and_exact_on_request():
     for precision, shortlist in (("int8_fp32", None), (None, True)):
         with pytest.raises(UsageError, match="--exact"):
             decoding_mode(precision, shortlist, exact=True)
+
+
+def test_the_decoding_configuration_is_flags_over_the_models_defaults_over_the_librarys(tiny_checkpoint):
+    from nmt.checkpoint import load_checkpoint
+    from nmt.decoding import MAX_PIECE_TOKENS, DecodingConfig, DecodingFlags
+    from nmt.inference import auto_precision
+
+    checkpoint = load_checkpoint(tiny_checkpoint)  # stores beam 2 and a 1.0 x source + 5 length cap
+    stored = DecodingConfig.resolve(DecodingFlags(), checkpoint, workers=1)
+    assert (stored.search.beam_size, stored.search.max_len_a, stored.search.lenpen) == (2, 1.0, 1.0)
+    assert stored.precision == auto_precision(torch.device("cpu")) != "auto" and not stored.shortlist
+    assert stored.clause_split is None and "clause split %d" % MAX_PIECE_TOKENS in stored.summary()
+    given = DecodingConfig.resolve(DecodingFlags(beam=3, lenpen=0.6, exact=True, clause_split=20, workers=2),
+                                   checkpoint, workers=1)
+    assert (given.search.beam_size, given.search.max_len_a, given.search.lenpen) == (3, 1.0, 0.6)
+    assert (given.precision, given.clause_split, given.workers) == ("fp32", 20, 2)
+    assert given.to_dict()["search"]["beam_size"] == 3 and given.to_dict()["device"] == "cpu"

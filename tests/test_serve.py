@@ -71,7 +71,11 @@ def cli_records(tiny_checkpoint):
 
 
 def test_health_languages_docs_and_page(server):
-    assert httpx.get(server.url + "/health").json()["status"] == "ok"
+    health = httpx.get(server.url + "/health").json()
+    assert health["status"] == "ok"
+    # the configuration resolved from the flags (--exact: fp32), the model's defaults and the library's
+    assert health["decoding"]["precision"] == "fp32" and health["decoding"]["workers"] == 1
+    assert health["decoding"]["search"]["beam_size"] == 2 and health["decoding"]["search"]["max_len_a"] == 1.0
     languages = httpx.get(server.url + "/languages").json()
     assert {"code": "en", "name": "English", "targets": ["fr"]} in languages
     assert "/v1/translate" in httpx.get(server.url + "/openapi.json").json()["paths"]

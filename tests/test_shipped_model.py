@@ -10,8 +10,9 @@ import pytest
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, load_embedded
+from nmt.decoding import MAX_PIECE_TOKENS
 from nmt.search import SearchOptions
-from nmt.translate import MAX_PIECE_TOKENS, Translator
+from nmt.translate import Translator
 
 SHIPPED = data_dir() / "models" / "en-fr.pt"
 NMT = [sys.executable, "-m", "nmt_cli.main"]

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import load_embedded
+from nmt.decoding import DecodingFlags, search_options
 from nmt.errors import Interrupted, NmtError, UsageError
 from nmt.search import Hypothesis, SearchOptions
 from nmt.translate import Translator, translate_document, translate_stream
-from nmt_cli.main import search_options
 
 NMT = [sys.executable, "-m", "nmt_cli.main", "translate"]
 
@@ -173,13 +173,11 @@ def test_sampling_repeats_with_its_seed_and_refuses_bad_settings(tiny_checkpoint
 
     assert sampled(3) == sampled(3) != sampled(4) and all(len(nbest) == 3 for nbest in sampled(3))
     checkpoint = load_checkpoint(tiny_checkpoint)
-    assert search_options(checkpoint, None, None, None, None, None, 3, False, None, "topp:0.9", 0.7, 2) == \
+    assert search_options(checkpoint, DecodingFlags(nbest=3, sampling="topp:0.9", temperature=0.7, seed=2)) == \
         SearchOptions(beam_size=1, top_p=0.9, temperature=0.7, seed=2, nbest=3, max_len_a=1.0, max_len_b=5)
     for bad in (dict(sampling="topk:0"), dict(sampling="top5"), dict(sampling="topk:5", beam=4), dict(seed=1)):
-        arguments = {"beam": None, "sampling": None, "temperature": None, "seed": None, **bad}
         with pytest.raises(UsageError):
-            search_options(checkpoint, arguments["beam"], None, None, None, None, 1, False, None,
-                           arguments["sampling"], arguments["temperature"], arguments["seed"])
+            search_options(checkpoint, DecodingFlags(**bad))
     result = run(["--model", str(tiny_checkpoint), "--exact", "--sampling", "topk:20", "--seed", "3", "--format",
                   "jsonl", "--nbest", "3"], "\n".join(lines).encode() + b"\n")
     assert [[(n["translation"], pytest.approx(n["score"], abs=1e-5)) for n in json.loads(line)["nbest"]]
