@@ -77,7 +77,7 @@ def main() -> None:
         "| test set | beam | lenpen | nmt BLEU | CTranslate2 BLEU | difference | identical lines |",
         "|---|---|---|---|---|---|---|",
         *rows,
-    ])
+    ], model=args.model or data_dir() / "models" / "en-fr.pt")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from results import (
     ct2_threads_slowdown,
     left_out_note,
     modes_left_out,
+    shown_path,
     translate_options,
     vector_extensions,
     write_section,
@@ -216,7 +217,7 @@ def main() -> None:
                              in_process / reference[1], whole_ratio, rss, bleu))
                 print(rows[-1][:-1], f"BLEU {bleu:.2f}", flush=True)
     lines = [
-        f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {args.model} exported with "
+        f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {shown_path(args.model)} exported with "
         "`nmt export --format ctranslate2`. Sentences: the first N of multi30k:test_2016_flickr (`--no-cache` rows "
         "at batch 32: the first quarter, BLEU over those). Command: "
         f"`python benchmarks/engines.py --sentences {args.sentences}`. Target tokens counted with the model's "
@@ -250,7 +251,8 @@ def main() -> None:
         lines += ["", ct2_threads_note("in-process, " + "; ".join(slow))]
     lines += ["", "Same output as nmt fp32 (how faithful each engine and mode is):", ""]
     lines += [f"- {line}" for line in agreement]
-    write_section(f"Engines: nmt and CTranslate2 on the shipped model ({vector_extensions()} CPU)", lines)
+    write_section(f"Engines: nmt and CTranslate2 on the shipped model ({vector_extensions()} CPU)", lines,
+                  model=args.model)
 
 
 if __name__ == "__main__":

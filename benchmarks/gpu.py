@@ -173,7 +173,7 @@ def main() -> None:
     lines += ["", "Whole process (`nmt translate` from start to last line, same sentences):", "",
               "| command | tok/s | seconds |", "|---|---|---|"]
     lines += [f"| `nmt {command}` | {rate:.0f} | {seconds:.2f} |" for command, rate, seconds in whole]
-    write_section("GPU: eager and CUDA-graph decoding", lines)
+    write_section("GPU: eager and CUDA-graph decoding", lines, model=args.model)
 
 
 if __name__ == "__main__":

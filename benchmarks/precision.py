@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 
 import torch
-from results import cpu_name, left_out_note, modes_left_out, vector_extensions, write_section
+from results import cpu_name, left_out_note, modes_left_out, shown_path, vector_extensions, write_section
 
 from nmt.checkpoint import load_checkpoint
 from nmt.corpus import data_dir, parse_test_set
@@ -69,7 +69,7 @@ def main() -> None:
                              seconds))
                 print(rows[-1], flush=True)
     lines = [
-        f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {args.model}. Command: "
+        f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {shown_path(args.model)}. Command: "
         f"`python benchmarks/precision.py{f' --sentences {args.sentences}' if args.sentences else ''}`. "
         f"BLEU: sacreBLEU {signature}, cased, on detokenized output. Batches: `nmt translate`'s default (4096 "
         "padded source tokens), or the batch size given. Seconds: in-process translation time, for orientation "
@@ -85,7 +85,8 @@ def main() -> None:
                      f"{seconds:.1f} |")
     worst = min(rows, key=lambda row: row[6])
     lines += ["", f"Largest drop: {worst[6]:+.2f} BLEU ({worst[3]}, {worst[2]}, {worst[4]}, {worst[0]})."]
-    write_section(f"Precision: BLEU of each mode on every embedded test set ({vector_extensions()} CPU)", lines)
+    write_section(f"Precision: BLEU of each mode on every embedded test set ({vector_extensions()} CPU)", lines,
+                  model=args.model)
 
 
 if __name__ == "__main__":

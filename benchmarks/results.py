@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import platform
+import sys
 from pathlib import Path
 
 from nmt.decoding import DecodingFlags, search_options
@@ -10,12 +13,33 @@ from nmt.inference import cpu_flags, cpu_has_native_bf16
 from nmt.search import SearchOptions
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def write_section(title: str, lines: list[str]) -> None:
-    """Replace (or append) the section headed `## {title}` with `lines`."""
+def shown_path(path: str | Path) -> str:
+    """A path as a table shows it: relative to the checkout, else the file's name (no machine's own paths)."""
+    resolved = Path(path).resolve()
+    try:
+        return str(resolved.relative_to(ROOT))
+    except ValueError:
+        return resolved.name
+
+
+def provenance(model: str | Path | None) -> str:
+    """When, by which command and on which model file a table was made."""
+    command = " ".join(["python", shown_path(sys.argv[0]), *sys.argv[1:]])
+    text = f"Run {datetime.date.today().isoformat()}: `{command}`"
+    if model is not None:
+        digest = hashlib.sha256(Path(model).read_bytes()).hexdigest()[:12]
+        text += f"; model `{shown_path(model)}`, SHA-256 {digest}"
+    return text + "."
+
+
+def write_section(title: str, lines: list[str], model: str | Path | None = None) -> None:
+    """Replace (or append) the section headed `## {title}` with the run's provenance and `lines`; `model`:
+    the checkpoint the table measured, if any."""
     previous = RESULTS.read_text() if RESULTS.exists() else "# Benchmarks\n"
-    section = "\n".join([f"## {title}", "", *lines]) + "\n"
+    section = "\n".join([f"## {title}", "", provenance(model), "", *lines]) + "\n"
     start = previous.find(f"## {title}")
     if start < 0:
         RESULTS.write_text(previous.rstrip("\n") + "\n\n" + section)

@@ -26,6 +26,7 @@ from results import (
     ct2_threads_slowdown,
     left_out_note,
     modes_left_out,
+    shown_path,
     translate_options,
     vector_extensions,
     write_section,
@@ -107,8 +108,8 @@ def main() -> None:
         if slower:
             lines[-1:-1] = ["", ct2_threads_note(f"{slower:.1f}x")]
         print("\n".join(lines[-len(rate) - 6 :]), flush=True)
-    header = [f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {args.model}, exported with "
-              "`nmt export --format ctranslate2` for CTranslate2. Command: "
+    header = [f"Machine: {cpu_name()}, 2 threads, torch {torch.__version__}. Model: {shown_path(args.model)}, "
+              "exported with `nmt export --format ctranslate2` for CTranslate2. Command: "
               f"`python benchmarks/targets.py --rounds {args.rounds} --test-set {args.test_set}`. Each command "
               "(`nmt translate --threads 2` with its default --workers, or a CTranslate2 + sentencepiece script, from "
               "start to last line) runs once per round, the contenders one after the other; tok/s from the median "
@@ -119,7 +120,7 @@ def main() -> None:
               "relative to the source), which matters only where a translation runs away."
               + left_out_note(skipped), ""]
     write_section(f"Targets: whole-process against CTranslate2, repeated ({vector_extensions()} CPU, {args.test_set})",
-                  header + lines)
+                  header + lines, model=args.model)
 
 
 if __name__ == "__main__":
