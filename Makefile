@@ -20,10 +20,10 @@ $(VENV)/.lean-import: cli/lean_import.py $(STAMP)
 	@$(BIN)/python -m nmt_cli.lean_import --check
 	@touch $@
 
-# The C attention kernels (nmt/native.py; CPUs with AVX-512 or AVX2 and a C compiler), compiled ahead so no
+# The C attention kernels (nmt/model/native.py; CPUs with AVX-512 or AVX2 and a C compiler), compiled ahead so no
 # translation waits for them; again only when their source changes (each check imports torch, about 1 s).
-$(VENV)/.kernels: nmt/attention_kernel.c $(STAMP)
-	@$(BIN)/python -c "from nmt.native import library; library()"
+$(VENV)/.kernels: nmt/model/attention_kernel.c $(STAMP)
+	@$(BIN)/python -c "from nmt.model.native import library; library()"
 	@touch $@
 
 # torch==2.13.0 first when torch is missing: on a CPU-only machine pip takes the CPU wheel already on
@@ -48,7 +48,7 @@ lint: setup
 	$(BIN)/ruff check nmt cli tests benchmarks
 
 run: setup
-	@if $(BIN)/python -c "from nmt.corpus import data_dir; import sys; sys.exit(not (data_dir() / 'models' / 'en-fr.pt').is_file())"; then \
+	@if $(BIN)/python -c "from nmt.data.corpus import data_dir; import sys; sys.exit(not (data_dir() / 'models' / 'en-fr.pt').is_file())"; then \
 		$(BIN)/nmt translate < $(EXAMPLES); \
 	else \
 		echo "The shipped model data/models/en-fr.pt is missing: 'make model' rebuilds it (see README)."; \
@@ -115,7 +115,7 @@ model-general: export NMT_EUROPARL_DIR = $(abspath $(EUROPARL))
 model-general: setup
 	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make model-general EUROPARL=DIR"; exit 2; }
 	mkdir -p $(GENERAL_RUN)
-	$(BIN)/python -c "from nmt.corpus import parse_test_set as t; \
+	$(BIN)/python -c "from nmt.data.corpus import parse_test_set as t; \
 		e, d = t('europarl:dev'), t('tatoeba:dev'); \
 		open('$(GENERAL_RUN)/valid.en', 'w').writelines(l + '\n' for l in e.source[:300] + d.source[:300]); \
 		open('$(GENERAL_RUN)/valid.fr', 'w').writelines(l + '\n' for l in e.target[:300] + d.target[:300])"

@@ -24,9 +24,9 @@ from pathlib import Path
 
 RUN = """
 import json, sys, time, torch
-from nmt.checkpoint import load_checkpoint
-from nmt.corpus import parse_test_set
-from nmt.translate import Translator
+from nmt.model.checkpoint import load_checkpoint
+from nmt.data.corpus import parse_test_set
+from nmt.decoding.translate import Translator
 from nmt_cli.main import search_options
 model, test_set, beam, batch, sentences, precision, shortlist, out = sys.argv[1:]
 torch.set_num_threads(1)
@@ -71,7 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     if (os.cpu_count() or 1) < 2:
         sys.exit("error: ab.py runs both trees at once and needs two cores")
-    from nmt.corpus import data_dir
+    from nmt.data.corpus import data_dir
 
     model = args.model or str(data_dir() / "models" / "en-fr.pt")
     arguments = [model, args.test_set, str(args.beam), str(args.batch), str(args.sentences), args.precision,

@@ -1,4 +1,4 @@
-"""Which decoder layer's cross-attention aligns words best (nmt.alignment.ALIGNMENT_LAYER).
+"""Which decoder layer's cross-attention aligns words best (nmt.decoding.alignment.ALIGNMENT_LAYER).
 
     python benchmarks/alignment.py [--model MODEL.pt] [--valid multi30k:valid] [--out benchmarks/ALIGNMENT.md]
 
@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nmt.alignment import cross_attention, word_alignment  # noqa: E402
-from nmt.checkpoint import load_checkpoint  # noqa: E402
-from nmt.corpus import data_dir, parse_test_set  # noqa: E402
+from nmt.data.corpus import data_dir, parse_test_set  # noqa: E402
+from nmt.decoding.alignment import cross_attention, word_alignment  # noqa: E402
+from nmt.model.checkpoint import load_checkpoint  # noqa: E402
 
 
 def anchors(source: str, target: str) -> dict[int, int]:
@@ -65,7 +65,7 @@ def main() -> None:
         f"`python benchmarks/alignment.py --model {args.model} --valid {args.valid}`, {platform.machine()}.",
         "Words of the reference found exactly once, unchanged, in the source and once in the reference",
         "(names, numbers, loanwords), linked by each decoder layer's head-averaged cross-attention while the",
-        "reference is teacher-forced (nmt.alignment.word_alignment):", "",
+        "reference is teacher-forced (nmt.decoding.alignment.word_alignment):", "",
         "| decoder layer | linked to their source word | share |", "|---|---|---|", *rows, ""])
     Path(args.out).write_text(text)
     print(text)

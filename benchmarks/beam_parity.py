@@ -19,11 +19,11 @@ import sacrebleu
 import torch
 from results import cpu_name, write_section
 
-from nmt.checkpoint import load_checkpoint
-from nmt.corpus import data_dir, parse_test_set
-from nmt.export import export_ctranslate2
-from nmt.search import SearchOptions
-from nmt.translate import Translator
+from nmt.apps.export import export_ctranslate2
+from nmt.data.corpus import data_dir, parse_test_set
+from nmt.decoding.search import SearchOptions
+from nmt.decoding.translate import Translator
+from nmt.model.checkpoint import load_checkpoint
 
 
 def ctranslate2_translations(translator, tokenizer, sources: list[str], beam: int, lenpen: float) -> list[str]:

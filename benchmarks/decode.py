@@ -15,10 +15,10 @@ import time
 import torch
 from results import cpu_name, write_section
 
-from nmt.config import ModelConfig
-from nmt.flat_decoder import FlatDecoder
-from nmt.model import Transformer
-from nmt.search import SearchOptions, search
+from nmt.decoding.search import SearchOptions, search
+from nmt.model.config import ModelConfig
+from nmt.model.flat_decoder import FlatDecoder
+from nmt.model.transformer import Transformer
 
 OUTPUT_TOKENS = 32
 SOURCE_TOKENS = 20

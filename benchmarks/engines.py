@@ -37,11 +37,11 @@ from results import (
     write_section,
 )
 
-from nmt.checkpoint import load_checkpoint
-from nmt.corpus import data_dir, parse_test_set
-from nmt.decoding import default_workers
-from nmt.export import export_ctranslate2
-from nmt.translate import Translator
+from nmt.apps.export import export_ctranslate2
+from nmt.data.corpus import data_dir, parse_test_set
+from nmt.decoding.configuration import default_workers
+from nmt.decoding.translate import Translator
+from nmt.model.checkpoint import load_checkpoint
 
 CT2_SCRIPT = """
 import sys, time, ctranslate2, sentencepiece

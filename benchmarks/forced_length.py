@@ -21,13 +21,13 @@ import torch
 from results import cpu_name, left_out_note, modes_left_out, vector_extensions, write_section
 from torch import Tensor
 
-from nmt.checkpoint import Checkpoint
-from nmt.config import ModelConfig
-from nmt.export import export_ctranslate2
-from nmt.flat_decoder import FlatDecoder
-from nmt.inference import cast_for_inference
-from nmt.model import Transformer
-from nmt.search import SearchOptions, search
+from nmt.apps.export import export_ctranslate2
+from nmt.decoding.inference import cast_for_inference
+from nmt.decoding.search import SearchOptions, search
+from nmt.model.checkpoint import Checkpoint
+from nmt.model.config import ModelConfig
+from nmt.model.flat_decoder import FlatDecoder
+from nmt.model.transformer import Transformer
 
 FORCED = 32
 SOURCE_LENGTH = 24  # tokens before EOS

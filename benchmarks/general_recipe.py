@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nmt.corpus import external_dir
+from nmt.data.corpus import external_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "runs" / "proxies"
@@ -95,8 +95,8 @@ def evaluate(names: list[str]) -> None:
 def nats_per_character(folder: Path, valid_loss: float) -> float:
     """The validation loss per character of the French side: comparable across vocabularies, where the loss
     per token is not (a larger vocabulary has fewer, harder tokens)."""
-    from nmt.checkpoint import load_checkpoint
-    from nmt.corpus import read_lines
+    from nmt.data.corpus import read_lines
+    from nmt.model.checkpoint import load_checkpoint
 
     french = read_lines(ROOT / "runs" / "general" / "valid.fr")
     tokens = sum(len(ids) + 1 for ids in load_checkpoint(folder / "last.pt").tokenizer().encode_batch(french))

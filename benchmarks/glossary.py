@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nmt.checkpoint import load_checkpoint  # noqa: E402
-from nmt.constraints import Glossary  # noqa: E402
-from nmt.corpus import data_dir, parse_test_set  # noqa: E402
-from nmt.search import SearchOptions  # noqa: E402
-from nmt.translate import Translator  # noqa: E402
+from nmt.data.corpus import data_dir, parse_test_set  # noqa: E402
+from nmt.decoding.constraints import Glossary  # noqa: E402
+from nmt.decoding.search import SearchOptions  # noqa: E402
+from nmt.decoding.translate import Translator  # noqa: E402
+from nmt.model.checkpoint import load_checkpoint  # noqa: E402
 
 WORD = re.compile(r"\w{4,}")
 

@@ -1,4 +1,4 @@
-"""nmt on a CUDA GPU: eager decoding against CUDA-graph decoding (nmt.graphs) in fp32, bf16 and fp16, and
+"""nmt on a CUDA GPU: eager decoding against CUDA-graph decoding (nmt.model.graphs) in fp32, bf16 and fp16, and
 HF transformers generate() on the same weights, on the shipped model and the embedded Multi30k test set.
 
     python benchmarks/gpu.py          # needs a CUDA device; rewrites benchmarks/RESULTS.md's GPU section
@@ -24,10 +24,10 @@ import sacrebleu
 import torch
 from results import cpu_name, translate_options, write_section
 
-from nmt.checkpoint import load_checkpoint
-from nmt.corpus import data_dir, parse_test_set
-from nmt.export import export_ctranslate2
-from nmt.translate import Translator
+from nmt.apps.export import export_ctranslate2
+from nmt.data.corpus import data_dir, parse_test_set
+from nmt.decoding.translate import Translator
+from nmt.model.checkpoint import load_checkpoint
 
 # CTranslate2's compute types against nmt's precisions
 CT2_TYPES = (("float32", "fp32"), ("float16", "fp16"), ("int8_float16", "int8 weights, fp16"))

@@ -31,13 +31,13 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 from train import Run, TorchTransformer, compare
 
-from nmt.batching import collate, token_batches
-from nmt.checkpoint import load_checkpoint
-from nmt.config import ModelConfig
-from nmt.corpus import load_embedded
-from nmt.loss import TranslationLoss
-from nmt.model import Transformer
-from nmt.tokenizer import train_tokenizer
+from nmt.data.batching import collate, token_batches
+from nmt.data.corpus import load_embedded
+from nmt.model.checkpoint import load_checkpoint
+from nmt.model.config import ModelConfig
+from nmt.model.loss import TranslationLoss
+from nmt.model.transformer import Transformer
+from nmt.text.tokenizer import train_tokenizer
 
 # dense bf16 tensor-core peaks (FLOP/s) from the vendor's data sheets, by a name torch reports
 PEAK_BF16 = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12}

@@ -19,9 +19,9 @@ import time
 
 import torch
 
-from nmt.checkpoint import load_checkpoint
-from nmt.corpus import parse_test_set
-from nmt.translate import Translator
+from nmt.data.corpus import parse_test_set
+from nmt.decoding.translate import Translator
+from nmt.model.checkpoint import load_checkpoint
 from nmt_cli.main import search_options
 
 

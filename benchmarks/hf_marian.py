@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from nmt.checkpoint import Checkpoint
-from nmt.model import sinusoidal_table
+from nmt.model.checkpoint import Checkpoint
+from nmt.model.transformer import sinusoidal_table
 
 
 def to_marian(checkpoint: Checkpoint):

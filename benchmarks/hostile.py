@@ -20,7 +20,7 @@ import time
 
 from results import cpu_name, write_section
 
-from nmt.corpus import load_embedded
+from nmt.data.corpus import load_embedded
 
 NMT = [sys.executable, "-m", "nmt_cli.main", "translate"]
 

@@ -21,12 +21,12 @@ from dataclasses import replace
 import torch
 from results import cpu_name, left_out_note, modes_left_out, shown_path, vector_extensions, write_section
 
-from nmt.checkpoint import load_checkpoint
-from nmt.corpus import data_dir, parse_test_set
-from nmt.evaluate import score
-from nmt.quantize import INT8_KERNEL_MAX_ROWS
-from nmt.search import SearchOptions
-from nmt.translate import Translator
+from nmt.data.corpus import data_dir, parse_test_set
+from nmt.decoding.search import SearchOptions
+from nmt.decoding.translate import Translator
+from nmt.model.checkpoint import load_checkpoint
+from nmt.model.quantize import INT8_KERNEL_MAX_ROWS
+from nmt.text.metrics import score
 
 TEST_SETS = ("multi30k:test_2016_flickr", "multi30k:test_2017_flickr", "news-commentary:dev_newsdiscuss")
 MODES = ("fp32", "bf16", "int8", "int8_bf16", "int8_fp32")

@@ -8,9 +8,9 @@ import platform
 import sys
 from pathlib import Path
 
-from nmt.decoding import DecodingFlags, search_options
-from nmt.inference import cpu_flags, cpu_has_native_bf16
-from nmt.search import SearchOptions
+from nmt.decoding.configuration import DecodingFlags, search_options
+from nmt.decoding.inference import cpu_flags, cpu_has_native_bf16
+from nmt.decoding.search import SearchOptions
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,7 +27,7 @@ import sacrebleu
 sys.path.insert(0, os.path.dirname(__file__))
 from results import cpu_name, write_section  # noqa: E402
 
-from nmt.corpus import parse_test_set  # noqa: E402
+from nmt.data.corpus import parse_test_set  # noqa: E402
 
 
 def free_port() -> int:

@@ -32,9 +32,9 @@ from results import (
     write_section,
 )
 
-from nmt.checkpoint import load_checkpoint
-from nmt.corpus import data_dir, parse_test_set
-from nmt.export import export_ctranslate2
+from nmt.apps.export import export_ctranslate2
+from nmt.data.corpus import data_dir, parse_test_set
+from nmt.model.checkpoint import load_checkpoint
 
 # CTranslate2 int8 with intra_threads=2 runs batch 1 at 100-200 tok/s here (over a minute per pass of the
 # test set, against about 15 s for the others): at batch 1, where the targets name CT2 float32 only, it is

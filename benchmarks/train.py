@@ -1,13 +1,13 @@
 """Training throughput: target tokens/s of nmt's Transformer and of torch.nn.Transformer with the same
 dimensions, trained by the same loop (same batches, Adam, label-smoothed loss: nmt's as `nmt train` computes it,
-nmt.loss, torch.nn.Transformer's through F.cross_entropy on its logits), fp32 and bf16 autocast.
+nmt.model.loss, torch.nn.Transformer's through F.cross_entropy on its logits), fp32 and bf16 autocast.
 
     python benchmarks/train.py --steps 12       # rewrites benchmarks/RESULTS.md's training section
 
 Batches are real Multi30k sentences (the embedded training set) tokenized by a sentencepiece model
 trained here, about 4k padded tokens each. Never run it while something else loads the cores.
 
-Fairness: the allocator is set up as `nmt train` sets it up (nmt.allocator); both models warm up on the
+Fairness: the allocator is set up as `nmt train` sets it up (nmt.training.allocator); both models warm up on the
 two largest batches, so that neither pays for first touching its peak memory in the timed steps; then
 they train step by step in turn over the same batches, so that the machine's drift hits both alike.
 """
@@ -24,13 +24,13 @@ import torch.nn.functional as F
 from results import cpu_name, write_section
 from torch import nn
 
-from nmt.allocator import keep_freed_memory
-from nmt.batching import collate, token_batches
-from nmt.config import ModelConfig
-from nmt.corpus import load_embedded
-from nmt.loss import TranslationLoss
-from nmt.model import Transformer, sinusoidal_table
-from nmt.tokenizer import train_tokenizer
+from nmt.data.batching import collate, token_batches
+from nmt.data.corpus import load_embedded
+from nmt.model.config import ModelConfig
+from nmt.model.loss import TranslationLoss
+from nmt.model.transformer import Transformer, sinusoidal_table
+from nmt.text.tokenizer import train_tokenizer
+from nmt.training.allocator import keep_freed_memory
 
 VOCAB = 8000
 
@@ -139,7 +139,7 @@ def main() -> None:
     lines = [
         f"Machine: {cpu_name()}, {args.threads} threads, torch {torch.__version__}. Multi30k batches of about "
         f"4k padded tokens, {args.steps} timed steps per model after 2 warm-up steps on the largest batches, the "
-        "two models interleaved step by step, Adam + label-smoothed cross-entropy, nmt.allocator applied. "
+        "two models interleaved step by step, Adam + label-smoothed cross-entropy, nmt.training.allocator applied. "
         f"Command: `python benchmarks/train.py --steps {args.steps} --presets {args.presets}`. Target tokens/s "
         "(non-padding).",
         "",

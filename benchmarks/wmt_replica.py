@@ -24,7 +24,7 @@ from pathlib import Path
 
 from results import cpu_name, write_section
 
-from nmt.corpus import load_embedded
+from nmt.data.corpus import load_embedded
 
 ROOT = Path(__file__).resolve().parent.parent / "runs"
 NMT = [sys.executable, "-m", "nmt_cli.main"]
@@ -104,11 +104,11 @@ def data_share(folder: Path, steps: int) -> dict:
 
     import torch
 
-    from nmt.batching import collate
-    from nmt.config import ModelConfig
-    from nmt.model import Transformer
-    from nmt.prepare import TokenCorpus
-    from nmt.train import EpochBatches
+    from nmt.data.batching import collate
+    from nmt.data.prepare import TokenCorpus
+    from nmt.model.config import ModelConfig
+    from nmt.model.transformer import Transformer
+    from nmt.training.train import EpochBatches
 
     corpus = TokenCorpus(folder)
     tracemalloc.start()
@@ -151,7 +151,7 @@ def main() -> None:
     prepared = measured([*NMT, "prepare", *data])
     prepared_folder = Path(next(line for line in reversed(prepared["log"]) if "prepared corpus" in line)
                            .split("prepared corpus ")[1].split(":")[0])
-    from nmt.prepare import TokenCorpus
+    from nmt.data.prepare import TokenCorpus
 
     meta = TokenCorpus(prepared_folder).meta
     import json

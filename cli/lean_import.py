@@ -170,7 +170,7 @@ def import_torch(force: bool = False) -> types.ModuleType:
 
 
 def verdict_path(release: str) -> str:
-    """Where the check's verdict on a torch release is kept: the user's cache folder, as nmt.native's."""
+    """Where the check's verdict on a torch release is kept: the user's cache folder, as nmt.model.native's."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(cache, "nmt", f"lean-import-torch-{release}")
 
@@ -197,10 +197,10 @@ SMOKE = """
 import sys
 from nmt_cli import lean_import
 torch = lean_import.import_torch(force=True)
-from nmt.config import ModelConfig
-from nmt.flat_decoder import FlatDecoder
-from nmt.model import Transformer
-from nmt.search import SearchOptions, search
+from nmt.model.config import ModelConfig
+from nmt.model.flat_decoder import FlatDecoder
+from nmt.model.transformer import Transformer
+from nmt.decoding.search import SearchOptions, search
 model = Transformer(ModelConfig.preset("tiny", vocab_size=60, dropout=0.0)).eval()
 found = search(FlatDecoder(model), torch.tensor([[5, 6, 7, 2]]), SearchOptions(beam_size=2, max_len_b=4))
 assert found and found[0], "no translation"

@@ -21,7 +21,7 @@ from typing import TextIO
 import typer
 
 from nmt import __version__
-from nmt.decoding import DecodingFlags
+from nmt.decoding.configuration import DecodingFlags
 from nmt.errors import STOP_SIGNALS, Interrupted, NmtError, UsageError, stop_now_or_later, stop_signals_handled_by
 from nmt_cli.lean_import import import_torch
 from nmt_cli.options import decoding_options
@@ -50,7 +50,7 @@ def root(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 def find_model(model: Path | None) -> Path:
     """--model (a file, or a shipped model's name), then $NMT_MODEL (the same), then the default shipped model."""
-    from nmt.shipped import default_model_name, is_model_name, model_path
+    from nmt.apps.shipped import default_model_name, is_model_name, model_path
 
     chosen = str(model) if model is not None else os.environ.get("NMT_MODEL")
     if chosen:
@@ -62,16 +62,16 @@ def find_model(model: Path | None) -> Path:
 
 def load_models(paths: list[Path] | None):
     """The checkpoint of the first --model (else $NMT_MODEL, else the shipped model) and those of the others."""
-    from nmt.checkpoint import load_checkpoint
+    from nmt.model.checkpoint import load_checkpoint
 
     paths = paths or [None]
     return load_checkpoint(find_model(paths[0])), tuple(load_checkpoint(find_model(path)) for path in paths[1:])
 
 
 def resolve_decoding(models: list[Path] | None, flags: DecodingFlags, workers: int | None = None):
-    """The checkpoints of --model and the decoding configuration resolved over the first (nmt.decoding);
+    """The checkpoints of --model and the decoding configuration resolved over the first (nmt.decoding.configuration);
     --verbose prints it. workers: the default when --workers is not given."""
-    from nmt.decoding import DecodingConfig
+    from nmt.decoding.configuration import DecodingConfig
 
     checkpoint, others = load_models(models)
     config = DecodingConfig.resolve(flags, checkpoint, workers=workers)
@@ -82,7 +82,7 @@ def resolve_decoding(models: list[Path] | None, flags: DecodingFlags, workers: i
 
 def load_translator(models: list[Path] | None, flags: DecodingFlags):
     """The Translator of --model and the decoding options, and its resolved configuration."""
-    from nmt.translate import Translator
+    from nmt.decoding.translate import Translator
 
     checkpoint, others, config = resolve_decoding(models, flags)
     return Translator.from_config(checkpoint, config, others), config
@@ -109,7 +109,7 @@ DATA_OPTIONS = {
     "valid_src": typer.Option(None, "--valid-src", help="Validation English file."),
     "valid_tgt": typer.Option(None, "--valid-tgt", help="Validation French file."),
     "augment": typer.Option(None, "--augment/--no-augment", help="Add variants of the training pairs that teach "
-                            "numbers, links, codes, names, emoji, capitals and long sentences (nmt.augment). "
+                            "numbers, links, codes, names, emoji, capitals and long sentences (nmt.data.augment). "
                             "Default off."),
     "augment_swap": typer.Option(None, "--augment-swap", help="With --augment: the share of the pairs that share a "
                                  "name or number with their translation that get a variant with it replaced by an "
@@ -148,7 +148,7 @@ def translate(
     _configure_logging(quiet)
     with collection_paused():
         import_torch()
-        from nmt.translate import translate_document, translate_stream
+        from nmt.decoding.translate import translate_document, translate_stream
 
         translator, config = load_translator(model, decoding)
     source = _open_input(input)
@@ -191,7 +191,7 @@ def serve(
     try:
         import uvicorn
 
-        from nmt.serve import Engine, Server, ServeSettings, create_app
+        from nmt.apps.serve import Engine, Server, ServeSettings, create_app
     except ImportError as exc:
         raise UsageError(f"nmt serve needs the serve extra ({exc.name} is missing): pip install "
                          "'nmt-transformer[serve]'") from None
@@ -202,7 +202,7 @@ def serve(
         raise UsageError("--batch-wait-ms must not be negative")
     with collection_paused():
         import_torch()
-        from nmt.translate import Translator
+        from nmt.decoding.translate import Translator
 
         # one worker unless --workers says otherwise: requests are batched together already
         checkpoint, _, config = resolve_decoding([model] if model else None, decoding, workers=1)
@@ -251,7 +251,7 @@ def score(
     the score normalized as translate ranks hypotheses."""
     import json
 
-    from nmt.corpus import read_lines, read_stream_lines
+    from nmt.data.corpus import read_lines, read_stream_lines
 
     _configure_logging(False)
     if output_format not in ("text", "jsonl"):
@@ -277,7 +277,7 @@ def score(
                 raise UsageError(f"line {number}: source and translation must be strings")
     with collection_paused():
         import_torch()
-        from nmt.score import Scorer
+        from nmt.decoding.score import Scorer
 
         # the scores are of the fp32 model, whatever precision decoding would take
         checkpoint, _, config = resolve_decoding([model] if model else None, replace(decoding, verbose=False))
@@ -297,7 +297,7 @@ def attention(
     out: Path = typer.Option(Path("attention.png"), "--out", help="Where to write the PNG."),
     model: Path = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     layer: int = typer.Option(None, "--layer", help="Decoder layer, 1 = the first. Default: the one alignments use "
-                              "(nmt.alignment.ALIGNMENT_LAYER from the top)."),
+                              "(nmt.decoding.alignment.ALIGNMENT_LAYER from the top)."),
     head: int = typer.Option(None, "--head", help="One head (1 = the first). Default: the mean of the heads."),
     grid: bool = typer.Option(False, "--grid", help="Every head of the layer side by side."),
     beam: int = typer.Option(None, "--beam", "-b", help="Beam size. Default: the model's, else 4."),
@@ -309,10 +309,10 @@ def attention(
         raise UsageError("give --head or --grid, not both")
     with collection_paused():
         import_torch()
-        from nmt.alignment import ALIGNMENT_LAYER, cross_attention, draw_attention
-        from nmt.checkpoint import load_checkpoint
-        from nmt.decoding import MAX_PIECE_TOKENS, search_options
-        from nmt.translate import Translator
+        from nmt.decoding.alignment import ALIGNMENT_LAYER, cross_attention, draw_attention
+        from nmt.decoding.configuration import MAX_PIECE_TOKENS, search_options
+        from nmt.decoding.translate import Translator
+        from nmt.model.checkpoint import load_checkpoint
 
         checkpoint = load_checkpoint(find_model(model))
         options = search_options(checkpoint, DecodingFlags(beam=beam))
@@ -334,7 +334,7 @@ def attention(
 @app.command()
 def models() -> None:
     """List the shipped models: name, domain, size and scores; the default is marked *."""
-    from nmt.shipped import default_model_name, shipped_models
+    from nmt.apps.shipped import default_model_name, shipped_models
 
     listed = shipped_models()
     if not listed:
@@ -352,7 +352,7 @@ def models() -> None:
 @app.command()
 def info(checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help="A checkpoint file.")) -> None:
     """Show a checkpoint's model config, vocabulary, parameter count and training summary."""
-    from nmt.checkpoint import load_checkpoint
+    from nmt.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(checkpoint_path)
     n_parameters = sum(t.numel() for name, t in checkpoint.weights.items())
@@ -438,8 +438,8 @@ def train(
     """Train a Transformer; rerunning the same command resumes from OUT/last.pt."""
     given = {k: v for k, v in locals().items() if k not in ("config_file", "quiet") and v is not None}
     _configure_logging(quiet, progress=True)
-    from nmt.train import TrainConfig
-    from nmt.train import train as run_training
+    from nmt.training.train import TrainConfig
+    from nmt.training.train import train as run_training
 
     values = {}
     if config_file is not None:
@@ -488,7 +488,7 @@ def prepare(
     """Tokenize a training corpus once into a memory-mapped cache that `nmt train` (with the same data options)
     then opens in seconds, on every start, resume and rank. Prints the cache folder."""
     _configure_logging(False, progress=True)
-    from nmt.prepare import prepare_training_data
+    from nmt.data.prepare import prepare_training_data
 
     spm_model = None
     if spm:
@@ -523,9 +523,9 @@ def evaluate(
 ) -> None:
     """Score translations with sacreBLEU (BLEU, chrF), translating first when given --src or --test."""
     _configure_logging(quiet)
-    from nmt.corpus import parse_test_set, read_lines
-    from nmt.evaluate import score
-    from nmt.robustness import format_report, load_robustness, robustness_report
+    from nmt.apps.robustness import format_report, load_robustness, robustness_report
+    from nmt.data.corpus import parse_test_set, read_lines
+    from nmt.text.metrics import score
 
     if sum(x is not None for x in (hyp, src, test)) != 1:
         raise UsageError("give one of --hyp (with --ref), --src (with --ref) or --test")
@@ -542,7 +542,7 @@ def evaluate(
     if limit:
         references = references[:limit]
         sources = sources[:limit] if sources is not None else None
-    robust = []  # the robustness sets are also scored by category (nmt.robustness)
+    robust = []  # the robustness sets are also scored by category (nmt.apps.robustness)
     if test is not None and test.startswith("robustness:"):
         robust = load_robustness(test.partition(":")[2])[: limit or None]
     if hyp is not None:
@@ -585,7 +585,7 @@ def average(
     out: Path = typer.Option(..., "--out", help="Where to write the averaged checkpoint."),
 ) -> None:
     """Average the weights of several checkpoints (e.g. OUT/step*.pt of one run)."""
-    from nmt.train import average_checkpoints
+    from nmt.training.train import average_checkpoints
 
     average_checkpoints(checkpoints, out)
     typer.echo(f"averaged {len(checkpoints)} checkpoints into {out}")
@@ -608,9 +608,9 @@ def tune(
 ) -> None:
     """Pick beam size and length penalty by validation BLEU and store them in the checkpoint."""
     _configure_logging(False)
-    from nmt.checkpoint import load_checkpoint
-    from nmt.corpus import ParallelText, parse_test_set
-    from nmt.tune import tune_decoding, write_release
+    from nmt.data.corpus import ParallelText, parse_test_set
+    from nmt.model.checkpoint import load_checkpoint
+    from nmt.training.tune import tune_decoding, write_release
 
     try:
         beam_list = [int(b) for b in beams.split(",")]
@@ -631,8 +631,8 @@ def tune(
     for beam, lenpen, bleu in table:
         typer.echo(f"beam {beam} lenpen {lenpen:.2f}: BLEU {bleu:.2f} on {valid}")
     if half:
-        from nmt.search import SearchOptions
-        from nmt.tune import half_precision_bleu_change
+        from nmt.decoding.search import SearchOptions
+        from nmt.training.tune import half_precision_bleu_change
 
         delta = half_precision_bleu_change(checkpoint, pairs, SearchOptions(**best))
         typer.echo(f"fp16 weights change BLEU on {valid} by {delta:+.2f}")
@@ -660,15 +660,15 @@ def build_shortlist(
     _configure_logging(False)
     import dataclasses
 
-    from nmt.checkpoint import load_checkpoint, save_checkpoint
-    from nmt.data import DataSpec, parse_names, training_pairs
-    from nmt.shortlist import build_shortlist, shortlist_from_text
+    from nmt.data.sources import DataSpec, parse_names, training_pairs
+    from nmt.model.checkpoint import load_checkpoint, save_checkpoint
+    from nmt.model.shortlist import build_shortlist, shortlist_from_text
 
     if per_token < 1 or frequent < 0:
         raise UsageError("--per-token must be at least 1 and --frequent not negative")
     checkpoint = load_checkpoint(model)
     if prepared:
-        from nmt.prepare import TokenCorpus, open_prepared
+        from nmt.data.prepare import TokenCorpus, open_prepared
 
         if data or src_file or tgt_file:
             raise UsageError("give --prepared or the data options, not both")
@@ -697,7 +697,7 @@ def plot(
     x: str = typer.Option("steps", "--x", help="steps, or minutes of training time."),
 ) -> None:
     """Draw runs' loss and validation BLEU curves to one PNG."""
-    from nmt.plot import plot_runs
+    from nmt.training.plot import plot_runs
 
     typer.echo(f"written to {plot_runs(runs, out, x)}")
 
@@ -710,8 +710,8 @@ def export(
     quantization: str = typer.Option(None, "--quantization", help="CTranslate2 weight type, e.g. int8, float16."),
 ) -> None:
     """Export a model to CTranslate2 (with its sentencepiece model beside it)."""
-    from nmt.checkpoint import load_checkpoint
-    from nmt.export import export_ctranslate2
+    from nmt.apps.export import export_ctranslate2
+    from nmt.model.checkpoint import load_checkpoint
 
     if output_format != "ctranslate2":
         raise UsageError(f"--format must be ctranslate2, not {output_format!r}")

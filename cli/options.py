@@ -6,7 +6,7 @@
         config = DecodingConfig.resolve(decoding, checkpoint)
 
 `decoding_options` adds the options to the command's signature (typer reads the signature), gathers what the
-user gave into one nmt.decoding.DecodingFlags and passes it as `decoding`; nmt.decoding resolves it over the
+user gave into one DecodingFlags and passes it as `decoding`; nmt.decoding.configuration resolves it over the
 model's stored defaults. A command takes all of them but those it skips, or only those it names.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import typer
 
-from nmt.decoding import DecodingFlags
+from nmt.decoding.configuration import DecodingFlags
 
 PRECISION_HELP = ("fp32, bf16 (CPUs with bf16 support, GPUs), fp16 (CUDA), int8 (CPU, dynamic quantization of the "
                   "linear layers with torchao) or int8_bf16 (CPU, int8 weights with bf16 activations: the fastest at "

@@ -9,11 +9,11 @@ import os
 import pytest
 import torch
 
-from nmt.checkpoint import Checkpoint, model_weights, save_checkpoint
-from nmt.config import ModelConfig
-from nmt.corpus import load_embedded
-from nmt.model import Transformer
-from nmt.tokenizer import train_tokenizer
+from nmt.data.corpus import load_embedded
+from nmt.model.checkpoint import Checkpoint, model_weights, save_checkpoint
+from nmt.model.config import ModelConfig
+from nmt.model.transformer import Transformer
+from nmt.text.tokenizer import train_tokenizer
 
 
 def tiny_model(vocab_size: int = 60, seed: int = 0, **overrides) -> Transformer:
@@ -32,7 +32,7 @@ def reference_attention(q, k, v, mask):
 
 @pytest.fixture(scope="session", autouse=True)
 def prepared_corpora_in_a_temporary_folder(tmp_path_factory):
-    """Corpora that `nmt train` prepares (nmt.prepare) go to this session's folder, not the user's cache;
+    """Corpora that `nmt train` prepares (nmt.data.prepare) go to this session's folder, not the user's cache;
     subprocesses inherit it."""
     os.environ["NMT_CACHE_DIR"] = str(tmp_path_factory.mktemp("nmt-cache"))
 

@@ -17,7 +17,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from nmt.errors import UsageError
-from nmt.train import TrainConfig, Trainer, _Loop
+from nmt.training.train import TrainConfig, Trainer, _Loop
 
 out, src, tgt, spm = sys.argv[1:5]
 if sys.argv[5:] == ["--node-local-out"] and os.environ["RANK"] != "0":  # as a second machine's own disk

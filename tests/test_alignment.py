@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from nmt.alignment import cross_attention, word_alignment, word_starts
+from nmt.decoding.alignment import cross_attention, word_alignment, word_starts
 from tests.conftest import tiny_model
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]

@@ -6,8 +6,8 @@ from unittest.mock import patch
 
 import torch
 
-from nmt.attention import BMM_LOOP_MAX, PLAIN_ATTENTION_MIN_BATCH, inference_attention
-from nmt.model import MultiHeadAttention
+from nmt.model.attention import BMM_LOOP_MAX, PLAIN_ATTENTION_MIN_BATCH, inference_attention
+from nmt.model.transformer import MultiHeadAttention
 from tests.conftest import reference_attention
 
 
@@ -39,7 +39,7 @@ def test_short_self_attention_takes_the_broadcast_path_and_equals_the_formula():
         # position-major caches, as the decoder keeps them: (T, R, H, Dh) seen as (R, H, T, Dh)
         keys, values = (torch.randn(length, rows, heads, head_dim).permute(1, 2, 0, 3) for _ in range(2))
         expected, _ = reference_attention(q, keys, values, everything[..., :length])
-        blocked = "nmt.attention.plain_attention" if path == "broadcast" else "nmt.attention.broadcast_attention"
+        blocked = "nmt.model.attention." + ("plain_attention" if path == "broadcast" else "broadcast_attention")
         with (patch(blocked, side_effect=AssertionError(f"not the {path} path")),
               patch("torch.nn.functional.scaled_dot_product_attention", side_effect=AssertionError("fused kernel"))):
             got = inference_attention(q, keys, values, None)

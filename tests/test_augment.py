@@ -1,8 +1,8 @@
 import random
 
-from nmt.augment import Augment, augmented, shared_words, swap_shared, variants
-from nmt.corpus import PairSource, ParallelText
-from nmt.protect import PLACEHOLDER_PATTERN, entities
+from nmt.data.augment import Augment, augmented, shared_words, swap_shared, variants
+from nmt.data.corpus import PairSource, ParallelText
+from nmt.text.protect import PLACEHOLDER_PATTERN, entities
 
 PAIRS = ParallelText(["Tom bought 3 apples in 1990.", "A dog runs on the beach.", "Mary is here."],
                      ["Tom a acheté 3 pommes en 1990.", "Un chien court sur la plage.", "Mary est ici."])
@@ -50,9 +50,9 @@ def test_no_generated_name_or_address_word_is_in_the_robustness_sets():
     their sources, and no word it builds links and addresses from is a word of theirs."""
     import re
 
-    from nmt.augment import FIRST_NAMES, SURNAMES, WORDS
-    from nmt.protect import EMAIL, URL
-    from nmt.robustness import load_robustness
+    from nmt.apps.robustness import load_robustness
+    from nmt.data.augment import FIRST_NAMES, SURNAMES, WORDS
+    from nmt.text.protect import EMAIL, URL
 
     sources = [line.source for split in ("dev", "test") for line in load_robustness(split)]
     names = {word.lower() for name in FIRST_NAMES + SURNAMES for word in re.split(r"[\s-]+", name)}
@@ -66,7 +66,7 @@ def test_no_generated_name_or_address_word_is_in_the_robustness_sets():
 def test_augment_swap_sets_the_share_of_swapped_variants_and_names_it_in_the_identity(tmp_path):
     import pytest
 
-    from nmt.data import DataSpec, training_source
+    from nmt.data.sources import DataSpec, training_source
     from nmt.errors import DataError
 
     never = Augment(upper=0, title=0, swap=0.0, emoji=0, join=0)

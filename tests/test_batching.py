@@ -1,6 +1,6 @@
 import numpy as np
 
-from nmt.batching import collate, pad_sources, sorted_batches, token_batches
+from nmt.data.batching import collate, pad_sources, sorted_batches, token_batches
 
 
 def lengths(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

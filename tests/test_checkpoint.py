@@ -11,8 +11,8 @@ import sys
 import pytest
 import torch
 
-from nmt.checkpoint import FORMAT_VERSION, Checkpoint, load_checkpoint, model_weights, save_checkpoint
 from nmt.errors import CheckpointError, NmtError
+from nmt.model.checkpoint import FORMAT_VERSION, Checkpoint, load_checkpoint, model_weights, save_checkpoint
 from tests.conftest import tiny_model
 
 

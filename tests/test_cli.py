@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from nmt import __version__
-from nmt.checkpoint import load_checkpoint
-from nmt.corpus import load_embedded
+from nmt.data.corpus import load_embedded
+from nmt.model.checkpoint import load_checkpoint
 from nmt_cli.main import collection_paused
 
 # the console script pip installed beside this interpreter (the real entry point, not a module call)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.constraints import Glossary, constrained_search
+from nmt.decoding.constraints import Glossary, constrained_search
+from nmt.decoding.search import SearchOptions, search
 from nmt.errors import UsageError
-from nmt.search import SearchOptions, search
 from tests.conftest import tiny_model
 from tests.test_search import SRC, A, B, ScriptedModel, logp
 
@@ -56,8 +56,8 @@ def test_translations_hold_the_glossary_s_terms_and_lines_without_terms_are_unch
     import subprocess
     import sys
 
-    from nmt.checkpoint import load_checkpoint
-    from nmt.translate import Translator
+    from nmt.decoding.translate import Translator
+    from nmt.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(tiny_checkpoint)
     options = SearchOptions(beam_size=3, max_len_a=1.0, max_len_b=5)

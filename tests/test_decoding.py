@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.search import SearchOptions, search
+from nmt.decoding.search import SearchOptions, search
 from tests.conftest import tiny_model
 
 SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0, 0]])
@@ -111,14 +111,14 @@ def test_greedy_equals_beam_of_one():
     model = tiny_model(seed=5)
     for lenpen in (0.0, 1.0):
         greedy = search(model, SRC, SearchOptions(beam_size=1, lenpen=lenpen))
-        from nmt.search import beam_search
+        from nmt.decoding.search import beam_search
 
         assert beam_search(model, SRC, SearchOptions(beam_size=1, lenpen=lenpen)) == greedy
 
 
 def test_bf16_decoding_stays_close_to_fp32_and_fp16_needs_cuda():
+    from nmt.decoding.inference import cast_for_inference
     from nmt.errors import UsageError
-    from nmt.inference import cast_for_inference
 
     model = tiny_model(seed=6)
     tgt = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15], [2, 16, 17, 18]])
@@ -137,7 +137,7 @@ def test_bf16_decoding_stays_close_to_fp32_and_fp16_needs_cuda():
 
 
 def test_int8_quantizes_every_linear_layer_and_stays_close_to_fp32():
-    from nmt.inference import cast_for_inference
+    from nmt.decoding.inference import cast_for_inference
 
     pytest.importorskip("torchao")  # an optional extra (in dev, so CI runs this test)
     model = tiny_model(seed=7)
@@ -162,7 +162,7 @@ def assert_rounded_to_the_nearest_step(layer, linear):
 
 
 def test_int8_weight_only_layer_matches_its_float_weights_on_both_kernels():
-    from nmt.quantize import INT8_KERNEL_MAX_ROWS, Int8Linear
+    from nmt.model.quantize import INT8_KERNEL_MAX_ROWS, Int8Linear
 
     torch.manual_seed(8)
     linear = torch.nn.Linear(64, 48)
@@ -180,7 +180,7 @@ def test_bf16_linear_function_computes_f_linear_at_every_row_count(relu):
     """On a CPU with bf16 arithmetic, oneDNN's matmul on packed weights with the rows padded to a multiple
     of ROW_STEP; elsewhere F.linear itself: either way F.linear's values, for row counts on and off the
     steps, with the ReLU fused where asked for."""
-    from nmt.quantize import ROW_STEP, bf16_linear_function
+    from nmt.model.quantize import ROW_STEP, bf16_linear_function
 
     torch.manual_seed(9)
     weight, bias = torch.randn(40, 24).bfloat16(), torch.randn(40).bfloat16()
@@ -195,7 +195,7 @@ def test_bf16_linear_function_computes_f_linear_at_every_row_count(relu):
 
 
 def test_int8_weight_only_function_fuses_relu_and_selects_outputs_on_both_kernels():
-    from nmt.quantize import INT8_KERNEL_MAX_ROWS, Int8Linear
+    from nmt.model.quantize import INT8_KERNEL_MAX_ROWS, Int8Linear
 
     torch.manual_seed(10)
     linear = torch.nn.Linear(32, 48)
@@ -210,8 +210,8 @@ def test_int8_weight_only_function_fuses_relu_and_selects_outputs_on_both_kernel
 
 @pytest.mark.parametrize("precision, layer_type", [("int8_bf16", "Int8Linear"), ("int8_fp32", "DynamicInt8Linear")])
 def test_int8_weights_quantize_every_linear_layer_and_stay_close_to_fp32(precision, layer_type):
-    from nmt import quantize
-    from nmt.inference import cast_for_inference
+    from nmt.decoding.inference import cast_for_inference
+    from nmt.model import quantize
 
     model = tiny_model(seed=9)
     tgt = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15], [2, 16, 17, 18]])
@@ -227,7 +227,7 @@ def test_int8_weights_quantize_every_linear_layer_and_stay_close_to_fp32(precisi
 
 
 def test_int8_fp32_layer_matches_its_float_weights_on_both_kernels():
-    from nmt.quantize import FBGEMM_MIN_PRODUCT, DynamicInt8Linear
+    from nmt.model.quantize import FBGEMM_MIN_PRODUCT, DynamicInt8Linear
 
     torch.manual_seed(8)
     linear = torch.nn.Linear(256, 512)
@@ -246,7 +246,7 @@ def test_int8_fp32_layer_matches_its_float_weights_on_both_kernels():
 
 
 def test_bf16_on_a_cpu_without_bf16_arithmetic_warns_and_names_the_fast_mode(monkeypatch, caplog):
-    from nmt import inference
+    from nmt.decoding import inference
 
     monkeypatch.setattr(inference, "cpu_has_native_bf16", lambda: False)
     inference.cast_for_inference(tiny_model(seed=1), "bf16")
@@ -260,7 +260,8 @@ def test_bf16_on_a_cpu_without_bf16_arithmetic_warns_and_names_the_fast_mode(mon
     ({"avx2", "avx512_bf16", "amx_bf16"}, True, "Int8Linear"), ({"avx2", "avx512_bf16"}, True, "DynamicInt8Linear"),
     ({"avx2"}, False, "DynamicInt8Linear"), (set(), True, "Int8Linear"), (set(), False, "DynamicInt8Linear")])
 def test_auto_precision_picks_the_mode_measured_fastest_for_the_cpu_kind(monkeypatch, flags, native_bf16, expected):
-    from nmt import inference, quantize
+    from nmt.decoding import inference
+    from nmt.model import quantize
 
     monkeypatch.setattr(inference, "cpu_flags", lambda: flags)
     monkeypatch.setattr(inference, "cpu_has_native_bf16", lambda: native_bf16)
@@ -270,7 +271,7 @@ def test_auto_precision_picks_the_mode_measured_fastest_for_the_cpu_kind(monkeyp
 
 
 def test_cpu_flags_are_read_from_proc_cpuinfo_on_linux():
-    from nmt.inference import cpu_flags
+    from nmt.decoding.inference import cpu_flags
 
     if not Path("/proc/cpuinfo").exists():
         pytest.skip("no /proc/cpuinfo on this system")
@@ -278,7 +279,7 @@ def test_cpu_flags_are_read_from_proc_cpuinfo_on_linux():
 
 
 def test_decoding_is_fast_by_default_and_exact_on_request():
-    from nmt.decoding import decoding_mode
+    from nmt.decoding.configuration import decoding_mode
     from nmt.errors import UsageError
 
     assert decoding_mode(None, None) == ("auto", False)
@@ -290,15 +291,15 @@ def test_decoding_is_fast_by_default_and_exact_on_request():
 
 
 def test_the_decoding_configuration_is_flags_over_the_models_defaults_over_the_librarys(tiny_checkpoint):
-    from nmt.checkpoint import load_checkpoint
-    from nmt.decoding import MAX_PIECE_TOKENS, DecodingConfig, DecodingFlags
-    from nmt.inference import auto_precision
+    from nmt.decoding.configuration import MAX_PIECE_TOKENS, DecodingConfig, DecodingFlags
+    from nmt.decoding.inference import auto_precision
+    from nmt.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(tiny_checkpoint)  # stores beam 2 and a 1.0 x source + 5 length cap
     stored = DecodingConfig.resolve(DecodingFlags(), checkpoint, workers=1)
     assert (stored.search.beam_size, stored.search.max_len_a, stored.search.lenpen) == (2, 1.0, 1.0)
     assert stored.precision == auto_precision(torch.device("cpu")) != "auto" and not stored.shortlist
-    assert stored.clause_split is None and "clause split %d" % MAX_PIECE_TOKENS in stored.summary()
+    assert stored.clause_split is None and f"clause split {MAX_PIECE_TOKENS}" in stored.summary()
     given = DecodingConfig.resolve(DecodingFlags(beam=3, lenpen=0.6, exact=True, clause_split=20, workers=2),
                                    checkpoint, workers=1)
     assert (given.search.beam_size, given.search.max_len_a, given.search.lenpen) == (3, 1.0, 0.6)

@@ -8,13 +8,13 @@ import sys
 import pytest
 import torch
 
-from nmt.checkpoint import Checkpoint, load_checkpoint, model_weights, save_checkpoint
-from nmt.corpus import load_embedded
-from nmt.ensemble import Ensemble
+from nmt.data.corpus import load_embedded
+from nmt.decoding.ensemble import Ensemble
+from nmt.decoding.search import SearchOptions
+from nmt.decoding.translate import Translator
 from nmt.errors import UsageError
-from nmt.flat_decoder import FlatDecoder
-from nmt.search import SearchOptions
-from nmt.translate import Translator
+from nmt.model.checkpoint import Checkpoint, load_checkpoint, model_weights, save_checkpoint
+from nmt.model.flat_decoder import FlatDecoder
 from tests.conftest import tiny_model
 
 

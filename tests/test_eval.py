@@ -9,7 +9,7 @@ import sys
 import pytest
 import sacrebleu
 
-from nmt.evaluate import moses_lc_tok, score
+from nmt.text.metrics import moses_lc_tok, score
 
 NMT = [sys.executable, "-m", "nmt_cli.main", "eval"]
 HYPOTHESES = ["Un chien court dans l'herbe.", "Deux hommes parlent devant un magasin.", "Une femme lit."]
@@ -67,7 +67,7 @@ def test_translates_an_embedded_test_set_with_a_model(tiny_checkpoint):
 
 
 def test_eval_decodes_with_the_options_of_translate(tiny_checkpoint, tmp_path):
-    from nmt.corpus import load_embedded
+    from nmt.data.corpus import load_embedded
 
     pairs = load_embedded("multi30k", "valid")
     src, ref = tmp_path / "src.en", tmp_path / "ref.fr"
@@ -89,7 +89,7 @@ def test_eval_decodes_with_the_options_of_translate(tiny_checkpoint, tmp_path):
 def test_tune_stores_the_best_decoding_defaults_and_half_precision_weights(tiny_checkpoint, tmp_path):
     import torch
 
-    from nmt.checkpoint import load_checkpoint
+    from nmt.model.checkpoint import load_checkpoint
 
     out = tmp_path / "tuned.pt"
     result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "tune", "--model", str(tiny_checkpoint),

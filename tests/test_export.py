@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from nmt.checkpoint import load_checkpoint
-from nmt.search import SearchOptions
-from nmt.translate import Translator
+from nmt.decoding.search import SearchOptions
+from nmt.decoding.translate import Translator
+from nmt.model.checkpoint import load_checkpoint
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 LINES = ["A dog runs in the park.", "Two men are talking near a red car.", "A woman.", "Kids play football."]
@@ -38,9 +38,9 @@ def test_a_shortlist_is_exported_as_ctranslate2_s_vocabulary_map(tiny_checkpoint
 
     import sentencepiece
 
-    from nmt.corpus import load_embedded
-    from nmt.export import export_ctranslate2
-    from nmt.shortlist import shortlist_from_text
+    from nmt.apps.export import export_ctranslate2
+    from nmt.data.corpus import load_embedded
+    from nmt.model.shortlist import shortlist_from_text
 
     checkpoint = load_checkpoint(tiny_checkpoint)
     pairs = load_embedded("multi30k", "train")

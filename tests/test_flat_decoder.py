@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.config import ModelConfig
-from nmt.flat_decoder import FlatDecoder
-from nmt.inference import cast_for_inference
-from nmt.model import Transformer
-from nmt.search import SearchOptions, search
+from nmt.decoding.inference import cast_for_inference
+from nmt.decoding.search import SearchOptions, search
+from nmt.model.config import ModelConfig
+from nmt.model.flat_decoder import FlatDecoder
+from nmt.model.transformer import Transformer
 from tests.conftest import tiny_model
 
 SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0, 0]])
@@ -18,7 +18,7 @@ SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0,
 
 def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam: int, device: str = "cpu",
                                         kernels: bool = False):
-    """Exactly equal; with `kernels` (reduced precision on a CPU), through nmt.native's attention kernels
+    """Exactly equal; with `kernels` (reduced precision on a CPU), through nmt.model.native's attention kernels
     over bf16 caches, which sum in another order than torch's products: equal within a few bf16 roundings."""
     flat = FlatDecoder(model)
     if not kernels:
@@ -51,7 +51,7 @@ def test_flat_step_equals_decode_step(pre_norm, precision, sentences, beam):
 @pytest.mark.parametrize("precision", ["bf16", "int8_bf16", "int8_fp32"])
 @pytest.mark.parametrize("sentences, beam", [(1, 1), (3, 2), (18, 1), (5, 4)])
 def test_flat_step_through_the_c_kernels_stays_close_to_decode_step(pre_norm, precision, sentences, beam):
-    from nmt import native
+    from nmt.model import native
 
     if native.library() is None:
         pytest.skip("no C compiler, or neither AVX-512 nor AVX2: the kernels (tests/test_native.py) are not used")
@@ -60,7 +60,7 @@ def test_flat_step_through_the_c_kernels_stays_close_to_decode_step(pre_norm, pr
 
 
 def test_flat_step_equals_decode_step_with_fbgemm_on_every_product(monkeypatch):
-    from nmt import quantize
+    from nmt.model import quantize
 
     monkeypatch.setattr(quantize, "FBGEMM_MIN_PRODUCT", 0)  # the tiny model's products are all small
     model = cast_for_inference(tiny_model(seed=7), "int8_fp32")
@@ -95,7 +95,7 @@ def test_flat_decoder_leaves_a_training_model_to_its_own_step():
 
 
 def test_reduced_precision_keeps_bf16_attention_caches_for_the_c_kernels():
-    from nmt import native
+    from nmt.model import native
 
     if native.library() is None:
         pytest.skip("no C compiler, or neither AVX-512 nor AVX2: the kernels (tests/test_native.py) are not used")

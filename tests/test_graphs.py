@@ -1,4 +1,4 @@
-"""Fixed-shape decoding (nmt.graphs): the same log-probabilities and hypotheses as the dynamic cache, on
+"""Fixed-shape decoding (nmt.model.graphs): the same log-probabilities and hypotheses as the dynamic cache, on
 CPU (eager) and, where a GPU is present, as captured CUDA graphs."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.graphs import GraphDecoder, StepGraphs
-from nmt.search import SearchOptions, search
+from nmt.decoding.search import SearchOptions, search
+from nmt.model.graphs import GraphDecoder, StepGraphs
 from tests.conftest import tiny_model
 
 # Different source lengths give different length caps, so sentences finish at different steps.

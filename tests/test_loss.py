@@ -1,4 +1,4 @@
-"""The chunked training loss (nmt.loss) against F.cross_entropy on the whole batch's logits."""
+"""The chunked training loss (nmt.model.loss) against F.cross_entropy on the whole batch's logits."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt import loss as loss_module
-from nmt.loss import TranslationLoss
+from nmt.model import loss as loss_module
+from nmt.model.loss import TranslationLoss
 from tests.conftest import tiny_model
 
 SRC = torch.tensor([[5, 6, 7, 3, 0], [8, 9, 10, 11, 3], [12, 3, 0, 0, 0]])

@@ -9,7 +9,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from nmt.model import MultiHeadAttention, Transformer, sinusoidal_table
+from nmt.model.transformer import MultiHeadAttention, Transformer, sinusoidal_table
 from tests.conftest import reference_attention, tiny_model
 
 
@@ -94,8 +94,8 @@ def test_building_from_weights_runs_no_python_reference_kernel():
     which import torch._dynamo (1.4-2 s) in a process that imported torch plainly: from_weights must run
     none of them."""
     code = ("import sys, torch\n"
-            "from nmt.config import ModelConfig\n"
-            "from nmt.model import Transformer\n"
+            "from nmt.model.config import ModelConfig\n"
+            "from nmt.model.transformer import Transformer\n"
             "model = Transformer(ModelConfig(vocab_size=64, d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1,"
             " n_decoder_layers=1))\n"
             "Transformer.from_weights(model.config, model.state_dict())\n"
@@ -132,7 +132,7 @@ def test_training_mode_causal_attention_equals_the_explicit_mask_of_inference():
 
 
 def test_dropout_drops_a_p_share_scales_the_rest_and_is_the_identity_in_eval():
-    from nmt.model import Dropout
+    from nmt.model.transformer import Dropout
 
     dropout = Dropout(0.1).train()
     x = torch.randn(512, 1024, requires_grad=True)

@@ -1,4 +1,4 @@
-"""The C attention kernels (nmt.native): the same attention as torch's in float32 over the same bf16 values,
+"""The C attention kernels (nmt.model.native): the same attention as torch's in float32 over the same bf16 values,
 whatever the row count, cached length, beam and source lengths; their build, reuse and opt-out."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 
-from nmt import native
+from nmt.model import native
 
 COMPILER = native.c_compiler()
 pytestmark = [pytest.mark.skipif(shutil.which(COMPILER) is None, reason=f"no C compiler ({COMPILER})"),

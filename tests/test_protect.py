@@ -1,4 +1,4 @@
-from nmt.protect import case_normalized, entities, is_title_case, name_spans, protect
+from nmt.text.protect import case_normalized, entities, is_title_case, name_spans, protect
 
 
 def test_entities_go_behind_numbered_placeholders_and_come_back():

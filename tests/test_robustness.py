@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from nmt.robustness import (
+from nmt.apps.robustness import (
     CATEGORIES,
     format_report,
     intact_entities,

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from nmt.checkpoint import load_checkpoint
-from nmt.corpus import data_dir, load_embedded
-from nmt.score import Scorer
-from nmt.search import SearchOptions
-from nmt.translate import Translator
+from nmt.data.corpus import data_dir, load_embedded
+from nmt.decoding.score import Scorer
+from nmt.decoding.search import SearchOptions
+from nmt.decoding.translate import Translator
+from nmt.model.checkpoint import load_checkpoint
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import pytest
 import torch
 
-from nmt.search import (
+from nmt.decoding.search import (
     LOOP_SPAN,
     SearchOptions,
     beam_search,
@@ -22,7 +22,7 @@ from nmt.search import (
 
 PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5
 VOCAB = 6
-LARGE_VOCAB = 4096  # wide enough for search's chunked top-k (nmt.search.top_k) to take over from torch.topk
+LARGE_VOCAB = 4096  # wide enough for search's chunked top-k (nmt.decoding.search.top_k) to take over from torch.topk
 TINY = 1e-6  # probability of everything not listed
 
 # next-token probabilities given the prefix generated so far
@@ -184,7 +184,7 @@ def test_top_k_matches_torch_topk_on_wide_rows():
 
 def test_searches_run_the_model_in_inference_mode():
     """Not only without gradients: a step at batch 1 is about a hundred small operations, and torch's
-    autograd bookkeeping of them took 16-21% of greedy decoding's time at batch 1 (nmt.search)."""
+    autograd bookkeeping of them took 16-21% of greedy decoding's time at batch 1 (nmt.decoding.search)."""
     modes = []
 
     class RecordingModel(ScriptedModel):

@@ -1,8 +1,8 @@
-"""Lines cut into sentences and clauses before translation (nmt.segment)."""
+"""Lines cut into sentences and clauses before translation (nmt.text.segment)."""
 
 from __future__ import annotations
 
-from nmt.segment import fit_piece, split_clauses, split_sentences
+from nmt.text.segment import fit_piece, split_clauses, split_sentences
 
 
 def test_sentences_are_split_at_their_ends_but_not_after_abbreviations():

@@ -8,8 +8,8 @@ import shutil
 import subprocess
 import sys
 
-from nmt.corpus import data_dir
-from nmt.shipped import default_model_name, is_model_name, shipped_models
+from nmt.apps.shipped import default_model_name, is_model_name, shipped_models
+from nmt.data.corpus import data_dir
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
 

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from nmt.checkpoint import load_checkpoint
-from nmt.corpus import data_dir, load_embedded
-from nmt.decoding import MAX_PIECE_TOKENS
-from nmt.search import SearchOptions
-from nmt.translate import Translator
+from nmt.data.corpus import data_dir, load_embedded
+from nmt.decoding.configuration import MAX_PIECE_TOKENS
+from nmt.decoding.search import SearchOptions
+from nmt.decoding.translate import Translator
+from nmt.model.checkpoint import load_checkpoint
 
 SHIPPED = data_dir() / "models" / "en-fr.pt"
 NMT = [sys.executable, "-m", "nmt_cli.main"]
@@ -49,7 +49,7 @@ def test_ctranslate2_greedy_matches_nmt_greedy_on_the_embedded_test_sets(tmp_pat
     ctranslate2 = pytest.importorskip("ctranslate2")
     import sentencepiece
 
-    from nmt.export import export_ctranslate2
+    from nmt.apps.export import export_ctranslate2
 
     checkpoint = load_checkpoint(SHIPPED)
     out = export_ctranslate2(checkpoint, tmp_path / "ct2")

@@ -1,4 +1,4 @@
-"""Lexical shortlists: which target tokens they keep, and decoding over them (nmt.shortlist)."""
+"""Lexical shortlists: which target tokens they keep, and decoding over them (nmt.model.shortlist)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import sys
 import pytest
 import torch
 
-from nmt.checkpoint import load_checkpoint, save_checkpoint
+from nmt.decoding.inference import cast_for_inference
+from nmt.decoding.search import SearchOptions, search
+from nmt.decoding.translate import Translator
 from nmt.errors import CheckpointError
-from nmt.flat_decoder import FlatDecoder
-from nmt.inference import cast_for_inference
-from nmt.search import SearchOptions, search
-from nmt.shortlist import Shortlist, Vocabularies, build_shortlist
-from nmt.tokenizer import EOS_ID
-from nmt.translate import Translator
+from nmt.model.checkpoint import load_checkpoint, save_checkpoint
+from nmt.model.flat_decoder import FlatDecoder
+from nmt.model.shortlist import Shortlist, Vocabularies, build_shortlist
+from nmt.text.tokenizer import EOS_ID
 from tests.conftest import tiny_model
 
 # Source 10 always comes with target 20 and source 11 with 21; target 30 is in every pair (the most
@@ -66,7 +66,7 @@ def test_each_sentence_adds_its_sources_and_their_partners_to_the_shared_special
 def test_restricted_decoder_gives_each_sentence_the_full_log_probs_renormalized_over_its_list(precision, tied, kernel,
                                                                                              monkeypatch):
     if precision.endswith("fbgemm"):  # the tiny model's products are all small
-        monkeypatch.setattr("nmt.quantize.FBGEMM_MIN_PRODUCT", 0)
+        monkeypatch.setattr("nmt.model.quantize.FBGEMM_MIN_PRODUCT", 0)
         precision = precision.split()[0]
     model = cast_for_inference(tiny_model(seed=5, tie_embeddings=tied), precision)
     flat = FlatDecoder(model)
@@ -225,7 +225,7 @@ def test_a_shortlist_from_a_prepared_folder_counts_the_same_pairs_as_from_their_
     """At WMT size, `nmt shortlist --prepared` counts the cache's token ids instead of tokenizing again."""
     import os
 
-    from nmt.corpus import load_embedded
+    from nmt.data.corpus import load_embedded
 
     pairs = load_embedded("multi30k", "valid")
     (tmp_path / "a.en").write_text("\n".join(pairs.source[:300]) + "\n")

@@ -21,13 +21,13 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.checkpoint import load_checkpoint
-from nmt.corpus import load_embedded, split_by_source
-from nmt.data import DataSpec, FilterSpec, training_source
+from nmt.data.corpus import load_embedded, split_by_source
+from nmt.data.prepare import PrepareOptions, TokenCorpus, holds_out, keep_mask, prepare
+from nmt.data.sources import DataSpec, FilterSpec, training_source
 from nmt.errors import DataError, Interrupted, NmtError, UsageError
-from nmt.plot import chained
-from nmt.prepare import PrepareOptions, TokenCorpus, holds_out, keep_mask, prepare
-from nmt.train import (
+from nmt.model.checkpoint import load_checkpoint
+from nmt.training.plot import chained
+from nmt.training.train import (
     TrainConfig,
     Trainer,
     _Loop,
@@ -355,7 +355,7 @@ def test_ranks_that_do_not_share_the_run_folder_all_refuse_before_training(corpu
     assert result.returncode != 0
     for rank in (0, 1):
         assert f"rank {rank}: 1 of 2 ranks do not see the run folder" in result.stderr
-    assert "nmt/train.py" not in result.stderr  # no traceback through nmt (torchrun prints its own)
+    assert "nmt/training/train.py" not in result.stderr  # no traceback through nmt (torchrun prints its own)
     assert not (tmp_path / "run" / "last.pt").exists() and not (tmp_path / "run-rank1").exists()
 
 
@@ -492,7 +492,7 @@ def test_a_copied_corpus_keeps_its_identity_and_an_edited_one_does_not(tmp_path)
 
 
 def test_validation_split_never_shares_a_source_sentence():
-    from nmt.corpus import ParallelText
+    from nmt.data.corpus import ParallelText
 
     pairs = ParallelText([f"s{i % 50}" for i in range(200)], [f"t{i}" for i in range(200)])
     train, valid = split_by_source(pairs, 20, seed=3)
@@ -566,13 +566,13 @@ def test_yaml_config_with_flag_overrides_and_fine_tuning_from_a_checkpoint(corpu
 
 
 def test_auto_training_precision_is_bf16_only_where_the_cpu_computes_in_it(monkeypatch):
-    import nmt.inference
-    from nmt.train import training_precision
+    import nmt.decoding.inference
+    from nmt.training.train import training_precision
 
     cpu = torch.device("cpu")
-    monkeypatch.setattr(nmt.inference, "cpu_flags", lambda: {"avx512f", "avx512_bf16"})  # AMD Zen 4
+    monkeypatch.setattr(nmt.decoding.inference, "cpu_flags", lambda: {"avx512f", "avx512_bf16"})  # AMD Zen 4
     assert training_precision("auto", cpu) == "bf16"
-    monkeypatch.setattr(nmt.inference, "cpu_flags", lambda: {"avx512f", "avx512_vnni"})  # Xeon without bf16
+    monkeypatch.setattr(nmt.decoding.inference, "cpu_flags", lambda: {"avx512f", "avx512_vnni"})  # Xeon without bf16
     assert training_precision("auto", cpu) == "fp32"
     assert training_precision("bf16", cpu) == "bf16"
 
@@ -650,7 +650,7 @@ def test_a_prepared_folder_trains_offline_with_its_own_validation_pairs(corpus, 
 
 
 def test_tokens_per_update_sets_the_accumulation_from_the_number_of_ranks():
-    from nmt.train import batches_per_update
+    from nmt.training.train import batches_per_update
 
     config = TrainConfig(out="x", data="multi30k", max_steps=1, max_tokens=4096, tokens_per_update=32768)
     assert [batches_per_update(config, world) for world in (1, 2, 8, 16)] == [8, 4, 1, 1]

@@ -18,12 +18,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nmt.checkpoint import load_checkpoint
-from nmt.corpus import load_embedded
-from nmt.decoding import DecodingFlags, search_options
+from nmt.data.corpus import load_embedded
+from nmt.decoding.configuration import DecodingFlags, search_options
+from nmt.decoding.search import Hypothesis, SearchOptions
+from nmt.decoding.translate import Translator, translate_document, translate_stream
 from nmt.errors import Interrupted, NmtError, UsageError
-from nmt.search import Hypothesis, SearchOptions
-from nmt.translate import Translator, translate_document, translate_stream
+from nmt.model.checkpoint import load_checkpoint
 
 NMT = [sys.executable, "-m", "nmt_cli.main", "translate"]
 
@@ -267,8 +267,8 @@ def test_arbitrary_bytes_never_lose_a_line(translator, data):
 def shortlisted_checkpoint(tiny_checkpoint, tmp_path_factory):
     import dataclasses
 
-    from nmt.checkpoint import save_checkpoint
-    from nmt.shortlist import shortlist_from_text
+    from nmt.model.checkpoint import save_checkpoint
+    from nmt.model.shortlist import shortlist_from_text
 
     checkpoint = load_checkpoint(tiny_checkpoint)
     pairs = load_embedded("multi30k", "valid")

@@ -1,0 +1,405 @@
+"""`nmt serve`: an HTTP translation server that decodes the lines of concurrent requests together.
+
+Requests put their lines on one queue; one engine thread owns the Translator and takes from the queue as
+many lines as the batch budget holds, waiting at most a few milliseconds for other requests to join, then
+translates them as one call (the Translator cuts that call into batches by padded tokens, and on a CPU can
+decode them in forked workers, as `nmt translate` does). A request is answered as soon as its own lines are
+done. The API speaks LibreTranslate's shapes (`POST /translate`, `GET /languages`), so its clients work
+unchanged, and nmt's own (`POST /v1/translate`, answering what `nmt translate --format jsonl` prints).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import logging
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nmt.decoding.search import SearchOptions
+from nmt.decoding.translate import Translation, Translator
+
+log = logging.getLogger("nmt")
+
+PAGE = Path(__file__).with_name("serve_page.html")
+LANGUAGES = [{"code": "en", "name": "English", "targets": ["fr"]}, {"code": "fr", "name": "French", "targets": []}]
+
+
+class QueueFull(Exception):
+    """More lines wait than the queue holds."""
+
+
+class NotReady(Exception):
+    """The model is still loading."""
+
+
+@dataclass
+class Job:
+    """One request's lines on the engine's queue: `taken` of them are being or have been translated."""
+
+    lines: list[str]
+    options: SearchOptions
+    done: Callable[[list[Translation] | BaseException], None]
+    results: list[Translation | None] = field(default_factory=list)
+    taken: int = 0
+    left: int = 0
+
+    def __post_init__(self):
+        self.results = [None] * len(self.lines)
+        self.left = len(self.lines)
+
+
+class Engine:
+    """The thread that owns the Translator and decodes the queued lines of all requests together."""
+
+    def __init__(self, load: Callable[[], Translator], *, max_lines: int = 64, wait: float = 0.005,
+                 max_queue: int = 2000):
+        """load: builds the Translator (in the engine's thread, so the server answers while it loads).
+        max_lines: lines in one translate call; wait: seconds the first request waits for company;
+        max_queue: lines that may wait before new requests are turned away."""
+        self._load = load
+        self.max_lines, self.wait, self.max_queue = max_lines, wait, max_queue
+        self.on_batch: Callable[[int], None] = lambda lines: None  # told the size of each translate call
+        self._jobs: collections.deque[Job] = collections.deque()
+        self._waiting = 0  # lines queued and not yet taken
+        self._lock = threading.Condition()
+        self._stopping = False
+        self.ready = threading.Event()
+        self.failure: str | None = None  # why the Translator could not be built
+        self.translator: Translator | None = None
+        self.on_failure: Callable[[], None] = lambda: None  # told when the Translator cannot be built
+        self._thread = threading.Thread(target=self._run, name="nmt-engine", daemon=True)
+
+    @property
+    def waiting(self) -> int:
+        """Lines queued and not yet taken."""
+        return self._waiting
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Finish the queued lines, then end the thread."""
+        with self._lock:
+            self._stopping = True
+            self._lock.notify_all()
+        self._thread.join()
+
+    def submit(self, lines: list[str], options: SearchOptions,
+               done: Callable[[list[Translation] | BaseException], None]) -> None:
+        """Queue `lines`; done(translations in order) is called from the engine thread once all are done,
+        or done(exception) if their translation failed. Raises NotReady or QueueFull."""
+        if not self.ready.is_set():
+            raise NotReady
+        if not lines:
+            done([])
+            return
+        with self._lock:
+            if self._waiting + len(lines) > self.max_queue:
+                raise QueueFull
+            self._jobs.append(Job(lines, options, done))
+            self._waiting += len(lines)
+            self._lock.notify_all()
+
+    def _run(self) -> None:
+        try:
+            self.translator = self._load()
+        except Exception as exc:  # noqa: BLE001 - reported by /health and by `nmt serve`'s exit
+            self.failure = str(exc) or type(exc).__name__
+            self.on_failure()
+            return
+        self.ready.set()
+        while True:
+            taken = self._take()
+            if taken is None:
+                return
+            self._translate(*taken)
+
+    def _take(self) -> tuple[SearchOptions, list[tuple[Job, int, int]]] | None:
+        """The next call's (options, [(job, start, end)]): lines of the queued jobs with the first job's options,
+        in queue order, up to max_lines, after waiting up to `wait` for more to come. None once stopping
+        with nothing queued."""
+        with self._lock:
+            while not self._jobs:
+                if self._stopping:
+                    return None
+                self._lock.wait()
+            deadline = time.monotonic() + self.wait
+            while self._waiting < self.max_lines and not self._stopping:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._lock.wait(remaining)
+            options = self._jobs[0].options
+            spans, room = [], self.max_lines
+            for job in list(self._jobs):
+                if room == 0:
+                    break
+                if job.options != options:
+                    continue
+                start = job.taken
+                job.taken = min(len(job.lines), start + room)
+                spans.append((job, start, job.taken))
+                room -= job.taken - start
+                if job.taken == len(job.lines):
+                    self._jobs.remove(job)
+            self._waiting -= self.max_lines - room
+            return options, spans
+
+    def _translate(self, options: SearchOptions, spans: list[tuple[Job, int, int]]) -> None:
+        lines = [line for job, start, end in spans for line in job.lines[start:end]]
+        owners = [(job, index) for job, start, end in spans for index in range(start, end)]
+        self.on_batch(len(lines))
+        self.translator.options = options
+        try:
+            for position, translation in self.translator.translate_as_ready(lines):
+                job, index = owners[position]
+                job.results[index] = translation
+                job.left -= 1
+                if job.left == 0:
+                    job.done(job.results)
+        except Exception as exc:  # noqa: BLE001 - each waiting request answers with the error
+            log.error("translation failed: %s", exc)
+            for job in {id(job): job for job, _, _ in spans}.values():
+                if job.left:
+                    job.left = 0
+                    job.done(exc)
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    max_chars: int = 20_000  # characters of text in one request
+    api_key: str | None = None
+    model_name: str = ""
+    decoding: dict | None = None  # the resolved decoding configuration (nmt.decoding.configuration), shown by /health
+
+
+class LibreRequest(BaseModel):
+    """LibreTranslate's request body."""
+
+    q: str | list[str]
+    source: str = "auto"
+    target: str = "fr"
+    format: str = "text"
+    api_key: str | None = None
+    alternatives: Annotated[int, Field(ge=0, le=8)] = 0
+
+
+class NmtRequest(BaseModel):
+    """nmt's own request body: lines and decoding options over the server's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: list[str]
+    beam: Annotated[int, Field(ge=1, le=32)] | None = None
+    lenpen: Annotated[float, Field(ge=0, le=5)] | None = None
+    nbest: Annotated[int, Field(ge=1, le=32)] = 1
+    no_repeat_ngram: Annotated[int, Field(ge=0, le=16)] | None = None
+    api_key: str | None = None
+
+
+class Metrics:
+    """The server's Prometheus metrics, in a registry of its own."""
+
+    def __init__(self):
+        self.registry = CollectorRegistry()
+        self.requests = Counter("nmt_requests", "HTTP requests by path and status code", ["path", "code"],
+                                registry=self.registry)
+        self.lines = Counter("nmt_lines", "Lines translated", registry=self.registry)
+        self.tokens = Counter("nmt_source_tokens", "Source tokens (sentencepiece pieces) translated",
+                              registry=self.registry)
+        self.batch = Histogram("nmt_batch_lines", "Lines decoded in one translate call", registry=self.registry,
+                               buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
+        self.latency = Histogram("nmt_request_seconds", "Time from a translation request to its answer",
+                                 registry=self.registry,
+                                 buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30))
+        self.waiting = Gauge("nmt_queue_lines", "Lines waiting to be translated", registry=self.registry)
+
+
+def _error(status: int, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSettings) -> FastAPI:
+    """The FastAPI application over a started Engine."""
+    app = FastAPI(title="nmt", summary="English to French translation", version="1",
+                  description="LibreTranslate's API (`/translate`, `/languages`) and nmt's own (`/v1/translate`).")
+    metrics = Metrics()
+    engine.on_batch = metrics.batch.observe
+
+    @app.middleware("http")
+    async def count(request: Request, call_next):
+        response = await call_next(request)
+        metrics.requests.labels(request.url.path, str(response.status_code)).inc()
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(422, _describe(exc.errors()))
+
+    def authorized(request: Request, given: str | None) -> bool:
+        if settings.api_key is None:
+            return True
+        header = request.headers.get("authorization", "")
+        given = given or (header[7:] if header.lower().startswith("bearer ") else None)
+        return given is not None and secrets.compare_digest(given.encode(), settings.api_key.encode())
+
+    async def translate_lines(texts: list[str], options: SearchOptions) -> list[list[Translation]] | JSONResponse:
+        """Each text's lines (split at newlines) translated, or the error response."""
+        if sum(len(text) for text in texts) > settings.max_chars:
+            return _error(413, f"the request holds more than {settings.max_chars} characters of text (--max-chars)")
+        lines = [line for text in texts for line in text.split("\n")]
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future = loop.create_future()
+
+        def done(result):
+            loop.call_soon_threadsafe(_settle, answer, result)
+
+        started = time.perf_counter()
+        try:
+            engine.submit(lines, options, done)
+        except NotReady:
+            return _error(503, "the model is still loading", **{"Retry-After": "1"})
+        except QueueFull:
+            return _error(503, f"more than {engine.max_queue} lines are waiting (--max-queue); try again shortly",
+                          **{"Retry-After": "1"})
+        metrics.waiting.set(engine.waiting)
+        result = await answer
+        if isinstance(result, BaseException):
+            return _error(500, f"translation failed: {result}")
+        metrics.latency.observe(time.perf_counter() - started)
+        metrics.lines.inc(len(lines))
+        metrics.tokens.inc(sum(len(engine.translator.tokenizer.encode(line)) for line in lines))
+        grouped, start = [], 0
+        for text in texts:
+            count = text.count("\n") + 1
+            grouped.append(result[start : start + count])
+            start += count
+        return grouped
+
+    @app.post("/translate", openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": LibreRequest.model_json_schema()},
+        "application/x-www-form-urlencoded": {"schema": LibreRequest.model_json_schema()}}}})
+    async def translate(request: Request):
+        """LibreTranslate's translate: `q` a string or a list of strings, English (or "auto") to French."""
+        try:
+            if request.headers.get("content-type", "").startswith("application/json"):
+                body = LibreRequest.model_validate(await request.json())
+            else:
+                form = await request.form()
+                fields = {key: form.getlist(key) if key == "q" and len(form.getlist(key)) > 1 else value
+                          for key, value in form.items()}
+                body = LibreRequest.model_validate(fields)
+        except ValueError as exc:  # ValidationError, and JSON that does not parse
+            return _error(422, _describe(exc.errors()) if isinstance(exc, ValidationError) else "the body is not JSON")
+        if not authorized(request, body.api_key):
+            return _error(401, "a valid api_key is required")
+        if body.source not in ("en", "auto") or body.target != "fr":
+            return _error(400, f"nmt translates en to fr, not {body.source} to {body.target}")
+        if body.format != "text":
+            return _error(400, f"format {body.format!r} is not supported; send text")
+        texts = [body.q] if isinstance(body.q, str) else body.q
+        nbest = min(body.alternatives + 1, base_options.beam_size) if body.alternatives else 1
+        found = await translate_lines(texts, dataclasses.replace(base_options, nbest=nbest))
+        if isinstance(found, JSONResponse):
+            return found
+        translated = ["\n".join(t.text for t in lines) for lines in found]
+        answer = {"translatedText": translated[0] if isinstance(body.q, str) else translated}
+        if body.alternatives:
+            alternatives = [[text for text, _ in lines[0].nbest[1:]] if len(lines) == 1 else [] for lines in found]
+            answer["alternatives"] = alternatives[0] if isinstance(body.q, str) else alternatives
+        if body.source == "auto":  # nmt reads English only: "auto" is taken to be English, not detected
+            detected = {"language": "en", "confidence": 100.0}
+            answer["detectedLanguage"] = detected if isinstance(body.q, str) else [detected] * len(texts)
+        return answer
+
+    @app.get("/languages")
+    async def languages() -> list[dict]:
+        """LibreTranslate's list of languages: English, translated to French."""
+        return LANGUAGES
+
+    @app.post("/v1/translate")
+    async def translate_v1(body: NmtRequest, request: Request):
+        """nmt's translate: one record per line, as `nmt translate --format jsonl` prints them."""
+        if not authorized(request, body.api_key):
+            return _error(401, "a valid api_key is required")
+        if any("\n" in text for text in body.text):
+            return _error(422, "text: each item is one line, without newlines")
+        chosen = {"beam_size": body.beam, "lenpen": body.lenpen, "no_repeat_ngram": body.no_repeat_ngram}
+        try:
+            options = dataclasses.replace(base_options, nbest=body.nbest,
+                                          **{key: value for key, value in chosen.items() if value is not None})
+        except ValueError as exc:
+            return _error(422, str(exc))
+        found = await translate_lines(body.text, options)
+        if isinstance(found, JSONResponse):
+            return found
+        return {"translations": [lines[0].to_dict() for lines in found]}
+
+    @app.get("/health")
+    async def health():
+        """200 once the model is loaded and the server translates; 503 before."""
+        if engine.ready.is_set():
+            return {"status": "ok", "model": settings.model_name, "decoding": settings.decoding}
+        if engine.failure is not None:
+            return _error(503, f"the model could not be loaded: {engine.failure}")
+        return _error(503, "the model is loading", **{"Retry-After": "1"})
+
+    @app.get("/metrics")
+    async def prometheus() -> PlainTextResponse:
+        """Prometheus metrics: requests, lines, tokens, batch sizes, latency."""
+        metrics.waiting.set(engine.waiting)
+        return PlainTextResponse(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> str:
+        return PAGE.read_text(encoding="utf-8").replace("{{API_KEY_FIELD}}", "" if settings.api_key is None else
+                                                        '<input id="key" type="password" placeholder="API key">')
+
+    return app
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, which after a graceful stop on SIGTERM or SIGINT returns instead of raising the
+    signal again: `nmt serve` then exits 0 once the requests in flight are answered."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _settle(future: asyncio.Future, result) -> None:
+    if not future.done():  # the client may have gone
+        future.set_result(result)
+
+
+def _describe(errors) -> str:
+    """Pydantic's validation errors as one line: where, and what was wrong."""
+    parts = []
+    for error in errors:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else error.get("msg", "invalid"))
+    return "; ".join(parts) or "invalid request"

@@ -1,0 +1,80 @@
+"""Batches of sentences and their padded tensors, for training and inference alike.
+
+    batches = token_batches(src_lengths, tgt_lengths, max_tokens=4096, seed=1, epoch=0)   # training: shuffled
+    batches = sorted_batches(lengths, max_tokens=4096)                     # inference: longest first, in order
+    src, tgt_in, tgt_out = collate([src_ids[i] for i in batch], [tgt_ids[i] for i in batch], pad, bos, eos)
+    src = pad_sources(sources, pad, eos)                                   # the source side alone
+
+They work on numpy arrays, so that a corpus of tens of millions of pairs is batched in seconds from its
+stored lengths (nmt.data.prepare), and a batch costs the same to build whatever the corpus size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+def token_batches(src_lengths, tgt_lengths, max_tokens: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """Index batches whose padded size (sentences x (longest side + 1), for EOS/BOS) stays within
+    `max_tokens` (a longer pair makes a batch alone), filled greedily in order of length with random
+    tie-breaks, then shuffled; the same (seed, epoch) gives the same batches.
+
+    The order is: the longer side's length, which side that is, the shorter side's length. A batch then
+    holds pairs whose longer side is the same side and about as long, and whose shorter sides are sorted:
+    neither side pads much (on `multi30k*3,tatoeba`, 1.9% of source and 0.8% of target positions, against
+    17.7% and 0.6% sorted by the longer side and the target alone)."""
+    rng = np.random.default_rng([seed, epoch])
+    src_lengths, tgt_lengths = np.asarray(src_lengths, dtype=np.int64), np.asarray(tgt_lengths, dtype=np.int64)
+    longest = np.maximum(src_lengths, tgt_lengths) + 1
+    shortest = np.minimum(src_lengths, tgt_lengths)
+    order = np.lexsort((rng.random(len(longest)), shortest, src_lengths > tgt_lengths, longest))
+    sizes = longest[order]
+    # sizes never decrease, so a batch from `start` may end at `end` iff (end - start) * sizes[end - 1] fits:
+    # end - capacity[end - 1] <= start, and end - capacity[end - 1] increases with end
+    capacity = max_tokens // sizes
+    reach = np.arange(1, len(sizes) + 1) - capacity
+    batches, start = [], 0
+    while start < len(sizes):
+        end = max(int(np.searchsorted(reach, start, side="right")), start + 1)
+        batches.append(order[start:end])
+        start = end
+    rng.shuffle(batches)
+    return batches
+
+
+def sorted_batches(lengths, max_tokens: int, batch_size: int | None = None) -> list[np.ndarray]:
+    """Index batches for inference: longest first (ties in input order), each as many sentences as fit
+    `max_tokens` padded tokens (its first, longest one + 1 for EOS, times the count; at least one), or
+    `batch_size` sentences when given. The same lengths always give the same batches."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    batches, start = [], 0
+    while start < len(order):
+        size = batch_size or max(1, max_tokens // (int(lengths[order[start]]) + 1))
+        batches.append(order[start : start + size])
+        start += size
+    return batches
+
+
+def pad_sources(src, pad_id: int, eos_id: int) -> Tensor:
+    """Sequences of token ids -> ids + EOS, padded with pad_id (B, S)."""
+    out = np.full((len(src), max(map(len, src)) + 1), pad_id, dtype=np.int64)
+    for row, source in enumerate(src):
+        out[row, : len(source)] = source
+        out[row, len(source)] = eos_id
+    return torch.from_numpy(out)
+
+
+def collate(src, tgt, pad_id: int, bos_id: int, eos_id: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Sequences of token ids (lists or arrays) -> source ids + EOS (B, S); target input BOS + ids (B, T);
+    target output ids + EOS (B, T); padded with pad_id."""
+    tgt_in = np.full((len(tgt), max(map(len, tgt)) + 1), pad_id, dtype=np.int64)
+    tgt_out = tgt_in.copy()
+    for row, target in enumerate(tgt):
+        tgt_in[row, 0] = bos_id
+        tgt_in[row, 1 : len(target) + 1] = target
+        tgt_out[row, : len(target)] = target
+        tgt_out[row, len(target)] = eos_id
+    return pad_sources(src, pad_id, eos_id), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out)

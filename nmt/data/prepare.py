@@ -1,0 +1,371 @@
+"""Data preparation: a corpus tokenized once, in parallel, into a cache of token ids on disk that every later
+start, resume and rank opens in a moment.
+
+    prepared = prepare(source, PrepareOptions(vocab_size=32000))    # nmt.data.sources.training_source(spec)
+    corpus = TokenCorpus(prepared.folder)                             # memory-mapped, O(1) per pair
+
+A cache folder (under $NMT_CACHE_DIR, default ~/.cache/nmt/prepared) is named by a hash of what makes it:
+the corpus's identity (nmt.data.sources.PairSource), the sentencepiece model and the filter. It holds the token ids
+of both sides as flat arrays with their offsets and lengths (numpy memory maps: a pair is two slices, read
+at the same cost whatever the corpus size, where `datasets`' row access grew with it), the validation pairs
+held out of the corpus when it has none, the sentencepiece model, and meta.json. `datasets` still reads the
+corpora (parquet, json, Arrow, the hub); the cache is numpy's.
+
+Sentencepiece trains on a uniform random sample of the whole corpus (reservoir sampling over one pass), not
+its first rows. Tokenizing runs in forked worker processes, a chunk of pairs each; the folder is written
+under a temporary name and renamed when complete, so a cache that exists is whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import logging
+import multiprocessing
+import os
+import random
+import shutil
+import time
+import zlib
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nmt.data.corpus import PairSource, ParallelText, held_out_size, read_lines
+from nmt.data.sources import DataSpec, FilterSpec, training_source
+from nmt.errors import DataError
+from nmt.text.tokenizer import Tokenizer, train_tokenizer
+
+log = logging.getLogger("nmt")
+
+CACHE_VERSION = 1
+SPM_VERSION = 2  # 2: with nmt.text.protect's placeholders as pieces
+CHUNK_PAIRS = 50_000
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    vocab_size: int = 8000
+    spm_model: bytes | None = None  # a sentencepiece model to use instead of training one
+    spm_sample: int = 1_000_000  # sentences (both sides together) sentencepiece trains on
+    limits: FilterSpec = FilterSpec()
+    valid_size: int = 1000  # pairs held out when the source has no validation set
+    seed: int = 1
+    workers: int | None = None  # tokenizing processes; default one per CPU core
+    cache_dir: str | None = None
+
+    @classmethod
+    def of(cls, options, spm_model: bytes | None) -> PrepareOptions:
+        """From the preparation options of `nmt train` and `nmt prepare`, by their names (a TrainConfig, say):
+        vocab_size, spm_sample, max_len, max_ratio, seed, prepare_workers, cache_dir."""
+        return cls(vocab_size=options.vocab_size, spm_model=spm_model, spm_sample=options.spm_sample,
+                   limits=FilterSpec(options.max_len, options.max_ratio), seed=options.seed,
+                   workers=options.prepare_workers, cache_dir=options.cache_dir)
+
+
+def prepare_training_data(options, spm_model: bytes | None = None, writer: bool = True) -> Prepared:
+    """The cache of the training data that `options` name (DataSpec.of, PrepareOptions.of): what `nmt prepare`
+    makes and `nmt train` opens."""
+    return prepare(training_source(DataSpec.of(options)), PrepareOptions.of(options, spm_model), writer)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    folder: Path
+    tokenizer: Tokenizer
+    valid: ParallelText
+
+
+def cache_root(cache_dir: str | None = None) -> Path:
+    if cache_dir:
+        return Path(cache_dir)
+    if os.environ.get("NMT_CACHE_DIR"):
+        return Path(os.environ["NMT_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nmt" / "prepared"
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def prepare(source: PairSource, options: PrepareOptions, writer: bool = True) -> Prepared:
+    """The cache of `source`, made if missing. With no --spm, a sentencepiece model is trained first (and
+    cached under the corpus's identity, vocabulary size, sample size and seed). writer False: wait for
+    another process (the first rank on this machine) to make what is missing instead."""
+    root = cache_root(options.cache_dir)
+    hold_out = source.valid is None
+    plan = _digest(CACHE_VERSION, SPM_VERSION, source.identity, options.vocab_size, options.spm_sample, options.seed,
+                   options.valid_size if hold_out else None)
+    if options.spm_model:
+        tokenizer, share = Tokenizer(options.spm_model), None
+    else:
+        spm_folder = root / f"spm-{plan}"
+        if not writer:
+            _wait_for(spm_folder)
+        elif not (spm_folder / "meta.json").exists():
+            _train_sentencepiece(source, options, spm_folder, hold_out)
+        tokenizer = Tokenizer((spm_folder / "spm.model").read_bytes())
+        share = json.loads((spm_folder / "meta.json").read_text())["held_out_share"]
+    key = _digest(CACHE_VERSION, source.identity, hashlib.sha256(tokenizer.model_bytes).hexdigest(),
+                  asdict(options.limits), options.valid_size if hold_out else None, options.seed)
+    folder = root / f"corpus-{key}"
+    if not writer:
+        _wait_for(folder)
+    elif not (folder / "meta.json").exists():
+        if hold_out and share is None:  # with --spm, the corpus has not been counted yet
+            share = _held_out_share(sum(len(chunk) for chunk in source.chunks(CHUNK_PAIRS)), options.valid_size)
+        _write(source, options, tokenizer, folder, share if hold_out else None)
+    meta = json.loads((folder / "meta.json").read_text())
+    valid = source.valid if not hold_out else ParallelText(*_read_valid(folder))
+    log.info("prepared corpus %s: %d pairs, %d + %d tokens", folder, meta["pairs"], meta["source_tokens"],
+             meta["target_tokens"])
+    return Prepared(folder, tokenizer, valid)
+
+
+def open_prepared(folder: str | Path) -> Prepared:
+    """A folder `nmt prepare` made, as a complete training input (token ids, sentencepiece model, validation
+    pairs), read without the corpus it came from: no hub, no network."""
+    folder = Path(folder)
+    if not (folder / "meta.json").is_file() or not (folder / "spm.model").is_file():
+        raise DataError(f"{folder} is not a folder that `nmt prepare` made (it has no meta.json and spm.model)")
+    try:
+        tokenizer = Tokenizer((folder / "spm.model").read_bytes())
+    except RuntimeError:
+        raise DataError(f"{folder / 'spm.model'} is not a sentencepiece model") from None
+    valid = ParallelText(*_read_valid(folder)) if (folder / "valid.en").is_file() else ParallelText([], [])
+    return Prepared(folder, tokenizer, valid)
+
+
+def _wait_for(folder: Path, poll: float = 1.0) -> None:
+    if not (folder / "meta.json").exists():
+        log.info("waiting for %s (prepared by the first rank)", folder)
+    while not (folder / "meta.json").exists():
+        time.sleep(poll)
+
+
+def _train_sentencepiece(source: PairSource, options: PrepareOptions, folder: Path, hold_out: bool) -> None:
+    started = time.monotonic()
+    sample, pairs = _sample(source, options.spm_sample, options.seed)
+    if not pairs:
+        raise DataError("the training corpus has no sentence pairs")
+    sampled = time.monotonic()
+    log.info("training a %d-piece sentencepiece model on %d sentences sampled from %d pairs", options.vocab_size,
+             len(sample), pairs)
+    tokenizer = train_tokenizer(sample, options.vocab_size)
+    temporary = _temporary(folder)
+    (temporary / "spm.model").write_bytes(tokenizer.model_bytes)
+    share = _held_out_share(pairs, options.valid_size) if hold_out else None
+    meta = {"pairs": pairs, "held_out_share": share, "sample": len(sample),
+            "sample_seconds": round(sampled - started, 1), "train_seconds": round(time.monotonic() - sampled, 1)}
+    (temporary / "meta.json").write_text(json.dumps(meta))
+    _publish(temporary, folder)
+
+
+def _held_out_share(pairs: int, valid_size: int) -> float:
+    return held_out_size(pairs, valid_size) / max(pairs, 1)
+
+
+def _sample(source: PairSource, size: int, seed: int) -> tuple[list[str], int]:
+    """A uniform random sample of `size` sentences of the corpus, both sides alike (reservoir sampling of
+    pairs over one pass: Vitter's algorithm R), and the number of pairs."""
+    rng = random.Random(seed)
+    wanted = max(1, size // 2)
+    reservoir: list[tuple[str, str]] = []
+    seen = 0
+    for chunk in source.chunks(CHUNK_PAIRS):
+        for pair in zip(chunk.source, chunk.target, strict=True):
+            seen += 1
+            if len(reservoir) < wanted:
+                reservoir.append(pair)
+            else:
+                slot = rng.randrange(seen)
+                if slot < wanted:
+                    reservoir[slot] = pair
+    return [sentence for pair in reservoir for sentence in pair if sentence.strip()], seen
+
+
+def holds_out(source_sentence: str, share: float) -> bool:
+    """Whether a pair goes to validation: by a hash of its English side, so that every pair of one English
+    sentence falls on the same side (one sentence often has several translations)."""
+    return zlib.crc32(source_sentence.encode("utf-8")) < share * 2**32
+
+
+# ---- tokenizing in worker processes --------------------------------------------------------------------
+
+_worker_state: tuple[Tokenizer, FilterSpec, float | None, type] | None = None
+
+
+def _start_worker(tokenizer_bytes: bytes, limits: FilterSpec, share: float | None, dtype) -> None:
+    global _worker_state
+    _worker_state = (Tokenizer(tokenizer_bytes), limits, share, dtype)
+
+
+def _encode_chunk(chunk: ParallelText) -> dict:
+    tokenizer, limits, share, dtype = _worker_state
+    return encode_pairs(chunk, tokenizer, limits, share, dtype)
+
+
+def encode_pairs(chunk: ParallelText, tokenizer: Tokenizer, limits: FilterSpec, share: float | None,
+                 dtype=np.uint16) -> dict:
+    """A chunk's kept pairs as flat token arrays with their lengths, the indices of the pairs held out for
+    validation, and how many pairs each filter rule removed."""
+    held = [i for i, source in enumerate(chunk.source) if holds_out(source, share)] if share else []
+    source_ids = tokenizer.encode_batch(chunk.source)
+    target_ids = tokenizer.encode_batch(chunk.target)
+    source_lengths = np.fromiter(map(len, source_ids), dtype=np.int64, count=len(source_ids))
+    target_lengths = np.fromiter(map(len, target_ids), dtype=np.int64, count=len(target_ids))
+    keep, counts = keep_mask(source_lengths, target_lengths, limits)
+    keep[held] = False
+    return {
+        "source": _flatten(source_ids, keep, dtype), "target": _flatten(target_ids, keep, dtype),
+        "source_lengths": source_lengths[keep].astype(np.uint16),
+        "target_lengths": target_lengths[keep].astype(np.uint16),
+        "held_out": held, "removed": counts,
+    }
+
+
+def _flatten(ids: list[list[int]], keep: np.ndarray, dtype) -> np.ndarray:
+    kept = [row for row, wanted in zip(ids, keep.tolist(), strict=True) if wanted]
+    return np.fromiter(itertools.chain.from_iterable(kept), dtype=dtype, count=sum(map(len, kept)))
+
+
+def keep_mask(source_lengths: np.ndarray, target_lengths: np.ndarray, limits: FilterSpec
+              ) -> tuple[np.ndarray, dict[str, int]]:
+    """Which pairs training keeps (not empty, at most limits.max_tokens a side, length ratio within
+    limits.max_ratio x + 5), and how many each rule removed, the first rule that applies counted."""
+    empty = (source_lengths == 0) | (target_lengths == 0)
+    longest = np.maximum(source_lengths, target_lengths)
+    too_long = ~empty & (longest > limits.max_tokens)
+    ratio = ~empty & ~too_long & (longest > limits.max_ratio * np.minimum(source_lengths, target_lengths) + 5)
+    counts = {"empty": int(empty.sum()), "too long": int(too_long.sum()), "length ratio": int(ratio.sum())}
+    return ~(empty | too_long | ratio), counts
+
+
+def _write(source: PairSource, options: PrepareOptions, tokenizer: Tokenizer, folder: Path,
+           share: float | None) -> None:
+    if options.limits.max_tokens > np.iinfo(np.uint16).max:
+        raise DataError(f"--max-len above {np.iinfo(np.uint16).max} tokens is not supported")
+    dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
+    workers = options.workers or os.cpu_count() or 1
+    started = time.monotonic()
+    temporary = _temporary(folder)
+    removed = {"empty": 0, "too long": 0, "length ratio": 0}
+    valid = ParallelText([], [])
+    pairs = source_tokens = target_tokens = 0
+    files = {name: open(temporary / f"{name}.bin", "wb")
+             for name in ("source", "target", "source_lengths", "target_lengths")}
+    try:
+        arguments = (tokenizer.model_bytes, options.limits, share, dtype)
+        reported = started
+        for chunk, result in _encoded(source.chunks(CHUNK_PAIRS), workers, arguments):
+            for name, handle in files.items():
+                result[name].tofile(handle)
+            for index in result["held_out"]:
+                valid.source.append(chunk.source[index].replace("\n", " "))
+                valid.target.append(chunk.target[index].replace("\n", " "))
+            for rule, count in result["removed"].items():
+                removed[rule] += count
+            pairs += len(result["source_lengths"])
+            source_tokens += len(result["source"])
+            target_tokens += len(result["target"])
+            if time.monotonic() - reported > 30:
+                log.info("tokenized %d pairs", pairs)
+                reported = time.monotonic()
+    finally:
+        for handle in files.values():
+            handle.close()
+    if not pairs:
+        shutil.rmtree(temporary, ignore_errors=True)
+        reasons = ", ".join(f"{n} {rule}" for rule, n in removed.items() if n) or "none"
+        raise DataError(f"no training pairs are left after filtering (removed: {reasons})")
+    for side in ("source", "target"):
+        lengths = np.fromfile(temporary / f"{side}_lengths.bin", dtype=np.uint16)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        offsets.tofile(temporary / f"{side}_offsets.bin")
+    validation = valid if share is not None else source.valid  # the folder is a complete training input
+    if validation is not None:
+        (temporary / "valid.en").write_text("".join(line.replace("\n", " ") + "\n" for line in validation.source))
+        (temporary / "valid.fr").write_text("".join(line.replace("\n", " ") + "\n" for line in validation.target))
+    (temporary / "spm.model").write_bytes(tokenizer.model_bytes)
+    meta = {"version": CACHE_VERSION, "identity": source.identity, "pairs": pairs, "source_tokens": source_tokens,
+            "target_tokens": target_tokens, "dtype": np.dtype(dtype).name, "removed": removed,
+            "held_out": len(valid), "valid_pairs": len(validation) if validation is not None else 0,
+            "limits": asdict(options.limits), "workers": workers, "seconds": round(time.monotonic() - started, 1)}
+    (temporary / "meta.json").write_text(json.dumps(meta, indent=1))
+    _publish(temporary, folder)
+    log.info("tokenized %d pairs in %.0f s (removed: %s)", pairs, meta["seconds"],
+             ", ".join(f"{n} {rule}" for rule, n in removed.items() if n) or "none")
+
+
+def _encoded(chunks: Iterator[ParallelText], workers: int, arguments: tuple) -> Iterator[tuple[ParallelText, dict]]:
+    """(chunk, encode_pairs of it), in order, from `workers` forked processes (one: this process). At most
+    two chunks per worker are read ahead, so the corpus is never in memory."""
+    if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        _start_worker(*arguments)
+        yield from ((chunk, _encode_chunk(chunk)) for chunk in chunks)
+        return
+    with multiprocessing.get_context("fork").Pool(workers, _start_worker, arguments) as pool:  # exit terminates
+        pending: deque = deque()
+        for chunk in chunks:
+            pending.append((chunk, pool.apply_async(_encode_chunk, (chunk,))))
+            if len(pending) >= 2 * workers:
+                chunk, result = pending.popleft()
+                yield chunk, result.get()
+        while pending:
+            chunk, result = pending.popleft()
+            yield chunk, result.get()
+
+
+def _temporary(folder: Path) -> Path:
+    temporary = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    return temporary
+
+
+def _publish(temporary: Path, folder: Path) -> None:
+    """Rename the finished folder into place; another process that finished first wins, as the same."""
+    try:
+        temporary.rename(folder)
+    except OSError:
+        if not (folder / "meta.json").exists():
+            raise
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _read_valid(folder: Path) -> tuple[list[str], list[str]]:
+    return read_lines(folder / "valid.en"), read_lines(folder / "valid.fr")
+
+
+class TokenCorpus:
+    """A prepared corpus, memory-mapped: `pairs(indices)` reads the token ids of those pairs alone."""
+
+    def __init__(self, folder: str | Path):
+        folder = Path(folder)
+        meta = json.loads((folder / "meta.json").read_text())
+        dtype = np.dtype(meta["dtype"])
+        self.source = np.memmap(folder / "source.bin", dtype=dtype, mode="r")
+        self.target = np.memmap(folder / "target.bin", dtype=dtype, mode="r")
+        self.source_offsets = np.memmap(folder / "source_offsets.bin", dtype=np.int64, mode="r")
+        self.target_offsets = np.memmap(folder / "target_offsets.bin", dtype=np.int64, mode="r")
+        self.source_lengths = np.memmap(folder / "source_lengths.bin", dtype=np.uint16, mode="r")
+        self.target_lengths = np.memmap(folder / "target_lengths.bin", dtype=np.uint16, mode="r")
+        self.meta = meta
+
+    def __len__(self) -> int:
+        return len(self.source_lengths)
+
+    def iter_pairs(self, chunk: int = 100_000):
+        """Every pair's (source ids, target ids) as lists, in order, a chunk of pairs read at a time."""
+        for start in range(0, len(self), chunk):
+            sources, targets = self.pairs(range(start, min(start + chunk, len(self))))
+            yield from zip((ids.tolist() for ids in sources), (ids.tolist() for ids in targets), strict=True)
+
+    def pairs(self, indices) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        so, to = self.source_offsets, self.target_offsets
+        return ([self.source[so[i] : so[i + 1]] for i in indices], [self.target[to[i] : to[i + 1]] for i in indices])

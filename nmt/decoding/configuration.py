@@ -1,0 +1,214 @@
+"""The decoding configuration a command runs with, resolved once: the flags given, over the checkpoint's
+stored defaults (`nmt tune` writes them), over the library's.
+
+    flags = DecodingFlags(beam=5, precision=None)              # what the command line gave; None: not given
+    config = DecodingConfig.resolve(flags, checkpoint)         # every value concrete (precision never "auto")
+    translator = Translator.from_config(checkpoint, config)    # nmt.decoding.translate
+    log.info("decoding: %s", config.summary())
+
+`nmt translate`, `eval`, `serve` and `score` build one from the flags cli/options.py declares for them all;
+`nmt serve` shows it at /health. The module imports torch only when it resolves: the command line builds
+DecodingFlags before it imports torch. Library users may also build a Translator directly
+(`Translator.from_checkpoint`), which takes the same checkpoint defaults through `stored_text_defaults`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nmt.errors import UsageError
+
+if TYPE_CHECKING:  # imported where used: the command line reads DecodingFlags before it imports torch
+    import torch
+
+    from nmt.decoding.search import SearchOptions
+    from nmt.model.checkpoint import Checkpoint
+
+# The longest piece of a line translated whole unless the model's decoding defaults (or --clause-split) say
+# less: sentences of Multi30k, Tatoeba and News Commentary are shorter than a tenth of this; a sentence past
+# it is cut at clause punctuation, then at word starts.
+MAX_PIECE_TOKENS = 128
+# the SearchOptions fields a checkpoint may store (nmt tune) and a flag may give
+STORED_SEARCH = ("beam_size", "lenpen", "max_len_a", "max_len_b", "min_len", "no_repeat_ngram", "temperature", "seed")
+
+
+@dataclass(frozen=True)
+class DecodingFlags:
+    """The decoding options as given on the command line; None where not given."""
+
+    beam: int | None = None
+    nbest: int | None = None
+    lenpen: float | None = None
+    max_len_a: float | None = None
+    max_len_b: int | None = None
+    min_len: int | None = None
+    no_repeat_ngram: int | None = None
+    sampling: str | None = None  # topk:K or topp:P
+    temperature: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    batch_size: int | None = None
+    device: str | None = None  # auto, cpu, cuda
+    precision: str | None = None
+    threads: int | None = None
+    workers: int | None = None
+    no_cache: bool | None = None
+    shortlist: bool | None = None
+    exact: bool | None = None
+    cuda_graphs: bool | None = None
+    no_protect: bool | None = None
+    clause_split: int | None = None
+    protect_names: bool | None = None
+    glossary: Path | None = None
+    min_confidence: float | None = None
+    alignments: bool | None = None
+    verbose: bool | None = None
+
+
+@dataclass(frozen=True)
+class DecodingConfig:
+    """Everything that decides how a command decodes, each value as it will be used."""
+
+    search: SearchOptions
+    device: torch.device
+    precision: str  # one of nmt.decoding.inference.PRECISIONS but auto: what auto chose on this device
+    shortlist: bool
+    max_tokens: int
+    batch_size: int | None
+    threads: int
+    workers: int
+    cuda_graphs: bool
+    ordinary_input: bool
+    clause_split: int | None  # None: MAX_PIECE_TOKENS, with a warning when a sentence is cut
+    protect_names: bool
+    glossary: Path | None = None
+    min_confidence: float | None = None
+    alignments: bool = False
+
+    @classmethod
+    def resolve(cls, flags: DecodingFlags, checkpoint: Checkpoint, workers: int | None = None) -> DecodingConfig:
+        """`flags` over `checkpoint`'s stored defaults over the library's. Sets torch's thread count when
+        flags give one. workers: the default when flags give none (else default_workers)."""
+        import torch
+
+        from nmt.decoding.inference import PRECISIONS, auto_precision, resolve_device
+
+        if flags.threads is not None:
+            if flags.threads < 1:
+                raise UsageError(f"--threads must be at least 1, not {flags.threads}")
+            torch.set_num_threads(flags.threads)
+        device = resolve_device(flags.device or "auto")
+        precision, shortlist = decoding_mode(flags.precision, flags.shortlist, bool(flags.exact))
+        if precision not in PRECISIONS:
+            raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        if flags.glossary is not None and flags.sampling is not None:
+            raise UsageError("--glossary needs a beam search: drop --sampling")
+        text = stored_text_defaults(checkpoint, flags.clause_split, flags.protect_names)
+        chosen_workers = flags.workers if flags.workers is not None else workers
+        return cls(search=search_options(checkpoint, flags), device=device,
+                   precision=auto_precision(device) if precision == "auto" else precision, shortlist=shortlist,
+                   max_tokens=4096 if flags.max_tokens is None else flags.max_tokens, batch_size=flags.batch_size,
+                   threads=torch.get_num_threads(),
+                   workers=default_workers(device) if chosen_workers is None else chosen_workers,
+                   cuda_graphs=flags.cuda_graphs is not False, ordinary_input=not flags.no_protect,
+                   clause_split=text["max_piece_tokens"], protect_names=text["protect_names"], glossary=flags.glossary,
+                   min_confidence=flags.min_confidence, alignments=bool(flags.alignments))
+
+    def to_dict(self) -> dict:
+        """Plain values (for JSON: /health, logs)."""
+        search = {field.name: getattr(self.search, field.name) for field in dataclasses.fields(self.search)}
+        record = {field.name: getattr(self, field.name) for field in dataclasses.fields(self) if field.name != "search"}
+        record.update(device=str(self.device), glossary=str(self.glossary) if self.glossary else None)
+        return {"search": search, **record}
+
+    def summary(self) -> str:
+        """One line of what decodes and how, for --verbose."""
+        s = self.search
+        search = (f"sampling top-{'k ' + str(s.top_k) if s.top_k else 'p ' + str(s.top_p)} at temperature "
+                  f"{s.temperature:g}, seed {s.seed}" if s.sampling else
+                  "greedy" if s.beam_size == 1 else f"beam {s.beam_size}")
+        parts = [search, f"lenpen {s.lenpen:g}", f"length {s.min_len}..{s.max_len_a:g}x+{s.max_len_b}",
+                 f"no-repeat-ngram {s.no_repeat_ngram or 'off'}", f"nbest {s.nbest}",
+                 f"{self.precision} on {self.device}", "shortlist" if self.shortlist else "whole vocabulary",
+                 f"{self.threads} threads, {self.workers} workers",
+                 f"batches of {self.batch_size} sentences" if self.batch_size else f"{self.max_tokens} tokens a batch",
+                 f"clause split {self.clause_split or MAX_PIECE_TOKENS}",
+                 ("placeholders and names" if self.protect_names else "placeholders") if self.ordinary_input
+                 else "text as is"]
+        if not s.use_cache:
+            parts.append("no cache")
+        if self.glossary:
+            parts.append(f"glossary {self.glossary}")
+        if self.min_confidence is not None:
+            parts.append(f"min confidence {self.min_confidence:g}")
+        return ", ".join(parts)
+
+
+def default_workers(device: torch.device) -> int:
+    """How many batches to decode at once: on a CPU where processes can be forked, one per torch thread
+    (faster than one process on all the threads at every batch size but beam 4, batch 32, where they tie)."""
+    import torch
+
+    if device.type != "cpu" or not can_fork():
+        return 1
+    return torch.get_num_threads()
+
+
+def can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def decoding_mode(precision: str | None, shortlist: bool | None, exact: bool = False) -> tuple[str, bool]:
+    """The precision and shortlist use. By default the fastest mode that kept BLEU within 0.3 of fp32 on every
+    embedded test and validation set: precision auto, over the whole vocabulary (the shortlist cost the
+    shipped model up to 1.1 BLEU: benchmarks/PRECISION.md). exact: fp32, the reference path."""
+    if exact:
+        if precision not in (None, "fp32") or shortlist:
+            raise UsageError("--exact decodes in fp32 without the shortlist: drop --precision and --shortlist")
+        return "fp32", False
+    return precision or "auto", bool(shortlist)
+
+
+def search_options(checkpoint: Checkpoint, flags: DecodingFlags) -> SearchOptions:
+    """The search: flags over the checkpoint's stored defaults over SearchOptions' own."""
+    from nmt.decoding.search import SearchOptions
+
+    given = dict(beam_size=flags.beam, lenpen=flags.lenpen, max_len_a=flags.max_len_a, max_len_b=flags.max_len_b,
+                 min_len=flags.min_len, no_repeat_ngram=flags.no_repeat_ngram, temperature=flags.temperature,
+                 seed=flags.seed)
+    if flags.sampling is not None:
+        given.update(parse_sampling(flags.sampling), beam_size=1 if flags.beam is None else flags.beam)
+    elif flags.temperature is not None or flags.seed is not None:
+        raise UsageError("--temperature and --seed go with --sampling topk:K or topp:P")
+    stored = {key: value for key, value in checkpoint.decoding.items() if key in STORED_SEARCH}
+    chosen = {**stored, **{key: value for key, value in given.items() if value is not None}}
+    try:
+        return SearchOptions(**chosen, nbest=flags.nbest or 1, use_cache=not flags.no_cache)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def parse_sampling(value: str) -> dict:
+    """'topk:K' or 'topp:P' -> SearchOptions' top_k or top_p."""
+    kind, _, number = value.partition(":")
+    try:
+        if kind == "topk" and int(number) > 0:
+            return {"top_k": int(number)}
+        if kind == "topp" and 0 < float(number) <= 1:
+            return {"top_p": float(number)}
+    except ValueError:
+        pass
+    raise UsageError(f"--sampling must be topk:K (K a whole number above 0) or topp:P (0 < P <= 1), not {value!r}")
+
+
+def stored_text_defaults(checkpoint: Checkpoint, max_piece_tokens: int | None = None,
+                         protect_names: bool | None = None) -> dict:
+    """max_piece_tokens (--clause-split) and protect_names as given, else the checkpoint's; else None (the
+    library's MAX_PIECE_TOKENS, with a warning when a sentence is cut) and False."""
+    stored = checkpoint.decoding
+    return {"max_piece_tokens": max_piece_tokens if max_piece_tokens is not None else stored.get("max_piece_tokens"),
+            "protect_names": protect_names if protect_names is not None else bool(stored.get("protect_names", False))}

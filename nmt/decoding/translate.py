@@ -1,0 +1,489 @@
+"""Translate text with a trained model: lists of lines in Python, streams of lines for the CLI.
+
+    translator = Translator.from_checkpoint(load_checkpoint("model.pt"), SearchOptions(beam_size=4))
+    translator.translate(["A dog runs.", ""])   ->  [Translation(...), Translation(...)]
+
+Every input line gives exactly one Translation, in order: empty lines give empty translations; a line is
+translated a sentence at a time, a sentence longer than MAX_PIECE_TOKENS in pieces (nmt.text.segment), and the
+pieces' translations are joined with spaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import json
+import logging
+import math
+import multiprocessing
+import signal
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
+from typing import BinaryIO, TextIO
+
+import torch
+
+from nmt.data.batching import pad_sources, sorted_batches
+from nmt.data.corpus import read_stream_lines
+from nmt.decoding.alignment import align
+from nmt.decoding.configuration import MAX_PIECE_TOKENS, DecodingConfig, can_fork, stored_text_defaults
+from nmt.decoding.constraints import Glossary, constrained_search
+from nmt.decoding.inference import build_decoders, cast_for_inference
+from nmt.decoding.search import SearchOptions, search
+from nmt.errors import Interrupted, NmtError, UsageError, held_stops
+from nmt.model.checkpoint import Checkpoint
+from nmt.model.shortlist import Shortlist
+from nmt.model.transformer import Transformer
+from nmt.text.metrics import loops
+from nmt.text.protect import Protected, case_normalized, protect
+from nmt.text.segment import fit_piece, split_clauses, split_sentences
+from nmt.text.tokenizer import Tokenizer
+
+log = logging.getLogger("nmt")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A sentence (or clause) as translated: its token pieces, its placeholders, whether it was in capitals."""
+
+    pieces: list[list[int]]
+    protected: Protected | None
+    upper: bool
+    terms: list[list[int]] = field(default_factory=list)  # token ids of the glossary terms it must contain
+    source: str = ""  # its text as given
+
+    def restore(self, translation: str) -> str:
+        text = self.protected.restore(translation) if self.protected else translation
+        return text.upper() if self.upper else text
+
+
+@dataclass
+class Translation:
+    source: str
+    text: str
+    score: float | None  # None for an empty line, which is not searched
+    nbest: list[tuple[str, float]] = field(default_factory=list)
+    alignment: list[tuple[int, int]] | None = None  # Pharaoh (source word, target word) pairs, when asked for
+    confidence: float | None = None  # mean log-probability of the best hypothesis's tokens, EOS included
+    flags: list[str] = field(default_factory=list)  # failures seen: copy, loop, max_length, empty
+
+    def to_dict(self) -> dict:
+        """The record `--format jsonl` prints."""
+        nbest = [{"translation": text, "score": score} for text, score in self.nbest]
+        record = {"source": self.source, "translation": self.text, "score": self.score, "nbest": nbest,
+                  "confidence": self.confidence, "flags": self.flags}
+        if self.alignment is not None:
+            record["alignment"] = " ".join(f"{i}-{j}" for i, j in self.alignment)
+        return record
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+
+# Several batches at once are decoded in worker processes forked from the translator: each has its own
+# interpreter, so the Python of the search and of each step (most of a step at batch 1) runs in parallel
+# too, which threads of one process could not do under the GIL. Forked workers share the weights with the
+# parent (copy-on-write) and need nothing pickled but the batches and their hypotheses. Each runs one torch
+# thread: the OpenMP runtime of a parent that has used several threads hangs in a forked child that asks for
+# several again.
+_worker_translator: Translator | None = None
+# Small batches go to a worker several at a time, at least this many sentences per task: at batch 1, one batch
+# per task spent more on the round trip between the processes than on decoding (16 and 32 were no faster).
+TASK_SENTENCES = 8
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _start_worker(translator: Translator) -> None:
+    global _worker_translator
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
+    for stop in (signal.SIGTERM, signal.SIGHUP):  # the parent's handlers, inherited through fork, are not ours
+        signal.signal(stop, signal.SIG_DFL)
+    _end_with_parent()
+    torch.set_num_threads(1)
+    _worker_translator = translator
+
+
+def _end_with_parent() -> None:
+    """Have Linux end this process when the process that forked it ends, however it ends (kill -9 too)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the parent's own clean-up (_stop_workers) still runs
+        pass
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's processes without waiting for the batches they are decoding."""
+    for process in list((pool._processes or {}).values()):  # CPython's record of the pool's processes
+        process.terminate()
+
+
+def _search_in_worker(batch: tuple) -> list:
+    return _worker_translator._search_batch(*batch)
+
+
+class Translator:
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
+                 batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1,
+                 shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = (),
+                 alignments: bool = False, min_confidence: float | None = None, glossary: Glossary | None = None,
+                 max_piece_tokens: int | None = None, protect_names: bool = False):
+        """workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
+        thread each, when a window of lines makes several batches (a single batch: here, on all threads).
+        shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.model.shortlist).
+        ordinary_input: ALL-CAPS sentences are translated in sentence case and put back in capitals, and,
+        with a model that has placeholders, URLs, e-mails, codes, numbers and emoji are protected (nmt.text.protect).
+        ensemble: more models of the same vocabulary, decoding with `model` as one (nmt.decoding.ensemble).
+        alignments: each Translation carries word alignments from `model`'s cross-attention (nmt.decoding.alignment).
+        min_confidence: translations less confident than this come out empty (counted in self.withheld).
+        glossary: the French of each of its terms found in a sentence must be in the sentence's translation
+        (lexically constrained beam search, nmt.decoding.constraints). max_piece_tokens: a sentence longer than this
+        is cut at clause punctuation (then at word starts) and its pieces translated apart (default
+        MAX_PIECE_TOKENS, with a warning when it happens; a model trained on short sentences translates long
+        ones better in clauses: its decoding defaults may say so). protect_names: with ordinary_input and
+        placeholders, names (capitalized words the vocabulary holds only in pieces) are protected too."""
+        self.model = model
+        self.device = next(model.parameters()).device
+        if workers < 1:
+            raise UsageError("--workers must be at least 1")
+        if workers > 1 and self.device.type != "cpu":
+            raise UsageError("--workers above 1 is for CPU decoding")
+        if workers > 1 and not can_fork():
+            raise UsageError("--workers above 1 needs processes started by fork, which this system lacks")
+        self.workers = workers
+        if ensemble and shortlist is not None:
+            raise UsageError("--shortlist decodes one model: give one --model, or drop --shortlist")
+        decoders = build_decoders(model, ensemble, cuda_graphs, options.use_cache)
+        self.decoder, self.growing = decoders.fast, decoders.growing
+        if shortlist is not None and (self.decoder.fixed_rows or not options.use_cache):
+            raise UsageError("--shortlist needs the cached decoder without CUDA graphs: drop --no-cache, "
+                             "add --no-cuda-graphs on CUDA")
+        self.shortlist = shortlist
+        self.ordinary_input = ordinary_input
+        self.alignments = alignments
+        self.min_confidence = min_confidence
+        self.glossary = glossary
+        self.withheld = 0  # translations left empty for their confidence
+        self.tokenizer = tokenizer
+        self.options = options
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+        # Longer sentences are translated in pieces (nmt.text.segment); the model's positions leave room for EOS
+        if max_piece_tokens is not None and max_piece_tokens < 1:
+            raise UsageError("--clause-split must be at least 1")
+        self.max_piece_tokens = min(max_piece_tokens or MAX_PIECE_TOKENS, self.model.config.max_positions - 1)
+        self._warned_long = max_piece_tokens is not None  # a cut asked for is no surprise
+        self.protect_names = protect_names
+        self._noted_prefix = False
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: Checkpoint, options: SearchOptions, device: str | torch.device = "cpu",
+                        precision: str = "fp32", use_shortlist: bool = False, others: tuple[Checkpoint, ...] = (),
+                        **settings) -> Translator:
+        """use_shortlist: decode over the checkpoint's lexical shortlist (UsageError if it has none).
+        others: checkpoints of the same sentencepiece model, decoding with this one as an ensemble. Unless
+        settings give max_piece_tokens and protect_names, the checkpoint's decoding defaults may."""
+        if use_shortlist and checkpoint.shortlist is None:
+            raise UsageError("this model holds no shortlist: `nmt shortlist` adds one")
+        if use_shortlist and precision == "int8":
+            raise UsageError("--shortlist works with --precision fp32, bf16, fp16, int8_bf16 or int8_fp32, not int8")
+        if any(other.spm_model != checkpoint.spm_model for other in others):
+            raise UsageError("the models of an ensemble must share one sentencepiece model; these do not")
+        model = cast_for_inference(checkpoint.build_model(device), precision)
+        ensemble = tuple(cast_for_inference(other.build_model(device), precision) for other in others)
+        shortlist = checkpoint.shortlist if use_shortlist else None
+        settings.update(stored_text_defaults(checkpoint, settings.get("max_piece_tokens"),
+                                             settings.get("protect_names")))
+        return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, ensemble=ensemble, **settings)
+
+    @classmethod
+    def from_config(cls, checkpoint: Checkpoint, config: DecodingConfig, others: tuple[Checkpoint, ...] = ()
+                    ) -> Translator:
+        """The translator of a resolved configuration (nmt.decoding.configuration): `checkpoint`'s model,
+        `others` with it as an ensemble."""
+        return cls.from_checkpoint(
+            checkpoint, config.search, config.device, config.precision, use_shortlist=config.shortlist,
+            others=others, max_tokens=config.max_tokens, batch_size=config.batch_size, cuda_graphs=config.cuda_graphs,
+            workers=config.workers, ordinary_input=config.ordinary_input, alignments=config.alignments,
+            min_confidence=config.min_confidence, glossary=Glossary.read(config.glossary) if config.glossary else None,
+            max_piece_tokens=config.clause_split, protect_names=config.protect_names)
+
+    def _units(self, line: str) -> list[Unit]:
+        """`line` as the units it is translated in: its sentences, and the clauses of a sentence too long to
+        translate whole (nmt.text.segment); a clause still too long is cut into runs of tokens at word starts."""
+        limit = self.max_piece_tokens
+        units = []
+        for sentence in split_sentences(line):
+            unit = self._unit(sentence)
+            if len(unit.pieces) <= 1:  # not cut: at most max_piece_tokens
+                units.append(unit)
+                continue
+            if not self._warned_long:
+                log.warning("a sentence is longer than %d tokens: it is translated in pieces", limit)
+                self._warned_long = True
+            units.extend(self._unit(clause) for clause in split_clauses(
+                sentence, lambda text: len(self.tokenizer.encode(text)), limit))
+        return [unit for unit in units if unit.pieces]
+
+    def _unit(self, text: str) -> Unit:
+        """`text` in sentence case if it is in capitals, with its entities behind placeholders where the model
+        has them (nmt.text.protect), as token ids of at most max_piece_tokens."""
+        upper, source = False, text
+        terms = [self.tokenizer.encode(term) for term in self.glossary.matches(text)] if self.glossary else []
+        if self.ordinary_input:
+            text, upper = case_normalized(text)
+        names = self._is_rare if self.protect_names else None
+        protected = protect(text, names=names) if self.ordinary_input and self.tokenizer.has_placeholders else None
+        ids = self.tokenizer.encode(protected.text if protected else text)
+        pieces = [ids] if len(ids) <= self.max_piece_tokens else self._cut_at_word_starts(ids)
+        return Unit([piece for piece in pieces if piece], protected, upper, [term for term in terms if term], source)
+
+    def _is_rare(self, word: str) -> bool:
+        """Whether the vocabulary holds `word` only in pieces (nmt.text.protect.name_spans' test of a name)."""
+        return len(self.tokenizer.encode(word)) >= 2
+
+    def _cut_at_word_starts(self, ids: list[int]) -> list[list[int]]:
+        """`ids` in runs of at most max_piece_tokens, cut at a word start in the second half of each run."""
+        limit = self.max_piece_tokens
+        pieces, start = [], 0
+        while start < len(ids):
+            end = min(start + limit, len(ids))
+            if end < len(ids):
+                word_starts = [i for i in range(end, start + limit // 2, -1)
+                               if self.tokenizer.processor.id_to_piece(ids[i]).startswith("\u2581")]
+                end = word_starts[0] if word_starts else end
+            pieces.append(ids[start:end])
+            start = end
+        return pieces
+
+    def _search_batch(self, sources: list[list[int]], prefixes: list[list[int]] | None = None,
+                      terms: list[list[list[int]]] | None = None):
+        """The search's hypotheses for each source; prefixes: target token ids each must start with; terms:
+        token ids of the terms each must contain."""
+        eos, pad = self.model.config.eos_id, self.model.config.pad_id
+        src = pad_sources(sources, pad, eos)
+        if terms is not None:  # a sentence without terms is searched as it would be without a glossary
+            held = [row for row, own in enumerate(terms) if own]
+            free = [row for row, own in enumerate(terms) if not own]
+            found = dict(zip(free, self._search_batch([sources[row] for row in free]) if free else [], strict=True))
+            # over the whole vocabulary: a term's tokens need not be in the shortlist
+            found.update(zip(held, constrained_search(self.growing, src[held].to(self.device), self.options,
+                                                      [terms[row] for row in held]), strict=True))
+            return [found[row] for row in range(len(sources))]
+        if self.shortlist is None or prefixes is not None:  # a prefix's tokens need not be in the shortlist
+            return search(self.decoder if self.options.use_cache else self.growing, src.to(self.device), self.options,
+                          prefixes)
+        decoder = self.decoder.restricted(self.shortlist.vocabularies(src))  # on the CPU, where the shortlist is
+        found = search(decoder, src.to(self.device), self.options)
+        vocabularies = decoder.token_ids.tolist()  # sentence s's token i is vocabularies[s][i]
+        return [[replace(h, tokens=[ids[t] for t in h.tokens]) for h in hypotheses]
+                for ids, hypotheses in zip(vocabularies, found, strict=True)]
+
+    def _search_batches(self, batches: list[tuple]) -> Iterator[list]:
+        """_search_batch(*batch) of each batch, in order; with several workers and batches, `workers`
+        batches at once in forked processes of one thread each."""
+        if self.workers == 1 or len(batches) <= 1:
+            yield from (self._search_batch(*batch) for batch in batches)
+            return
+        # concurrent.futures rather than multiprocessing.Pool: a worker that dies ends the translation with
+        # BrokenProcessPool, where Pool waited for its results forever
+        pool = ProcessPoolExecutor(min(self.workers, len(batches)), multiprocessing.get_context("fork"),
+                                   _start_worker, (self,))
+        try:
+            chunk = max(1, TASK_SENTENCES // max(len(batch[0]) for batch in batches))  # batches per task
+            yield from pool.map(_search_in_worker, batches, chunksize=chunk)
+        except BrokenProcessPool:
+            raise NmtError("a decoding worker process died (killed, or out of memory); --workers 1 decodes in "
+                           "this process") from None
+        except BaseException:  # an interrupt, an error, or a caller that stopped reading: end the workers now
+            _stop_workers(pool)
+            raise
+        finally:  # batches not yet started are dropped
+            pool.shutdown(cancel_futures=True)
+
+    def translate(self, lines: list[str], prefixes: list[str | None] | None = None) -> list[Translation]:
+        """One Translation per line, in order; a line's prefix (French) starts its translation."""
+        results: list[Translation | None] = [None] * len(lines)
+        for index, translation in self.translate_as_ready(lines, prefixes):
+            results[index] = translation
+        return results
+
+    def translate_as_ready(self, lines: list[str], prefixes: list[str | None] | None = None
+                           ) -> Iterator[tuple[int, Translation]]:
+        """(line index, Translation) pairs as batches finish: empty lines first, then by length. A line's
+        prefix starts the translation of its first sentence."""
+        sources: list[list[int]] = []
+        owners: list[int] = []  # line index of each source piece
+        forced: list[list[int]] = []  # prefix token ids of each source piece
+        required: list[list[list[int]]] = []  # token ids of the glossary terms of each source piece
+        units: list[list[Unit]] = []
+        for index, line in enumerate(lines):
+            units.append(self._units(line))
+            pieces = [piece for unit in units[-1] for piece in unit.pieces]
+            if not pieces:
+                yield index, Translation(line, "", None, alignment=[] if self.alignments else None)
+            prefix = self.tokenizer.encode(prefixes[index]) if prefixes and prefixes[index] else []
+            forced.extend([prefix] + [[]] * (len(pieces) - 1) if pieces else [])  # the first piece starts with it
+            required.extend(terms for unit in units[-1] for terms in [unit.terms] + [[]] * (len(unit.pieces) - 1))
+            sources.extend(pieces)
+            owners.extend([index] * len(pieces))
+        pieces_left = [0] * len(lines)
+        for owner in owners:
+            pieces_left[owner] += 1
+        done: dict[int, list] = {}
+        batches = [batch.tolist() for batch in sorted_batches([len(ids) for ids in sources], self.max_tokens,
+                                                              self.batch_size)]
+        if (any(forced) or any(required)) and self.shortlist is not None and not self._noted_prefix:
+            log.warning("lines with a target prefix or glossary terms are decoded over the whole vocabulary, "
+                        "not the shortlist")
+            self._noted_prefix = True
+        if any(forced) and any(required):
+            raise UsageError("target prefixes and a glossary do not combine: give one or the other")
+        searched = self._search_batches([([sources[i] for i in batch],
+                                          [forced[i] for i in batch] if any(forced[i] for i in batch) else None,
+                                          [required[i] for i in batch] if any(required[i] for i in batch) else None)
+                                         for batch in batches])
+        for batch, results in zip(batches, searched, strict=True):
+            for source_index, result in zip(batch, results, strict=True):
+                owner = owners[source_index]
+                done.setdefault(owner, []).append((source_index, result))
+                pieces_left[owner] -= 1
+                if pieces_left[owner] == 0:
+                    translation = self._join(lines[owner], units[owner], [r for _, r in sorted(done.pop(owner))])
+                    if self.alignments:
+                        translation = replace(translation, alignment=align(self.model, self.tokenizer,
+                                                                           translation.source, translation.text))
+                    if self.min_confidence is not None and translation.confidence < self.min_confidence:
+                        translation = replace(translation, text="", nbest=[])
+                        self.withheld += 1
+                    yield owner, translation
+
+    def _join(self, line: str, units: list[Unit], results: list) -> Translation:
+        """The Translation of `line` from its units and the search's results, one per piece, in order."""
+        if not results:
+            return Translation(line, "", None)
+        if len(results) == 1:
+            nbest = [(units[0].restore(self.tokenizer.decode(h.tokens)), h.score) for h in results[0]]
+            text, score = nbest[0]
+        else:
+            texts, start = [], 0
+            for unit in units:
+                hypotheses = results[start : start + len(unit.pieces)]
+                translated = unit.restore(" ".join(self.tokenizer.decode(h[0].tokens) for h in hypotheses))
+                texts.append(fit_piece(unit.source, translated))  # a clause's capital and final mark
+                start += len(unit.pieces)
+            text = " ".join(texts)
+            score = sum(r[0].score for r in results) / len(results)
+            nbest = [(text, score)]
+        best = [r[0] for r in results]
+        confidence = sum(h.log_prob for h in best) / sum(len(h.tokens) + 1 for h in best)
+        pieces = [piece for unit in units for piece in unit.pieces]
+        return Translation(line, text, score, nbest, confidence=confidence, flags=self._flags(line, text, best, pieces))
+
+    def _flags(self, line: str, text: str, best: list, pieces: list[list[int]]) -> list[str]:
+        """The failures a translation shows: it copies the source, loops, reached the length cap, is empty."""
+        flags = []
+        if text.strip() and normalized(text) == normalized(line):
+            flags.append("copy")
+        if loops(text):
+            flags.append("loop")
+        options = self.options
+        caps = [min(math.floor(options.max_len_a * (len(ids) + 1)) + options.max_len_b, self.model.config.max_positions)
+                for ids in pieces]
+        if any(len(h.tokens) + 1 >= cap for h, cap in zip(best, caps, strict=True)):
+            flags.append("max_length")
+        if not text.strip():
+            flags.append("empty")
+        return flags
+
+
+def translate_stream(translator: Translator, source: BinaryIO, sink: TextIO, *, window: int = 1000,
+                     as_json: bool = False, quiet: bool = False, records: bool = False) -> int:
+    """Translate `source` line by line to `sink`, `window` lines at a time (1: answer each line at once).
+    Returns the number of lines written. Lines are written in order as soon as all before them are done,
+    and flushed at the end of each window; on an interruption (nmt.errors.Interrupted) the finished lines
+    are flushed and the interruption goes on with their count. records: each line is a JSON object with
+    "source" and optionally "prefix" (a line that is not stops the translation before its window, with
+    every line before that window written)."""
+    lines = read_stream_lines(source, lambda: log.warning("invalid UTF-8 in the input was replaced by U+FFFD"))
+    written, started, last_report = 0, time.monotonic(), time.monotonic()
+    try:
+        while chunk := list(itertools.islice(lines, window)):
+            prefixes = None
+            if records:
+                chunk, prefixes = parse_records(chunk, first_number=written + 1)
+            written += _translate_window(translator, chunk, sink, as_json, prefixes)
+            now = time.monotonic()
+            if not quiet and now - last_report > 5:
+                log.info("%d lines, %.1f lines/s", written, written / (now - started))
+                last_report = now
+    except Interrupted as stop:
+        raise stop.after(written) from None
+    return written
+
+
+def normalized(text: str) -> str:
+    """Letters and digits alone, lowercased: what a copied source has in common with the source."""
+    return "".join(char for char in text.lower() if char.isalnum())
+
+
+def translate_document(translator: Translator, text: str) -> str:
+    """Running text translated paragraph by paragraph: paragraphs are separated by blank lines, and a
+    paragraph's lines (wrapped at any width) are joined into one text that nmt.text.segment splits into
+    sentences. The French keeps the paragraphs and every blank line between them, one line a paragraph."""
+    blocks: list[list[str]] = []  # paragraphs (their lines) and runs of blank lines ([""] each)
+    for line in text.split("\n"):
+        line = line.rstrip("\r")
+        if not line.strip():
+            blocks.append([""])
+        elif blocks and blocks[-1] != [""]:
+            blocks[-1].append(line.strip())
+        else:
+            blocks.append([line.strip()])
+    if text.endswith("\n") and blocks and blocks[-1] == [""]:
+        blocks.pop()  # the final newline ends the last line, it is not a blank line
+    paragraphs = [" ".join(block) for block in blocks if block != [""]]
+    translated = iter(t.text for t in translator.translate(paragraphs))
+    return "".join(("" if block == [""] else next(translated)) + "\n" for block in blocks)
+
+
+def parse_records(lines: list[str], first_number: int) -> tuple[list[str], list[str | None]]:
+    """(sources, prefixes) of JSON lines {"source": ..., "prefix": ...} ("prefix" optional); UsageError
+    naming the first line that is not one (numbered from first_number)."""
+    sources, prefixes = [], []
+    for number, line in enumerate(lines, first_number):
+        try:
+            record = json.loads(line)
+            source, prefix = record["source"], record.get("prefix")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise UsageError(f"input line {number}: not a JSON object with a source") from None
+        if not isinstance(source, str) or not isinstance(prefix, str | None):
+            raise UsageError(f"input line {number}: source and prefix must be strings")
+        sources.append(source)
+        prefixes.append(prefix)
+    return sources, prefixes
+
+
+def _translate_window(translator: Translator, chunk: list[str], sink: TextIO, as_json: bool,
+                      prefixes: list[str | None] | None = None) -> int:
+    """Write the translations of `chunk` in order; returns len(chunk)."""
+    ready: dict[int, Translation] = {}
+    next_line = 0
+    try:
+        with contextlib.closing(translator.translate_as_ready(chunk, prefixes)) as translations:
+            for index, translation in translations:
+                ready[index] = translation
+                while next_line in ready:  # write the in-order prefix as soon as it is complete
+                    done = ready.pop(next_line)
+                    with held_stops():  # a stop signal waits until the line is both written and counted
+                        sink.write((done.to_json() if as_json else done.text.replace("\n", " ")) + "\n")
+                        next_line += 1
+    except Interrupted as stop:
+        raise stop.after(next_line) from None
+    finally:
+        sink.flush()
+    return len(chunk)

@@ -1,0 +1,276 @@
+"""The decoder for CPUs: nmt.model.transformer's decoder_step, the one step every decoder runs, over faster functions of
+the same weights, and the encoder (`Transformer.encode`) without the nn.Module calls.
+
+At batch 1 a decoder step of the shipped model is close to a hundred small tensor operations, and
+nn.Module's call machinery (hooks, attribute lookups, dropout calls that do nothing in evaluation) cost
+about as much as the operations themselves. FlatDecoder looks every layer's weights up once, as plain
+functions (oneDNN's packed bf16 products, nmt.model.quantize's int8 products), and gives them to decoder_step; the
+search sees it as a decoder (`config`, `init_state`, `decode_step`).
+
+    decoder = FlatDecoder(model.eval())
+    hypotheses = search(decoder, src, SearchOptions(beam_size=4))
+
+In reduced precision on a CPU (bf16, int8_bf16, int8_fp32) it keeps its attention caches in bf16 and
+attends over them through nmt.model.native's C kernels, where they are built (nmt.model.cache.cached_attention). With a
+shortlist (`restricted`) it embeds and projects each sentence's own target tokens.
+
+The tests check its memory against `Transformer.encode` and its log-probabilities against
+`Transformer.decode_step`. A state without cache and a model in training mode go to the model's own step
+(and encoder).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nmt.model.cache import DecoderState, cached_attention
+from nmt.model.native import (
+    HEAD_DIM_STEP,
+    SentenceLogits,
+    cross_attention_kernel,
+    log_softmax_kernel,
+    self_attention_kernel,
+    sentence_logits_kernel,
+)
+from nmt.model.quantize import DynamicInt8Linear, Int8Linear, bf16_linear_function
+from nmt.model.shortlist import Vocabularies
+from nmt.model.transformer import EncoderWeights, StepWeights, Transformer, decoder_step, encoder_stack
+
+Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)
+
+
+def linear_function(module: nn.Module, outputs: Tensor | None = None) -> Linear:
+    """An nn.Linear, Int8Linear or DynamicInt8Linear as a plain function of its input rows; with `outputs`
+    (O,), of those output channels alone."""
+    if isinstance(module, (Int8Linear, DynamicInt8Linear)):
+        return module.function(outputs)
+    if outputs is None:
+        return weight_function(module.weight, module.bias)
+    bias = None if module.bias is None else module.bias.index_select(0, outputs)
+    return weight_function(plain_weight(module).index_select(0, outputs), bias)
+
+
+def plain_weight(module: nn.Module) -> Tensor:
+    """An nn.Linear's weight, where a shortlist may take some of its rows (ValueError for torchao's int8)."""
+    if type(module.weight) is not nn.Parameter:  # torchao's quantized weights (--precision int8)
+        raise ValueError("a shortlist needs plain, int8_bf16 or int8_fp32 weights, not torchao's int8")
+    return module.weight
+
+
+def output_rows(model: Transformer, ids: Tensor) -> tuple[Tensor, Tensor | None]:
+    """The output projection's weights (n, D) and bias (n,) (None without one) of vocabulary ids (n,), in
+    float32; int8 weights as their int8 values times their scales."""
+    projection = model.output_proj
+    if projection is None:  # tied embeddings
+        return model.embed.weight.index_select(0, ids).float(), None
+    if isinstance(projection, (Int8Linear, DynamicInt8Linear)):
+        scale = projection.scale.index_select(0, ids).float()[:, None]  # (n, 1)
+        weight = projection.quantized.index_select(0, ids).float() * scale
+    else:
+        weight = plain_weight(projection).index_select(0, ids).float()
+    return weight, None if projection.bias is None else projection.bias.index_select(0, ids).float()
+
+
+def relu_linear_function(module: nn.Module) -> Linear:
+    """relu(module(rows)) as one function; int8_fp32's fbgemm GEMM applies the ReLU as it writes its output,
+    which saves a pass over the rows."""
+    if isinstance(module, (Int8Linear, DynamicInt8Linear)):
+        return module.function(relu=True)
+    if type(module.weight) is nn.Parameter and module.weight.dtype == torch.bfloat16:
+        return bf16_linear_function(module.weight, module.bias, relu=True)
+    linear = linear_function(module)
+    return lambda rows: F.relu(linear(rows))
+
+
+def weight_function(weight: Tensor, bias: Tensor | None = None) -> Linear:
+    if weight.dtype == torch.bfloat16:
+        return bf16_linear_function(weight, bias)  # oneDNN's packed weights on CPUs with bf16 arithmetic
+
+    def linear(rows: Tensor) -> Tensor:  # positional: torchao's int8 weights (--precision int8) take no keywords
+        return F.linear(rows, weight, bias)
+
+    return linear
+
+
+def norm_function(module: nn.Module) -> Callable[[Tensor], Tensor]:
+    if isinstance(module, nn.Identity):
+        return lambda x: x
+    return functools.partial(torch.layer_norm, normalized_shape=module.normalized_shape, weight=module.weight,
+                             bias=module.bias, eps=module.eps)
+
+
+class FlatDecoder:
+    fixed_rows = False  # as a decoder of nmt.decoding.search
+
+    def __init__(self, model: Transformer):
+        self.model = model
+        self.config = model.config
+        self.embedding = model.embed.weight
+        self.embedding_scale = math.sqrt(model.config.d_model)
+        self.positions = model.positions
+        self.encoder_layers = [
+            EncoderWeights(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
+                             linear_function(layer.self_attn.out_proj), norm_function(layer.attn_sublayer.norm),
+                             relu_linear_function(layer.ffn.up), linear_function(layer.ffn.down),
+                             norm_function(layer.ffn_sublayer.norm))
+            for layer in model.encoder_layers]
+        self.encoder_norm = norm_function(model.encoder_norm)
+        self.layers = [
+            StepWeights(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
+                        linear_function(layer.self_attn.out_proj), norm_function(layer.self_sublayer.norm),
+                        linear_function(layer.cross_attn.q_proj), linear_function(layer.cross_attn.out_proj),
+                        norm_function(layer.cross_sublayer.norm), relu_linear_function(layer.ffn.up),
+                        linear_function(layer.ffn.down), norm_function(layer.ffn_sublayer.norm))
+            for layer in model.decoder_layers]
+        self.final_norm = norm_function(model.decoder_norm)
+        self.project = (weight_function(model.embed.weight) if model.output_proj is None  # tied embeddings
+                        else linear_function(model.output_proj))
+        # With a shortlist (restricted): the batch's vocabularies, each sentence's local token ids as
+        # vocabulary ids (N, width), and the product onto its own tokens: the C kernel bound to their
+        # weights, or their weights and bias padded to the longest list (see restricted)
+        self.vocabularies: Vocabularies | None = None
+        self.token_ids: Tensor | None = None
+        self.own_logits: SentenceLogits | None = None
+        self.own_weights: Tensor | None = None
+        self.own_bias: Tensor | None = None
+        self.shared_projections: dict[int, tuple[Tensor, Linear]] = {}  # id(shared ids) -> (ids, projection)
+        # Reduced precision on a CPU (bf16 activations, or int8_fp32's int8 products): bf16 attention caches
+        # and the C kernels over them (nmt.model.native). fp32 keeps float32 caches.
+        head_dim = model.config.d_model // model.config.n_heads
+        reduced = (self.embedding.dtype == torch.bfloat16
+                   or any(isinstance(layer.ffn.up, DynamicInt8Linear) for layer in model.decoder_layers))
+        native = reduced and self.embedding.device.type == "cpu" and head_dim % HEAD_DIM_STEP == 0
+        self.self_attention = self_attention_kernel() if native else None
+        self.cross_attention = cross_attention_kernel() if native else None
+        self.log_softmax = log_softmax_kernel() if native else None
+        self.sentence_logits = sentence_logits_kernel() if native else None
+
+    def restricted(self, vocabularies: Vocabularies) -> FlatDecoder:
+        """This decoder over each sentence's own target tokens (nmt.model.shortlist): token i of a row's input and
+        of its log-probabilities (R, width) is local token i of the row's sentence. The shared tokens of all
+        rows take one product (packed once: the shared ids are the same for every batch), each sentence's
+        own tokens a product of their own (nmt.model.native's kernel on bf16 weights, or a batched product over
+        weights padded to the longest list)."""
+        restricted = copy.copy(self)
+        device = self.embedding.device
+        restricted.project = self.shared_projection(vocabularies.shared)
+        restricted.vocabularies = vocabularies = Vocabularies(
+            *(t.to(device) for t in (vocabularies.shared, vocabularies.extra, vocabularies.starts,
+                                     vocabularies.counts)), vocabularies.width)
+        restricted.token_ids = vocabularies.table(self.config.pad_id)  # (N, width)
+        if self.sentence_logits is not None:
+            weights, bias = self.output_rows_bf16
+            restricted.own_logits = self.sentence_logits(  # (total, D) weights, (total,) bias
+                weights.index_select(0, vocabularies.extra), None if bias is None
+                else bias.index_select(0, vocabularies.extra), vocabularies.starts, vocabularies.counts)
+            return restricted
+        weight, bias = output_rows(self.model, vocabularies.extra)  # (total, D), (total,)
+        listed = vocabularies.owned()  # (N, E)
+        sentences, own = listed.shape
+        restricted.own_weights = weight.new_zeros(sentences, own, weight.size(1)).index_put_(  # (N, E, D)
+            torch.nonzero(listed, as_tuple=True), weight).to(self.embedding.dtype)
+        restricted.own_bias = weight.new_full((sentences, own), -math.inf).masked_scatter_(  # (N, E)
+            listed, torch.zeros_like(weight[:, 0]) if bias is None else bias).to(self.embedding.dtype)
+        return restricted
+
+    @functools.cached_property
+    def output_rows_bf16(self) -> tuple[Tensor, Tensor | None]:
+        """output_rows of the whole vocabulary, the weights (V, D) in bf16: each batch takes its sentences' own
+        tokens from them (4 MB for the shipped model, where gathering and converting them from the int8
+        weights for every batch was a few percent of greedy decoding at batch 1)."""
+        weights, bias = output_rows(self.model, torch.arange(self.config.vocab_size, device=self.embedding.device))
+        return weights.bfloat16(), bias
+
+    def shared_projection(self, ids: Tensor) -> Linear:
+        """The output projection onto the vocabulary ids `ids` (F,) (a shortlist's shared ids, which every
+        batch passes as the same tensor), built (and packed) once per ids tensor."""
+        cached = self.shared_projections.get(id(ids))
+        if cached is None or cached[0] is not ids:
+            on_device = ids.to(self.embedding.device)
+            projection = (weight_function(self.embedding.index_select(0, on_device))
+                          if self.model.output_proj is None else linear_function(self.model.output_proj, on_device))
+            cached = self.shared_projections[id(ids)] = (ids, projection)
+        return cached[1]
+
+    def with_own_tokens(self, rows: Tensor, shared_logits: Tensor, state: DecoderState) -> Tensor:
+        """Final decoder states (R, D) and their logits of the shared tokens (R, F) -> the logits (R, width)
+        of each row's sentence vocabulary: the shared tokens, then the sentence's own, then -inf."""
+        sentences = state.sentences
+        if self.own_logits is not None:
+            return self.own_logits(rows, shared_logits.to(rows.dtype), sentences, self.vocabularies.width)
+        count, n = rows.size(0), sentences.size(0)
+        own = torch.baddbmm(self.own_bias.index_select(0, sentences)[:, None, :],  # (N, K, E)
+                            rows.view(n, count // n, -1), self.own_weights.index_select(0, sentences).transpose(1, 2))
+        return torch.cat([shared_logits, own.view(count, -1).to(shared_logits.dtype)], dim=1)
+
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True,
+                   max_length: int | None = None) -> DecoderState:
+        memory = None if self.model.training else self.encode(src)
+        state = self.model.init_state(src, beam_size=beam_size, use_cache=use_cache, memory=memory)
+        if self.vocabularies is not None:
+            state.sentences = torch.arange(src.size(0), device=src.device)
+        if self.self_attention is None or not use_cache or self.model.training:
+            return state
+        state.self_keys = [buffer.bfloat16() for buffer in state.self_keys]
+        state.self_values = [buffer.bfloat16() for buffer in state.self_values]
+        if padded_at_the_end(state.cross_mask):  # the cross kernel takes each source's length
+            state.cross_keys = [tensor.bfloat16() for tensor in state.cross_keys]
+            state.cross_values = [tensor.bfloat16() for tensor in state.cross_values]
+        return state
+
+    @torch.inference_mode()  # as nmt.decoding.search
+    def encode(self, src: Tensor) -> Tensor:
+        """Transformer.encode, its encoder_stack over this decoder's functions of the weights: source (N, S) ->
+        memory (N, S, D)."""
+        config = self.config
+        length = src.size(1)
+        x = F.embedding(src, self.model.embed.weight) * self.embedding_scale  # the source's whole vocabulary
+        if config.positional_encoding:
+            x = x + self.positions[:length]
+        x = encoder_stack(self.encoder_layers, x, self.model.source_mask(src), config.n_heads, config.pre_norm)
+        return self.encoder_norm(x)
+
+    @torch.inference_mode()  # as nmt.decoding.search
+    def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
+        """Transformer.decode_step: one token per row (R,) -> log-probabilities (R, V) of the next."""
+        if self.model.training or not state.use_cache:
+            if self.vocabularies is not None:
+                raise ValueError("a shortlist needs the cached decoder, not --no-cache")
+            return self.model.decode_step(tokens, state)
+        config = self.config
+        step, rows, sentences = state.step, tokens.size(0), state.n_sentences
+        state.ensure_capacity(step + 1)
+        if self.vocabularies is not None:  # each sentence's local token ids -> vocabulary ids
+            owners = state.sentences if rows == sentences else state.sentences.repeat_interleave(rows // sentences)
+            tokens = self.token_ids[owners, tokens]  # owners (R,): each row's sentence in the batch
+        x = F.embedding(tokens, self.embedding) * self.embedding_scale  # (R, D)
+        if config.positional_encoding:
+            x = x + self.positions[step]
+        attention = cached_attention(state, config.n_heads, self.self_attention, self.cross_attention)
+        x = decoder_step(self.layers, x, *attention, config.n_heads, config.pre_norm)
+        state.step += 1
+        x = self.final_norm(x)
+        logits = self.project(x)  # (R, V), or (R, F) the shared tokens of a shortlist
+        if self.vocabularies is not None:
+            logits = self.with_own_tokens(x, logits, state)  # (R, width)
+        if self.log_softmax is not None:
+            return self.log_softmax(logits), state
+        return F.log_softmax(logits, dim=-1, dtype=torch.float32), state
+
+
+def padded_at_the_end(mask: Tensor | None) -> bool:
+    """Whether a source mask (N, 1, 1, S), True on real tokens, holds each source's tokens first (None:
+    nothing padded)."""
+    if mask is None:
+        return True
+    mask = mask.view(mask.size(0), -1)  # (N, S)
+    lengths = mask.sum(dim=1, keepdim=True)
+    return torch.equal(mask, torch.arange(mask.size(1)) < lengths)
+

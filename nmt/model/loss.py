@@ -1,0 +1,94 @@
+"""The training loss: label-smoothed cross-entropy of the model's output projection, computed a chunk of
+target tokens at a time so that the logits of the whole batch (tokens x vocabulary, float32) never exist.
+
+    criterion = TranslationLoss(model, label_smoothing=0.1)     # wrap this in DistributedDataParallel
+    loss_sum, n_tokens = criterion(src, tgt_in, tgt_out)       # summed over non-padding target tokens
+
+The value and gradients are those of F.cross_entropy(logits, targets, label_smoothing=ls, ignore_index=pad,
+reduction="sum") on logits = model.project(decoder output): for each chunk, the forward pass computes the
+chunk's log-softmax, its loss, and at once the gradients with respect to the decoder output and the
+projection's weights (softmax minus the smoothed target distribution), which backward only scales. A batch of
+4096 target tokens over 8000 pieces held five or six float32 copies of its 131 MB of logits at once;
+here one chunk's, CHUNK_TOKENS x vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from nmt.model.transformer import Transformer
+
+CHUNK_TOKENS = 1024
+
+
+class _ChunkedOutputCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, pad_id: int,
+                smoothing: float, dtype: torch.dtype) -> Tensor:
+        """hidden (N, D), weight (V, D), bias (V,) or None, targets (N,) -> the summed loss (a scalar)."""
+        vocab = weight.size(0)
+        weight_c = weight.to(dtype)
+        grad_hidden = torch.empty_like(hidden)
+        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        grad_bias = torch.zeros(vocab, dtype=torch.float32, device=weight.device) if bias is not None else None
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        for start in range(0, hidden.size(0), CHUNK_TOKENS):
+            h = hidden[start : start + CHUNK_TOKENS].to(dtype)  # (n, D)
+            target = targets[start : start + CHUNK_TOKENS]
+            logits = (h @ weight_c.T).float()  # (n, V)
+            if bias is not None:
+                logits += bias.float()
+            log_probs = logits.log_softmax(dim=-1)
+            real = (target != pad_id).float()  # (n,)
+            rows = torch.arange(len(target), device=target.device)
+            nll = -log_probs[rows, target]
+            uniform = -log_probs.mean(dim=-1)
+            total += (((1 - smoothing) * nll + smoothing * uniform) * real).sum()
+            grad = log_probs.exp_()  # softmax, in place of the log-probabilities
+            grad -= smoothing / vocab
+            grad[rows, target] -= 1 - smoothing
+            grad *= real[:, None]
+            grad_hidden[start : start + CHUNK_TOKENS] = (grad.to(dtype) @ weight_c).to(hidden.dtype)
+            grad_weight += (grad.to(dtype).T @ h).float()
+            if grad_bias is not None:
+                grad_bias += grad.sum(dim=0)
+        ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
+        ctx.has_bias = bias is not None
+        ctx.weight_dtype = weight.dtype
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_output: Tensor):
+        grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
+        return (grad_hidden * grad_output, (grad_weight * grad_output).to(ctx.weight_dtype),
+                grad_bias * grad_output if ctx.has_bias else None, None, None, None, None)
+
+
+def output_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, pad_id: int,
+                         smoothing: float = 0.0) -> Tensor:
+    """Summed label-smoothed cross-entropy of logits hidden @ weight.T + bias (hidden (N, D), targets (N,)),
+    padding ignored, chunk by chunk. Under autocast, the products run in its dtype, softmax in float32."""
+    dtype = torch.get_autocast_dtype(hidden.device.type) if torch.is_autocast_enabled(hidden.device.type) \
+        else hidden.dtype
+    with torch.autocast(hidden.device.type, enabled=False):
+        return _ChunkedOutputCrossEntropy.apply(hidden, weight, bias, targets, pad_id, smoothing, dtype)
+
+
+class TranslationLoss(nn.Module):
+    """The model and its training loss as one module, for DistributedDataParallel to wrap (its hooks see
+    every parameter used, the tied output projection included)."""
+
+    def __init__(self, model: Transformer, label_smoothing: float = 0.0):
+        super().__init__()
+        self.model = model
+        self.label_smoothing = label_smoothing
+
+    def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
+        """Source (B, S), target input (B, T), target output (B, T) -> the loss summed over real tokens."""
+        model = self.model
+        mask = model.source_mask(src)
+        hidden = model.decode(tgt_in, model.encode(src, mask), mask)  # (B, T, D)
+        weight, bias = model.output_weights()
+        return output_cross_entropy(hidden.reshape(-1, hidden.size(-1)), weight, bias, tgt_out.reshape(-1),
+                                    model.config.pad_id, self.label_smoothing)

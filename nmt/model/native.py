@@ -1,0 +1,314 @@
+"""C kernels for the CPU decoder's attention over bf16 caches (and its shortlist logits), compiled on first use.
+
+In a batched beam search on a CPU, a step's self-attention reads every cached key and value once, and
+that read bounds it: in float32, torch's batched products read the caches at about the speed of a copy
+(torch's bf16 products go through oneDNN, which builds a kernel for every new cached length). Where the
+model's activations are bf16 (`--precision bf16` and `int8_bf16`), the keys and values already are bf16;
+in `int8_fp32` they are rounded to bf16 as they are cached. The flat decoder keeps them so in these modes
+(half the bytes to read, and to move in beam reorders) and computes attention over them here
+(`attention_kernel.c`): `decode_self_attention` streams the self-attention cache in memory order, 16 rows
+at a time (8 with AVX2); `decode_cross_attention` reads each sentence's encoder keys and values once for
+all of its beams, up to the sentence's own length (so it needs sources padded at the end);
+`decode_log_softmax` turns a step's logits into log-probabilities one row at a time;
+`decode_sentence_logits` scores each sentence's own shortlist tokens (nmt.model.shortlist) after the shared
+ones, reading each sentence's output weights once for its beams. What they gain on AVX-512 and AVX2
+CPUs is in `benchmarks/EXPERIMENTS.md` (over float32 caches they gained nothing: the bytes read are what
+they save). The kernels run on the calling thread: translation on a CPU decodes in one-thread worker
+processes by default (`--workers`).
+
+The kernels are compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
+else `~/.cache/nmt`), once per source, compiler flags and CPU; `make setup` does it ahead. They are for
+CPUs with AVX-512 or AVX2 (`has_vector_units`). Elsewhere, without a compiler, with `NMT_NATIVE=0`, or
+where compiling fails, `library()` is None and the decoder keeps its float32 caches and torch's products.
+
+    self_attention = self_attention_kernel()
+    out = self_attention(q, keys, values)   # q (N, Dh) bf16, keys/values (T, N, Dh) bf16 -> (N, Dh) bf16
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("attention_kernel.c")
+# -march=native: the vector width of this CPU (AVX-512 where it has it); a compiler without it (or a CPU
+# it does not know) gets the second set, AVX2, which every CPU that has_vector_units() runs
+FLAG_SETS = (["-O3", "-march=native", "-mprefer-vector-width=512"], ["-O3", "-mavx2", "-mfma"])
+HEAD_DIM_STEP = 16  # the kernel's vectors: head dimensions that are a multiple of it
+QUERY_DTYPES = (torch.bfloat16, torch.float32)
+
+
+def cpu_signature() -> str:
+    """What the compiled code depends on: the machine and its instruction-set flags (a cache folder shared
+    between machines must not hand one CPU's build to another)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        flags = next(line for line in lines if line.startswith(("flags", "Features")))  # x86, Arm
+    except (OSError, StopIteration):
+        flags = platform.processor()
+    return f"{platform.machine()} {flags}"
+
+
+def cache_folder() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nmt"
+
+
+def c_compiler() -> str:
+    """$CC, else the compiler Python was built with, else cc (the command alone, without its flags)."""
+    return (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+
+
+def compiler_identity(path: str) -> bytes:
+    """The compiler binary (its real path, size and modification time): another compiler, or the same one
+    upgraded, builds anew."""
+    real = os.path.realpath(path)
+    info = os.stat(real)
+    return f"{real} {info.st_size} {info.st_mtime_ns}".encode()
+
+
+def private_folder(folder: Path) -> bool:
+    """Make `folder` (created if missing) readable and writable by this user alone; False when it belongs to
+    another user, whose code this process must not load."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.stat()
+    if info.st_uid != os.getuid():
+        log.warning("%s belongs to another user: the attention kernels are not loaded from it", folder)
+        return False
+    if info.st_mode & 0o077:
+        folder.chmod(0o700)
+    return True
+
+
+def trusted(library_path: Path) -> bool:
+    """The library is this user's, writable by no one else, and holds the bytes its build recorded beside it
+    (LIB.sha256): a file changed after the build, by hand or by damage, is not loaded."""
+    try:
+        info = library_path.stat()
+        recorded = library_path.with_suffix(".sha256").read_text().strip()
+        actual = hashlib.sha256(library_path.read_bytes()).hexdigest()
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022 and recorded == actual
+
+
+def compile_library() -> Path | None:
+    """The compiled kernels' path, compiling them if this CPU has no trusted build yet; None if they cannot be
+    built. The cache folder is private to the user (mode 0700), and every load checks the build's
+    checksum (`trusted`)."""
+    compiler = shutil.which(c_compiler())
+    if compiler is None:
+        log.debug("no C compiler (%s): the decoder keeps float32 attention caches", c_compiler())
+        return None
+    source = SOURCE.read_bytes()
+    for flags in FLAG_SETS:
+        try:
+            key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), cpu_signature().encode(),
+                                             compiler_identity(compiler)])).hexdigest()
+            target = cache_folder() / f"attention-{key[:16]}.so"  # RuntimeError: no home folder
+            if not private_folder(target.parent):
+                return None
+            if trusted(target):
+                return target
+            with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+                built = Path(scratch) / target.name
+                subprocess.run([compiler, *flags, "-shared", "-fPIC", "-o", str(built), str(SOURCE), "-lm"],
+                               check=True, capture_output=True, timeout=120)
+                built.chmod(0o700)
+                digest = Path(scratch) / "digest"
+                digest.write_text(hashlib.sha256(built.read_bytes()).hexdigest() + "\n")
+                # atomic: processes building at once each rename a whole library, then its checksum; one that
+                # reads a library and another's checksum between the two renames rebuilds
+                os.replace(built, target)
+                os.replace(digest, target.with_suffix(".sha256"))
+            return target
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            log.debug("compiling %s with %s failed: %s", SOURCE.name, flags, exc)
+    return None
+
+
+def has_vector_units() -> bool:
+    """Whether this CPU has the vectors the kernels are written for: AVX-512 (16 floats) or AVX2 with FMA
+    (8 floats; the source picks the width from what the compiler targets: built with 16-float vectors for
+    AVX2, GCC split each vector and its shuffles into many instructions and the kernel lost to torch).
+    Other CPUs, Arm ones included, keep torch's products."""
+    flags = cpu_signature().split()
+    return "avx512f" in flags or {"avx2", "fma"} <= set(flags)
+
+
+@functools.cache
+def library() -> ctypes.CDLL | None:
+    """The compiled kernels, or None where they are unavailable (module docstring)."""
+    if os.environ.get("NMT_NATIVE", "1") == "0" or not has_vector_units():
+        return None
+    path = compile_library()
+    if path is None:
+        return None
+    try:
+        loaded = ctypes.CDLL(str(path))
+        loaded.decode_self_attention.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_float,
+                                                                                                ctypes.c_int32]
+        loaded.decode_cross_attention.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 5 + [ctypes.c_float,
+                                                                                                 ctypes.c_int32]
+        loaded.decode_log_softmax.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
+        loaded.decode_sentence_logits.argtypes = ([ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
+                                                   + [ctypes.c_int64] + [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 5
+                                                   + [ctypes.c_int32])
+    except (OSError, AttributeError) as exc:
+        log.debug("loading %s failed: %s", path, exc)
+        return None
+    loaded.decode_self_attention.restype = loaded.decode_cross_attention.restype = ctypes.c_int32  # 1: no memory
+    loaded.decode_sentence_logits.restype = ctypes.c_int32  # 1: no memory, 2: a sentence outside the batch
+    loaded.decode_log_softmax.restype = None
+    return loaded
+
+
+def check_inputs(q: Tensor, keys: Tensor, values: Tensor) -> None:
+    """The kernels read raw memory: only contiguous CPU tensors, bf16 caches of one shape, bf16 or float32
+    queries and head dimensions of whole vectors may reach them. (Checked at every call of every layer and
+    step: written to cost little.)"""
+    if not (q.dtype in QUERY_DTYPES and keys.dtype == torch.bfloat16 and values.dtype == torch.bfloat16
+            and q.is_cpu and keys.is_cpu and values.is_cpu
+            and q.is_contiguous() and keys.is_contiguous() and values.is_contiguous()):
+        raise ValueError("the attention kernels need contiguous CPU tensors: bf16 caches, bf16 or float32 queries")
+    if keys.shape != values.shape or q.size(-1) != keys.size(-1) or q.size(-1) % HEAD_DIM_STEP:
+        raise ValueError(f"the attention kernels need keys and values of one shape and a head dimension that is "
+                         f"a multiple of {HEAD_DIM_STEP}: q {tuple(q.shape)}, keys {tuple(keys.shape)}")
+
+
+def self_attention_kernel() -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
+    """decode_self_attention as a function of tensors, or None where the kernels are unavailable."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def self_attention(q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
+        """softmax(q k^T / sqrt(Dh)) v per row: q (N, Dh) bf16 or float32, keys/values (T, N, Dh) bf16
+        -> (N, Dh) in q's dtype."""
+        check_inputs(q, keys, values)
+        if keys.dim() != 3 or keys.shape[1:] != q.shape:
+            raise ValueError(f"self-attention needs q (N, Dh) and keys (T, N, Dh): {tuple(q.shape)}, "
+                             f"{tuple(keys.shape)}")
+        rows, head_dim = q.shape
+        out = torch.empty_like(q)
+        if loaded.decode_self_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(),
+                                        keys.size(0), rows, head_dim, head_dim**-0.5, q.dtype == torch.float32):
+            raise MemoryError("the self-attention kernel could not allocate its scratch memory")
+        return out
+
+    return self_attention
+
+
+def cross_attention_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None:
+    """decode_cross_attention as a function of tensors, or None where the kernels are unavailable."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def cross_attention(q: Tensor, keys: Tensor, values: Tensor, lengths: Tensor) -> Tensor:
+        """The K rows of each sentence over its first lengths[n] encoder positions: q (N, K, H, Dh) bf16 or
+        float32, keys/values (N, H, S, Dh) bf16; lengths (N,) int64 -> (N, K, H, Dh) in q's dtype."""
+        check_inputs(q, keys, values)
+        if q.dim() != 4 or keys.dim() != 4 or keys.size(0) != q.size(0) or keys.size(1) != q.size(2):
+            raise ValueError(f"cross-attention needs q (N, K, H, Dh) and keys (N, H, S, Dh): {tuple(q.shape)}, "
+                             f"{tuple(keys.shape)}")
+        sentences, beam, heads, head_dim = q.shape
+        if not (lengths.dtype == torch.int64 and lengths.is_cpu and lengths.is_contiguous() and lengths.dim() == 1
+                and lengths.size(0) == sentences):
+            raise ValueError("lengths must be a contiguous int64 CPU tensor of one length per sentence")
+        out = torch.empty_like(q)
+        if loaded.decode_cross_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), lengths.data_ptr(),
+                                         out.data_ptr(), sentences, beam, heads, keys.size(2), head_dim,
+                                         head_dim**-0.5, q.dtype == torch.float32):
+            raise MemoryError("the cross-attention kernel could not allocate its scratch memory")
+        return out
+
+    return cross_attention
+
+
+def log_softmax_kernel() -> Callable[[Tensor], Tensor] | None:
+    """decode_log_softmax as a function of tensors, or None where the kernels are unavailable; faster than
+    F.log_softmax on a decoding step's rows, the same log-probabilities within 2e-6."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def log_softmax(logits: Tensor) -> Tensor:
+        """F.log_softmax(logits, dim=-1, dtype=torch.float32) of contiguous bf16 or float32 CPU logits (R, V)."""
+        shape_ok = logits.dim() == 2 and logits.is_contiguous() and logits.is_cpu
+        if logits.dtype not in (torch.bfloat16, torch.float32) or not shape_ok:
+            raise ValueError("decode_log_softmax needs contiguous 2-dimensional bf16 or float32 CPU logits")
+        out = torch.empty(logits.shape, dtype=torch.float32)
+        loaded.decode_log_softmax(logits.data_ptr(), out.data_ptr(), logits.size(0), logits.size(1),
+                                  logits.dtype == torch.float32)
+        return out
+
+    return log_softmax
+
+
+SentenceLogits = Callable[[Tensor, Tensor, Tensor, int], Tensor]  # (rows, shared_logits, sentences, width)
+
+
+def sentence_logits_kernel() -> Callable[[Tensor, Tensor | None, Tensor, Tensor], SentenceLogits] | None:
+    """decode_sentence_logits for one batch's vocabularies, or None where the kernels are unavailable:
+    bind(weights, bias, starts, counts) checks a batch's own tokens once and returns the function that its
+    decoding steps call, whose checks of indices are the kernel's own (checked in Python at every call,
+    they cost more than the call at batch 1)."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def bind(weights: Tensor, bias: Tensor | None, starts: Tensor, counts: Tensor) -> SentenceLogits:
+        """Sentence n of the batch owns weights[starts[n] : starts[n] + counts[n]] (pieces, D) bf16 and the
+        same entries of bias (pieces,) float32 (or no bias); starts, counts (N,) int64. (The kernel checks
+        the indices of the sentences it is given.)"""
+        tensors = (weights, starts, counts) + (() if bias is None else (bias,))
+        if not (all(t.is_cpu and t.is_contiguous() for t in tensors) and weights.dtype == torch.bfloat16
+                and weights.dim() == 2 and weights.size(1) % HEAD_DIM_STEP == 0
+                and starts.dtype == counts.dtype == torch.int64 and starts.dim() == 1 and counts.shape == starts.shape
+                and (bias is None or (bias.dtype == torch.float32 and bias.shape == weights.shape[:1]))):
+            raise ValueError("decode_sentence_logits needs contiguous CPU tensors: bf16 weights (pieces, D), a "
+                             "float32 bias (pieces,), int64 starts and counts (N,)")
+
+        def sentence_logits(rows: Tensor, shared_logits: Tensor, sentences: Tensor, width: int) -> Tensor:
+            """Rows (N*K, D) bf16 or float32, the K of each sentence sentences[s] of the batch, and their logits
+            of the shared tokens (N*K, F) in the same dtype -> logits (N*K, width) float32: the shared ones,
+            each sentence's own, then -inf."""
+            count, shared = shared_logits.shape
+            if not (rows.dtype in QUERY_DTYPES and shared_logits.dtype == rows.dtype and sentences.dtype == torch.int64
+                    and rows.is_contiguous() and shared_logits.is_contiguous() and sentences.is_contiguous()
+                    and rows.is_cpu and shared_logits.is_cpu and sentences.is_cpu and rows.dim() == 2
+                    and sentences.dim() == 1 and rows.size(1) == weights.size(1) and rows.size(0) == count
+                    and sentences.size(0) and count % sentences.size(0) == 0 and shared <= width):
+                raise ValueError("decode_sentence_logits needs contiguous CPU tensors of one dtype, bf16 or float32: "
+                                 "rows (N*K, D), shared logits (N*K, F); int64 sentences (N,)")
+            out = torch.empty(count, width)
+            failed = loaded.decode_sentence_logits(
+                rows.data_ptr(), shared_logits.data_ptr(), weights.data_ptr(), weights.size(0),
+                0 if bias is None else bias.data_ptr(), starts.data_ptr(), counts.data_ptr(), starts.size(0),
+                sentences.data_ptr(), out.data_ptr(), sentences.size(0), count // sentences.size(0), rows.size(1),
+                shared, width, rows.dtype == torch.float32)
+            if failed == 2:
+                raise ValueError("decode_sentence_logits: a sentence outside the batch, or its tokens outside the "
+                                 "weights or the width")
+            if failed:
+                raise MemoryError("the sentence logits kernel could not allocate its scratch memory")
+            return out
+
+        return sentence_logits
+
+    return bind

@@ -1,0 +1,253 @@
+"""int8 weights for CPU inference: `--precision int8_bf16` and `--precision int8_fp32` (CTranslate2's
+int8_bfloat16 and int8_float32).
+
+int8_bf16 (Int8Linear), weight-only, for CPUs with native bf16 (AVX-512 BF16, AMX):
+
+At batch 1 a decoding step is bound by memory traffic, not arithmetic: every step reads every decoder
+weight and the whole output projection once. Storing those weights as int8 (symmetric, one scale per
+output channel) reads a quarter of the fp32 bytes, and torch's int8-weight kernel multiplies them with
+bf16 activations directly. For many rows at once (a batch of 32 sentences, beam 4) the plain bf16 GEMM
+is faster on CPU, so the layer also keeps the dequantized weights in bf16 and picks the kernel by the
+number of rows; both kernels multiply by the same quantized values. Everything else runs in bf16. The bf16
+GEMMs of int8_bf16 and of `--precision bf16` run on weights packed once for oneDNN (`bf16_linear_function`).
+
+int8_fp32 (DynamicInt8Linear), for any x86 CPU, AVX2 included, where bf16 arithmetic is emulated and
+slow: float32 activations, and for large products fbgemm's int8 GEMM, which quantizes the activations
+per call (one scale per call, 7 bits, so that AVX2's 16-bit pair sums cannot saturate). Small products
+(a step at batch 1, bound by reading the weights) go through the int8-weight kernel on bf16 rows.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nmt.errors import UsageError
+
+# At or below this many rows the int8 kernel wins (measured on a 2-core AVX-512 EPYC; see benchmarks/).
+INT8_KERNEL_MAX_ROWS = 16
+
+
+def quantize_rows(weight: Tensor) -> tuple[Tensor, Tensor]:
+    """(out, in) weights -> int8 values (out, in) and bf16 scales (out,): symmetric, one scale per output
+    channel. The int8-weight kernel takes its scales in bf16, so the values are rounded with the rounded
+    scales, and every kernel multiplies by the same quantized weights."""
+    weight = weight.detach().float()
+    scale = (weight.abs().amax(dim=1).clamp(min=1e-12) / 127).bfloat16()
+    quantized = (weight / scale.float()[:, None]).round().clamp(-127, 127).to(torch.int8)
+    return quantized, scale
+
+
+class Int8Linear(nn.Module):
+    def __init__(self, weight: Tensor, bias: Tensor | None):
+        super().__init__()
+        quantized, scale = quantize_rows(weight)
+        self.register_buffer("quantized", quantized)
+        self.register_buffer("scale", scale)
+        self.register_buffer("dequantized", (quantized.float() * scale.float()[:, None]).bfloat16())
+        self.register_buffer("bias", None if bias is None else bias.detach().bfloat16())
+        self.in_features, self.out_features = weight.shape[1], weight.shape[0]
+
+    def forward(self, x: Tensor) -> Tensor:
+        plain = functools.partial(F.linear, weight=self.dequantized, bias=self.bias)  # nmt.model.flat_decoder packs it
+        out = int8_linear(x.reshape(-1, self.in_features), self.quantized, self.scale, self.bias, plain)
+        return out.view(*x.shape[:-1], self.out_features)
+
+    def function(self, outputs: Tensor | None = None, relu: bool = False) -> Callable[[Tensor], Tensor]:
+        """This layer as a function of rows (R, in) -> (R, out), without nn.Module's call machinery; with
+        `outputs` (O,), of those output channels alone: (R, in) -> (R, O); with `relu`, followed by a ReLU."""
+        quantized, scale, dequantized, bias = self.quantized, self.scale, self.dequantized, self.bias
+        if outputs is not None:
+            quantized, scale, dequantized = (t.index_select(0, outputs) for t in (quantized, scale, dequantized))
+            bias = None if bias is None else bias.index_select(0, outputs)
+        return functools.partial(int8_linear, quantized=quantized, scale=scale, bias=bias,
+                                 many_rows=bf16_linear_function(dequantized, bias, relu), relu=relu)
+
+
+def int8_linear(rows: Tensor, quantized: Tensor, scale: Tensor, bias: Tensor | None,
+                many_rows: Callable[[Tensor], Tensor], relu: bool = False) -> Tensor:
+    """(R, in) -> (R, out): the int8 kernel for few rows, `many_rows` (the bf16 GEMM on the same values)
+    for many; relu: followed by a ReLU, as `many_rows` is."""
+    if rows.size(0) > INT8_KERNEL_MAX_ROWS:
+        return many_rows(rows)
+    out = torch._weight_int8pack_mm(rows.contiguous(), quantized, scale)
+    out = out if bias is None else out.add_(bias)
+    return out.relu_() if relu else out
+
+
+# oneDNN multiplies bf16 matrices in a blocked layout of the weights: F.linear converts a plain weight into
+# it at every call, where a weight packed once is used as it is (torch's own CPU compiler packs them so).
+PACKING_ROWS = 128  # the row count oneDNN is told to expect: any other runs on the same packed weight
+# oneDNN builds its kernel for each new shape, about ten calls' worth of time, and a beam search's row
+# count changes as its sentences finish: above ROW_STEP rows, the rows are padded to a multiple of it, so
+# that at most 8 row counts above 16 reach each weight.
+ROW_STEP = 16
+
+
+def bf16_linear_function(weight: Tensor, bias: Tensor | None = None, relu: bool = False) -> Callable[[Tensor], Tensor]:
+    """rows (R, in) -> (R, out) for a bf16 weight (out, in), followed by a ReLU if `relu`: on a CPU with bf16
+    arithmetic, oneDNN's matmul on the weight packed once; elsewhere F.linear."""
+    if weight.dtype != torch.bfloat16 or weight.device.type != "cpu" or not onednn_bf16_available():
+        if relu:
+            return lambda rows: F.relu(F.linear(rows, weight, bias))
+        return lambda rows: F.linear(rows, weight, bias)
+    packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACKING_ROWS)
+    attribute = "relu" if relu else "none"
+
+    def linear(rows: Tensor) -> Tensor:
+        count = rows.size(0)
+        if count <= ROW_STEP or count % ROW_STEP == 0:
+            return torch.ops.mkldnn._linear_pointwise(rows, packed, bias, attribute, [], "")
+        padded = F.pad(rows, (0, 0, 0, ROW_STEP - count % ROW_STEP))
+        return torch.ops.mkldnn._linear_pointwise(padded, packed, bias, attribute, [], "")[:count]
+
+    return linear
+
+
+@functools.cache
+def onednn_bf16_available() -> bool:
+    """Whether oneDNN (torch's mkldnn) is built in and finds bf16 instructions on this CPU."""
+    try:
+        return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def untie_output_projection(model: nn.Module) -> None:
+    """Give a tied output projection (a plain matmul with the embeddings) a Linear of its own, so that
+    quantization reaches it; the embedding matrix itself stays as it is."""
+    if model.output_proj is None:  # built without storage: its weight is replaced at once
+        model.output_proj = nn.Linear(model.config.d_model, model.config.vocab_size, bias=False, device="meta")
+        model.output_proj.weight = nn.Parameter(model.embed.weight.detach().clone())
+
+
+def quantize_weights_int8(model: nn.Module) -> nn.Module:
+    """Model in bf16 with every nn.Linear replaced by an Int8Linear (in place; returns the model), the
+    output projection included."""
+    model.to(torch.bfloat16)
+    return replace_linear_layers(model, Int8Linear)
+
+
+def replace_linear_layers(model: nn.Module, layer_type: type[nn.Module]) -> nn.Module:
+    """Replace every nn.Linear of `model`, the output projection included (untied first), by
+    layer_type(weight, bias), in place; returns the model."""
+    untie_output_projection(model)
+    for module in list(model.modules()):
+        for name, child in module.named_children():
+            if isinstance(child, nn.Linear):
+                setattr(module, name, layer_type(child.weight, child.bias))
+    return model
+
+
+# At or above this many multiply-adds (rows x in x out) fbgemm's int8 GEMM wins over torch's int8-weight
+# kernel; below it, fbgemm's fixed cost per call dominates.
+FBGEMM_MIN_PRODUCT = 1 << 19
+
+
+class DynamicInt8Linear(nn.Module):
+    """An nn.Linear for `--precision int8_fp32`: int8 weights (symmetric, one scale per output channel),
+    float32 in and out."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None):
+        super().__init__()
+        quantized, scale = quantize_rows(weight)
+        self.register_buffer("quantized", quantized)
+        self.register_buffer("scale", scale)
+        self.register_buffer("bias", None if bias is None else bias.detach().float())
+        self.in_features, self.out_features = weight.shape[1], weight.shape[0]
+        self.packed = FbgemmWeights(quantized, scale.float(), self.bias)  # packed by quantize_dynamic_int8
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = dynamic_int8_linear(x.reshape(-1, self.in_features), self.packed, self.quantized, self.scale, self.bias)
+        return out.view(*x.shape[:-1], self.out_features)
+
+    def function(self, outputs: Tensor | None = None, relu: bool = False) -> Callable[[Tensor], Tensor]:
+        """This layer as a function of rows (R, in) -> (R, out); with `outputs` (O,), of those output
+        channels alone; with `relu`, followed by a ReLU (all channels only)."""
+        if outputs is None:
+            return functools.partial(dynamic_int8_linear, packed=self.packed, quantized=self.quantized,
+                                     scale=self.scale, bias=self.bias, relu=relu)
+        if relu:
+            raise ValueError("a ReLU is fused over all output channels only")
+        # Packing with one scale per channel is several times slower in fbgemm's prepack than with one
+        # scale: pack the int8 values with scale 1 and apply the channels' scales to the output. Packed on
+        # first use: a greedy step at batch 1 never needs it.
+        quantized = self.quantized.index_select(0, outputs)
+        return functools.partial(dynamic_int8_linear, packed=FbgemmWeights(quantized), quantized=quantized,
+                                 scale=self.scale.index_select(0, outputs),
+                                 bias=None if self.bias is None else self.bias.index_select(0, outputs),
+                                 scale_outputs=True)
+
+
+def dynamic_int8_linear(rows: Tensor, packed: FbgemmWeights, quantized: Tensor, scale: Tensor, bias: Tensor | None,
+                        scale_outputs: bool = False, relu: bool = False) -> Tensor:
+    """(R, in) -> (R, out) float32: fbgemm's int8 GEMM for large products; for small ones (a step at
+    batch 1, bound by reading the weights) the int8-weight kernel on bf16 rows. scale_outputs: `packed`
+    holds the int8 values with scale 1 (and no bias). relu: followed by a ReLU (not with scale_outputs)."""
+    if rows.size(0) * quantized.numel() < FBGEMM_MIN_PRODUCT:
+        out = torch._weight_int8pack_mm(rows.bfloat16(), quantized, scale)
+        out = out.float() if bias is None else torch.add(bias, out)  # float32 + bf16: float32, one operation
+        return out.relu_() if relu else out
+    if relu:  # fbgemm applies it as it writes the output, where a ReLU of its own reads and writes it again
+        return torch.ops.quantized.linear_relu_dynamic(rows, packed.get(), True)
+    out = torch.ops.quantized.linear_dynamic(rows, packed.get(), True)  # True: 7-bit activations
+    if not scale_outputs:
+        return out
+    out.mul_(scale)
+    return out if bias is None else out.add_(bias)
+
+
+def fbgemm_available() -> bool:
+    """Whether this torch has fbgemm's kernels (x86 builds), which int8_fp32 needs."""
+    return "fbgemm" in torch.backends.quantized.supported_engines
+
+
+class FbgemmWeights:
+    """fbgemm's packed layout (a C++ object, not a tensor) of int8 values (out, in) with one scale per
+    output channel, or scale 1; made by the first `get`."""
+
+    def __init__(self, quantized: Tensor, scale: Tensor | None = None, bias: Tensor | None = None):
+        if not fbgemm_available():
+            raise UsageError("--precision int8_fp32 needs torch's fbgemm kernels (x86 CPUs); use fp32 or int8_bf16")
+        self.quantized, self.scale, self.bias = quantized, scale, bias
+        self.packed = None
+
+    def get(self):
+        if self.packed is None:
+            self.packed = fbgemm_pack(self.quantized, self.scale, self.bias)
+        return self.packed
+
+
+def fbgemm_pack(quantized: Tensor, scale: Tensor | None, bias: Tensor | None):
+    """fbgemm's packed weight for int8 values (out, in) with one scale per output channel, or scale 1."""
+    # fbgemm takes its weights as a quantized tensor, a kind of tensor torch 2.13 deprecates (with a
+    # warning at every creation). torch's other int8 GEMMs were slower on an AVX2 CPU (one thread):
+    # oneDNN's qlinear, with the activations quantized by torch operations, lost to fbgemm at every shape
+    # measured and to float32 at 32 rows; torchao's int8 goes through torch._int_mm, many times slower than
+    # float32 there.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        if scale is None:
+            weight = torch._make_per_tensor_quantized_tensor(quantized, 1.0, 0)
+        else:
+            zero_points = torch.zeros(scale.shape, dtype=torch.long)
+            weight = torch._make_per_channel_quantized_tensor(quantized, scale.double(), zero_points, 0)
+        return torch.ops.quantized.linear_prepack(weight, bias)
+
+
+def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
+    """Model in float32 with every nn.Linear replaced by a DynamicInt8Linear (in place; returns the model),
+    the output projection included."""
+    model.float()
+    replace_linear_layers(model, DynamicInt8Linear)
+    # Packed now, in the parent, so that forked workers share them; the output projection on first use:
+    # with a shortlist each batch packs its own rows and the whole matrix, slow to pack, is never used
+    for module in model.modules():
+        if isinstance(module, DynamicInt8Linear) and module is not model.output_proj:
+            module.packed.get()
+    return model

@@ -1,0 +1,205 @@
+"""What must come through a translation unchanged: URLs, e-mail addresses, codes, numbers and emoji, found in
+a sentence, replaced by placeholders the model copies, and put back after decoding.
+
+    protected = protect("Visit https://example.com at 9:30.")
+    protected.text                      ->  "Visit ⦅1⦆ at ⦅2⦆."
+    protected.restore("Visitez ⦅1⦆ à ⦅2⦆.")  ->  "Visitez https://example.com à 9:30."
+
+A model learns to copy the placeholders in training (nmt.data.augment swaps them in for words both sides of a
+pair share), and its sentencepiece model holds each as one piece (nmt.text.tokenizer.PLACEHOLDERS); a model
+without them translates the entities as text. Restoring never loses an entity: one the translation dropped
+goes back where its placeholder stood in the source, in proportion; a placeholder the model invented or
+repeated is removed.
+
+Also here: the entities as the robustness report counts them (`entities`), and casing: ALL-CAPS input is
+translated in sentence case and the translation put back in capitals (`case_normalized`).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+PLACEHOLDER = "\u2985{}\u2986"  # ⦅1⦆: white parentheses, which ordinary text does not use
+MAX_PLACEHOLDERS = 9
+PLACEHOLDERS = tuple(PLACEHOLDER.format(n) for n in range(1, MAX_PLACEHOLDERS + 1))
+PLACEHOLDER_PATTERN = re.compile("\u2985([1-9])\u2986")
+
+URL = re.compile(r"(?i:https?://|www\.)\S+?(?=[.,;:!?)\"']*(?:\s|$))")
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# a --flag, a version (3.2.1, 2.0.0-rc1), a token of letters and digits (AF1234, X7k9-Qp2z, H5N1)
+CODE = re.compile(r"(?<![\w-])(?:--?[a-z][\w-]*|\d+(?:\.\d+){2,}(?:[\w.-]*\w)?"
+                  r"|(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)\w[\w.-]*\w)")
+# a number as English writes it: 12, 1,249.99, 9:30, +44 20 7946 0958 (a phone's groups are one entity)
+NUMBER = re.compile(r"\+?\d+(?:[.,:]\d+)*(?:[ -]\(?\d+\)?(?:[.,:-]\d+)*)*")
+DIGIT_GROUPS = re.compile(r"\d+(?:[.,:]\d+)*")
+EMOJI_JOINERS = "\u200d\ufe0f"
+
+
+def is_emoji(char: str) -> bool:
+    return unicodedata.category(char) == "So" or "\U0001f3fb" <= char <= "\U0001f3ff"  # skin tones are Sk
+
+
+def emoji_runs(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each run of emoji in `text`, joiners and variation selectors included."""
+    runs, start = [], None
+    for index, char in enumerate(text):
+        if is_emoji(char) or (start is not None and char in EMOJI_JOINERS):
+            start = index if start is None else start
+        elif start is not None:
+            runs.append((start, index))
+            start = None
+    if start is not None:
+        runs.append((start, len(text)))
+    return runs
+
+
+def verbatim_spans(text: str, numbers: bool = True) -> list[tuple[int, int]]:
+    """(start, end) of each URL, e-mail, code, emoji run (and number), in order, not overlapping."""
+    spans: list[tuple[int, int]] = []
+    patterns = (URL, EMAIL, CODE, NUMBER) if numbers else (URL, EMAIL, CODE)
+    for pattern in patterns:
+        for match in pattern.finditer(text):
+            if not any(start < match.end() and match.start() < end for start, end in spans):
+                spans.append(match.span())
+    spans.extend(span for span in emoji_runs(text)
+                 if not any(start < span[1] and span[0] < end for start, end in spans))
+    return sorted(spans)
+
+
+def entities(text: str) -> tuple[list[str], list[str]]:
+    """(strings a translation must keep byte-identical: URLs, e-mails, codes, emoji; the digit strings of
+    its numbers, a full hour without its minutes since French writes "18 h"), in order."""
+    spans = verbatim_spans(text, numbers=False)
+    verbatim = [text[start:end] for start, end in spans]
+    rest = "".join(" " if any(start <= i < end for start, end in spans) else char for i, char in enumerate(text))
+    numbers = [re.sub(r"\D", "", re.sub(r"^(\d{1,2}):00$", r"\1", number)) for number in DIGIT_GROUPS.findall(rest)]
+    return verbatim, numbers
+
+
+@dataclass(frozen=True)
+class Protected:
+    text: str  # the sentence with placeholders
+    originals: tuple[str, ...]  # what placeholder n+1 stands for
+    positions: tuple[float, ...]  # where each placeholder stood, as a share of the sentence's length
+    untouched: bool = False  # the sentence held placeholder brackets of its own: its translation stays as it is
+
+    def restore(self, translation: str) -> str:
+        """`translation` with each placeholder replaced by its original; a missing one inserted at its
+        relative place (at a word boundary), an unknown or repeated one removed."""
+        if self.untouched:
+            return translation
+        seen: set[int] = set()
+
+        def put_back(match: re.Match) -> str:  # the match holds the space before the placeholder, if any
+            number = int(match.group(2))
+            if number > len(self.originals) or number in seen:
+                return ""
+            seen.add(number)
+            return match.group(1) + self.originals[number - 1]
+
+        text = re.sub("( ?)" + PLACEHOLDER_PATTERN.pattern, put_back, translation)
+        for number, (original, position) in enumerate(zip(self.originals, self.positions, strict=True), 1):
+            if number not in seen:
+                text = insert_at_word_boundary(text, original, position)
+        return re.sub(r" {2,}", " ", text).strip()
+
+
+def insert_at_word_boundary(text: str, entity: str, position: float) -> str:
+    """`text` with `entity` inserted at the space (or end) nearest `position` x its length."""
+    if not text:
+        return entity
+    target = round(position * len(text))
+    boundaries = [0, len(text)] + [m.start() for m in re.finditer(r" ", text)]
+    cut = min(boundaries, key=lambda b: abs(b - target))
+    return f"{text[:cut]} {entity} {text[cut:]}".strip()
+
+
+# A capitalized word (with a lower-case letter: not an acronym), hyphens and name apostrophes (O'Brien)
+# inside; an apostrophe before a lower-case letter ends it: a contraction or possessive (I'd, He's, Tom's)
+CAPITALIZED = re.compile(r"(?<![\w'\u2019-])[^\W\d_a-z](?:[\w-]|['\u2019](?![a-z]))*")
+
+
+# English capitalizes these without their being names
+CALENDAR_WORDS = frozenset(
+    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June July August "
+    "September October November December".split())
+
+
+def name_spans(sentence: str, is_rare: Callable[[str], bool]) -> list[tuple[int, int]]:
+    """(start, end) of the names in `sentence` as far as its spelling tells: runs of capitalized words that
+    `is_rare` (words the model's vocabulary holds only in pieces), not days or months nor the plural of a
+    word it holds whole, joined by a space or a hyphen, without a possessive's or contraction's ending
+    (Okonkwo's). The sentence's first word counts only in a run of two or more, where it is a first name
+    rather than a capital any sentence has."""
+
+    def is_name(word: str) -> bool:
+        if not any(char.islower() for char in word) or word.rstrip("s") in CALENDAR_WORDS or not is_rare(word):
+            return False
+        return not (word.endswith("s") and len(word) > 3 and not is_rare(word[:-1]))  # a plural: Sundays, Indians
+
+    words = [match for match in CAPITALIZED.finditer(sentence) if is_name(match.group())]
+    spans: list[list[int]] = []
+    for match in words:
+        if spans and sentence[spans[-1][1]:match.start()] in (" ", "-"):
+            spans[-1][1] = match.end()
+        else:
+            spans.append([match.start(), match.end()])
+    first = next((match.start() for match in re.finditer(r"\S", sentence)), 0)
+    return [(start, end) for start, end in spans
+            if start != first or " " in sentence[start:end] or "-" in sentence[start:end]]
+
+
+def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | None = None) -> Protected:
+    """`sentence` with its URLs, e-mails, codes, emoji (and numbers; and with `names`, the names name_spans
+    finds by it) replaced by ⦅1⦆, ⦅2⦆, ... (at most MAX_PLACEHOLDERS, in order; later ones stay as text).
+    A sentence that already holds placeholder brackets is left as it is."""
+    if "\u2985" in sentence or "\u2986" in sentence:
+        return Protected(sentence, (), (), untouched=True)
+    spans = verbatim_spans(sentence, numbers)
+    if names is not None:
+        spans = sorted(spans + [span for span in name_spans(sentence, names)
+                                if not any(start < span[1] and span[0] < end for start, end in spans)])
+    spans = spans[:MAX_PLACEHOLDERS]
+    pieces, originals, positions, last = [], [], [], 0
+    for number, (start, end) in enumerate(spans, 1):
+        pieces.append(sentence[last:start] + PLACEHOLDER.format(number))
+        originals.append(sentence[start:end])
+        positions.append(start / max(1, len(sentence)))
+        last = end
+    pieces.append(sentence[last:])
+    return Protected("".join(pieces), tuple(originals), tuple(positions))
+
+
+def is_all_caps(text: str) -> bool:
+    """Whether `text` is written in capitals: at least two words and no lowercase letter."""
+    letters = [char for char in text if char.isalpha()]
+    return len(text.split()) >= 2 and len(letters) >= 4 and all(char.isupper() for char in letters)
+
+
+SMALL_WORDS = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "and", "or", "but", "with", "without", "by",
+               "from", "as", "into", "under", "over", "about", "up"}
+
+
+def is_title_case(text: str) -> bool:
+    """Whether `text` is a headline in Title Case: every word but the small ones ("of", "the") capitalized,
+    at least three of them (a sentence full of names still has a verb in lowercase)."""
+    content = [word for word in text.split() if any(char.isalpha() for char in word)
+               and word.lower() not in SMALL_WORDS]
+    return len(content) >= 3 and all(word[0].isupper() for word in content) and not is_all_caps(text)
+
+
+def case_normalized(sentence: str) -> tuple[str, bool]:
+    """(`sentence` in sentence case if it is in capitals or Title Case, whether it was in capitals): the
+    translation of a sentence in capitals goes back to capitals. Names in such a sentence lose their
+    capital too: models trained with nmt.data.augment's case variants do without this."""
+    if is_all_caps(sentence):
+        lowered = sentence.lower()
+    elif is_title_case(sentence):
+        lowered = " ".join(word if i == 0 else word.lower() for i, word in enumerate(sentence.split(" ")))
+    else:
+        return sentence, False
+    first = next((i for i, char in enumerate(lowered) if char.isalpha()), 0)
+    return lowered[:first] + lowered[first:first + 1].upper() + lowered[first + 1:], is_all_caps(sentence)

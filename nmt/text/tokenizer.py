@@ -1,0 +1,70 @@
+"""Subword tokenization with sentencepiece: one joint English+French model, ids fixed for the Transformer.
+
+    tokenizer = Tokenizer(model_bytes)          # the bytes stored in every checkpoint
+    ids = tokenizer.encode("A dog runs.")       # no BOS/EOS: the caller adds them
+    text = tokenizer.decode(ids)
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+
+import sentencepiece as spm
+
+from nmt.errors import DataError
+from nmt.text.protect import PLACEHOLDERS
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+class Tokenizer:
+    def __init__(self, model_bytes: bytes):
+        self.model_bytes = bytes(model_bytes)
+        self.processor = spm.SentencePieceProcessor(model_proto=self.model_bytes)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.processor.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self.processor.encode(text)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return self.processor.encode(texts)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.processor.decode(ids)
+
+    @property
+    def has_placeholders(self) -> bool:
+        """Whether each placeholder of nmt.text.protect is one piece (sentencepiece models trained since they exist)."""
+        return all(self.processor.piece_to_id(piece) != UNK_ID for piece in PLACEHOLDERS)
+
+
+def train_tokenizer(sentences: Iterable[str], vocab_size: int, max_sentences: int = 2_000_000) -> Tokenizer:
+    """A unigram model with byte fallback (emoji and unseen scripts survive as bytes), the ids above, and the
+    placeholders of nmt.text.protect as pieces of their own."""
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type="unigram",
+            character_coverage=0.9999,
+            byte_fallback=True,
+            user_defined_symbols=list(PLACEHOLDERS),
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            input_sentence_size=max_sentences,
+            shuffle_input_sentence=True,
+            num_threads=2,
+            minloglevel=2,
+        )
+    except RuntimeError as exc:  # sentencepiece's checks: no text, fewer pieces than characters, ...
+        reason = str(exc).split("] ", 1)[-1].strip()
+        raise DataError(f"cannot train the sentencepiece model: {reason or 'no text to train on'}") from None
+    return Tokenizer(model.getvalue())

@@ -1,0 +1,910 @@
+"""Training as in the paper: Adam(0.9, 0.98, 1e-9), inverse-square-root schedule with warmup (or a linear decay
+to zero at the end of a planned run), label smoothing 0.1, dropout; with token-budget batches, accumulation,
+bf16/fp16, validation BLEU, best/last checkpoints, early stopping, exact resume (Ctrl-C included), and
+DistributedDataParallel under torchrun.
+
+    train(TrainConfig(data="multi30k", preset="small", out="runs/m30k"))
+
+The output folder holds `last.pt` (with the training state), `best.pt` (best validation BLEU),
+`step*.pt` (the last few validations, for `nmt average`), `config.yaml` and `metrics.jsonl`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from nmt.data.batching import collate, token_batches
+from nmt.data.corpus import ParallelText
+from nmt.data.prepare import Prepared, TokenCorpus, open_prepared, prepare_training_data
+from nmt.data.sources import DataSpec, validation_pairs
+from nmt.decoding.search import SearchOptions
+from nmt.decoding.translate import Translator  # at start, not at the first validation: code changed mid-run stays out
+from nmt.errors import DataError, Interrupted, NmtError, UsageError, signal_name, stop_signals_handled_by
+from nmt.model.checkpoint import Checkpoint, load_checkpoint, model_weights, save_checkpoint
+from nmt.model.config import PRESETS, ModelConfig
+from nmt.model.loss import TranslationLoss
+from nmt.model.transformer import Transformer
+from nmt.text.metrics import score
+from nmt.text.tokenizer import Tokenizer
+from nmt.training.allocator import keep_freed_memory
+
+log = logging.getLogger("nmt")
+
+MAX_SKIPPED_IN_A_ROW = 50  # updates skipped for a loss or gradients that are not finite, before giving up
+
+# Options whose change on resume alters the run (others, such as --max-steps, just extend it).
+# (The model's shape and the schedule are checked harder: a change is an error, see Trainer._resumable/_schedule.)
+RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "prepared", "augment", "augment_swap", "max_tokens",
+                    "seed", "label_smoothing", "precision", "dropout")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    out: str
+    data: str | None = None  # embedded corpora, comma-separated; "tatoeba*2" repeats one
+    src_file: str | None = None
+    tgt_file: str | None = None
+    hf_dataset: str | None = None
+    hf_config: str | None = None
+    prepared: str | None = None  # a folder `nmt prepare` made, in place of the data options: offline
+    streaming: bool = False
+    augment: bool = False  # nmt.data.augment's variants of the training pairs
+    augment_swap: float | None = None  # the share of pairs with a shared name or number given a swapped variant
+    valid_src: str | None = None
+    valid_tgt: str | None = None
+    preset: str = "small"
+    # The preset's dimensions, each replaced where given (a deep encoder and a shallow decoder, say)
+    d_model: int | None = None
+    n_heads: int | None = None
+    d_ff: int | None = None
+    encoder_layers: int | None = None
+    decoder_layers: int | None = None
+    pre_norm: bool = False
+    dropout: float = 0.1
+    max_positions: int = 512
+    vocab_size: int = 8000
+    spm: str | None = None
+    spm_sample: int = 1_000_000  # sentences sentencepiece trains on, sampled from the whole corpus
+    prepare_workers: int | None = None  # processes that tokenize the corpus; default one per core
+    cache_dir: str | None = None  # where prepared corpora go; default $NMT_CACHE_DIR, ~/.cache/nmt/prepared
+    max_tokens: int = 4096
+    update_freq: int | None = None  # batches accumulated per update on each rank; default 1
+    tokens_per_update: int | None = None  # padded tokens an update takes over all ranks: sets update_freq
+    lr: float | None = None  # peak; default the paper's (d_model * warmup) ** -0.5 (7.0e-4 for base)
+    warmup: int | None = None  # default: a tenth of the planned steps, at most 4000
+    decay: str | None = None  # after warmup: "inverse-sqrt" (the paper's, the default) or "linear" to zero
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0
+    precision: str = "fp32"
+    max_steps: int | None = None
+    max_epochs: int | None = None
+    max_minutes: float | None = None
+    valid_every: int = 1000
+    save_every: int | None = None  # last.pt every N steps, besides at each validation
+    reset_schedule: bool = False  # on resume, take --lr and --warmup as given instead of the stored ones
+    valid_bleu_lines: int | None = None  # validate on the first N pairs only
+    patience: int = 0  # validations without a better BLEU before stopping; 0: never
+    keep_last: int = 5
+    seed: int = 1
+    threads: int | None = None
+    dist_timeout: float = 30  # minutes a collective waits for the other ranks
+    init_from: str | None = None
+    max_len: int = 250  # filter: subword tokens per side
+    max_ratio: float = 3.0
+    log_every: int = 100
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise UsageError(f"unknown preset {self.preset!r}; choose from {', '.join(PRESETS)}")
+        if self.decay is not None and self.decay not in DECAYS:
+            raise UsageError(f"--decay must be {' or '.join(DECAYS)}, not {self.decay!r}")
+        if self.decay == "linear" and not (self.max_steps or self.max_epochs or self.max_minutes):
+            raise UsageError("--decay linear needs --max-steps, --max-epochs or --max-minutes: where the rate "
+                             "reaches zero")
+        if self.prepared and (self.data or self.src_file or self.tgt_file or self.hf_dataset or self.augment):
+            raise UsageError("--prepared is a whole training input: give it without --data, --src-file/--tgt-file, "
+                             "--hf-dataset or --augment (those made the folder)")
+        if self.precision not in ("fp32", "bf16", "fp16", "auto"):
+            raise UsageError(f"--precision must be fp32, bf16, fp16 or auto, not {self.precision!r}")
+        if not (self.max_steps or self.max_epochs or self.max_minutes):
+            raise UsageError("give a budget: --max-steps, --max-epochs or --max-minutes")
+        if self.update_freq is not None and self.tokens_per_update is not None:
+            raise UsageError("give --update-freq or --tokens-per-update, not both: the second sets the first")
+        for name in ("valid_every", "update_freq", "tokens_per_update", "max_tokens", "log_every", "save_every",
+                     "warmup", "max_len",
+                     "d_model", "n_heads", "d_ff", "encoder_layers", "decoder_layers"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise UsageError(f"--{name.replace('_', '-')} must be a whole number of at least 1, not {value!r}")
+        if not isinstance(self.dist_timeout, int | float) or isinstance(self.dist_timeout, bool) \
+                or self.dist_timeout <= 0:
+            raise UsageError(f"--dist-timeout must be a positive number of minutes, not {self.dist_timeout!r}")
+        for name in ("lr", "dropout", "label_smoothing", "clip_norm", "max_ratio"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or value < 0
+                                      or (name == "lr" and value == 0)):
+                kind = "positive" if name == "lr" else "non-negative"
+                raise UsageError(f"--{name.replace('_', '-')} must be a {kind} number, not {value!r}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def training_precision(precision: str, device: torch.device) -> str:
+    """--precision, with auto resolved: bf16 autocast where the hardware computes in bf16 (CUDA with bf16, a
+    CPU with AVX-512 BF16 or AMX), else fp16 on CUDA and fp32 on a CPU. On a CPU without native bf16, autocast
+    emulates it: `nmt train` small ran at 1,100 target tokens/s in bf16 and 2,800 in fp32 on an Intel Xeon
+    with AVX-512 VNNI alone, where a Zen 4 gains from bf16 (docs/TRAINING.md)."""
+    if precision != "auto":
+        return precision
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    from nmt.decoding.inference import cpu_flags
+
+    return "bf16" if cpu_flags() & {"avx512_bf16", "amx_bf16"} else "fp32"
+
+
+def batches_per_update(config: TrainConfig, world_size: int) -> int:
+    """Batches each rank accumulates into an update: --update-freq, else enough that world_size x it x
+    --max-tokens comes nearest --tokens-per-update (at least 1), else 1."""
+    if config.tokens_per_update is None:
+        return config.update_freq or 1
+    return max(1, round(config.tokens_per_update / (config.max_tokens * world_size)))
+
+
+def model_config(config: TrainConfig, vocab_size: int) -> ModelConfig:
+    """The model a run builds: its preset, with the dimensions given in `config` in place of the preset's."""
+    shape = {"d_model": config.d_model, "n_heads": config.n_heads, "d_ff": config.d_ff,
+             "n_encoder_layers": config.encoder_layers, "n_decoder_layers": config.decoder_layers}
+    try:
+        return ModelConfig.preset(config.preset, vocab_size=vocab_size, dropout=config.dropout,
+                                  pre_norm=config.pre_norm, max_positions=config.max_positions,
+                                  **{name: value for name, value in shape.items() if value is not None})
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def paper_peak_lr(d_model: int, warmup: int) -> float:
+    """The peak of the paper's schedule, lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), reached at
+    step = warmup: 7.0e-4 for base (512) and 4.9e-4 for big (1024) at warmup 4000."""
+    return (d_model * warmup) ** -0.5
+
+
+def inverse_sqrt(step: int, warmup: int) -> float:
+    """The paper's schedule as a factor of the peak rate: linear warmup, then 1/sqrt(step)."""
+    step = max(step, 1)
+    return min(step / warmup, math.sqrt(warmup / step))
+
+
+def linear_decay(step: int, warmup: int, total: int) -> float:
+    """Linear warmup, then a straight line from the peak at `warmup` to zero at `total`: under a fixed budget
+    the rate anneals by the end of the run instead of staying at warmup^0.5 / total^0.5 of the peak."""
+    step = max(step, 1)
+    if step < warmup:
+        return step / warmup
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+DECAYS = ("inverse-sqrt", "linear")
+
+
+def linear_decay_in_time(step: int, warmup: int, elapsed: float, budget: float) -> float:
+    """Linear warmup, under a straight line that falls from the peak at the start to zero when `budget`
+    seconds of training are spent: a fixed budget of CPU time, whatever a step of the model costs (runs of
+    different shapes compared at the same cost)."""
+    return max(0.0, min(max(step, 1) / warmup, 1.0 - elapsed / budget))
+
+
+def rate_factor(schedule: dict, elapsed=None):
+    """The stored schedule as LambdaLR's factor of the peak rate, by the step counted from 0; `elapsed()`,
+    the seconds trained so far, for a linear decay over --max-minutes."""
+    warmup = schedule["warmup"]
+    if "minutes" in schedule:
+        budget = 60 * schedule["minutes"]
+        return lambda step: linear_decay_in_time(step + 1, warmup, elapsed(), budget)
+    if schedule.get("decay", "inverse-sqrt") == "linear":
+        total = schedule["total"]
+        return lambda step: linear_decay(step + 1, warmup, total)
+    return lambda step: inverse_sqrt(step + 1, warmup)
+
+
+@dataclass
+class Distributed:
+    """This process's rank among `world_size` (torchrun's environment); collectives run on `device`, the
+    device the loop trains on (NCCL takes CUDA tensors only)."""
+
+    device: torch.device = torch.device("cpu")
+    rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_environment(cls, device: torch.device, timeout_minutes: float = 30) -> Distributed:
+        """Join the process group torchrun describes, with `timeout_minutes` for any collective to wait
+        (the ranks wait at barriers for rank 0's validation and checkpoints, and for a slower machine's data
+        preparation)."""
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        if world_size == 1:
+            return cls(device)
+        import datetime
+
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                    timeout=datetime.timedelta(minutes=timeout_minutes))
+        return cls(device, dist.get_rank(), world_size)
+
+    def close(self) -> None:
+        """Leave the process group (at every exit: a group torn down by the interpreter's exit can abort)."""
+        if self.world_size > 1 and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            torch.distributed.barrier()
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank when `flag` is true on one of them."""
+        return self.count(flag) > 0
+
+    def count(self, flag: bool) -> int:
+        """On every rank, the number of ranks where `flag` is true."""
+        if self.world_size == 1:
+            return int(flag)
+        tensor = torch.tensor([int(flag)], device=self.device)
+        torch.distributed.all_reduce(tensor)
+        return int(tensor.item())
+
+    def from_main(self, value):
+        """Rank 0's `value` (a picklable object), on every rank."""
+        if self.world_size == 1:
+            return value
+        holder = [value]
+        torch.distributed.broadcast_object_list(holder, src=0, device=self.device)
+        return holder[0]
+
+
+def training_device() -> torch.device:
+    """CUDA device LOCAL_RANK, taken modulo the devices this process sees (a launcher that gives each
+    process one GPU makes it device 0), and made the current one; else the CPU."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+    torch.cuda.set_device(device)  # where NCCL and torch's own CUDA allocations of this rank go
+    return device
+
+
+def check_shared_folder(out: Path, dist: Distributed) -> None:
+    """Every rank sees the run folder that rank 0 writes to (--out on a file system all machines share):
+    rank 0 leaves a fresh token in it, and a rank that reads another (a node-local --out) refuses, on every
+    rank at once, before anything is resumed or trained."""
+    if dist.world_size == 1:
+        return
+    token_file = out / ".run-token"
+    token = None
+    if dist.is_main:
+        import uuid
+
+        token = uuid.uuid4().hex
+        temporary = token_file.with_name(f".run-token.tmp{os.getpid()}")
+        temporary.write_text(token)
+        temporary.replace(token_file)
+    token = dist.from_main(token)
+    try:
+        seen = token_file.read_text()
+    except OSError:
+        seen = None
+    strangers = dist.count(seen != token)
+    if strangers:
+        raise UsageError(f"{strangers} of {dist.world_size} ranks do not see the run folder {out} that rank 0 writes "
+                         "to: --out must be one folder that every machine shares (a network file system)")
+
+
+def lock_run_folder(out: Path):
+    """Hold OUT/.lock for as long as this process lives (the returned file stays open), so that a second
+    `nmt train` on the same folder is refused instead of mixing its checkpoints and metrics with this one's;
+    then remove the temporary files that killed saves left (no other process writes here)."""
+    import fcntl
+
+    handle = open(out / ".lock", "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise UsageError(f"another nmt train is using {out}: wait for it to end, or train into another --out") \
+            from None
+    for stale in out.glob(".*.tmp*"):
+        stale.unlink(missing_ok=True)
+    return handle
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig):
+        self.config = config
+        self.out = Path(config.out)
+        self.device = training_device()
+        self.dist = Distributed(self.device)  # until run() joins the others
+        self.started = time.monotonic()  # minus the time trained before, once resumed
+        self.scaler_state = None
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        if self.device.type == "cpu":
+            keep_freed_memory()
+        if config.precision == "fp16" and self.device.type != "cuda":
+            raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
+        self.precision = training_precision(config.precision, self.device)
+        if config.precision == "auto":
+            log.info("precision auto: %s on this %s", self.precision, self.device.type)
+        self._lock = None
+        if int(os.environ.get("RANK", "0")) == 0:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self._lock = lock_run_folder(self.out)
+        else:  # one rank reports for all
+            log.setLevel(max(log.level, logging.WARNING))
+
+    # ---- data -------------------------------------------------------------------------------------
+    def _prepare(self, spm_model: bytes | None) -> Prepared:
+        """The corpus tokenized into the cache (nmt.data.prepare) with `spm_model`, else with one trained on a sample
+        of the corpus, by the first rank of each machine; the others wait for its folder to appear."""
+        config = self.config
+        if config.prepared:
+            return self._open_prepared(spm_model)
+        return prepare_training_data(config, spm_model, writer=int(os.environ.get("LOCAL_RANK", "0")) == 0)
+
+    def _open_prepared(self, spm_model: bytes | None) -> Prepared:
+        """--prepared: the folder's tokens, sentencepiece model and validation pairs (or --valid-src's)."""
+        config = self.config
+        prepared = open_prepared(config.prepared)
+        if spm_model is not None and spm_model != prepared.tokenizer.model_bytes:
+            raise UsageError(f"{config.prepared} was tokenized with another sentencepiece model than the one this "
+                             "run uses (its last.pt's, --spm's or --init-from's)")
+        if config.valid_src or config.valid_tgt:
+            spec = DataSpec(valid_src=config.valid_src, valid_tgt=config.valid_tgt)
+            return dataclasses.replace(prepared, valid=validation_pairs(spec))
+        if not len(prepared.valid):
+            raise DataError(f"{config.prepared} holds no validation pairs: give --valid-src/--valid-tgt")
+        return prepared
+
+    # ---- model, optimizer, schedule ---------------------------------------------------------------
+    def _model_config(self, tokenizer: Tokenizer, init: Checkpoint | None) -> ModelConfig:
+        if init is not None:
+            return init.config
+        return model_config(self.config, tokenizer.vocab_size)
+
+    def run(self) -> dict:
+        """Train; the process group is left and the folder's lock let go when the run ends, however it ends."""
+        try:
+            return self._train()
+        finally:
+            self.dist.close()
+            if self._lock is not None:
+                self._lock.close()
+                self._lock = None
+
+    def _train(self) -> dict:
+        config = self.config
+        self.dist = Distributed.from_environment(self.device, config.dist_timeout)
+        check_shared_folder(self.out, self.dist)
+        last = self._last_checkpoint() if self.dist.from_main((self.out / "last.pt").exists()) else None
+        init = load_checkpoint(config.init_from) if config.init_from else None
+        prepared = self._prepare(self._spm_model(last, init))
+        self.dist.barrier()  # every machine's first rank has prepared the corpus
+        tokenizer, corpus = prepared.tokenizer, TokenCorpus(prepared.folder)
+        valid = prepared.valid
+        if config.valid_bleu_lines and len(valid) > config.valid_bleu_lines:
+            valid = ParallelText(valid.source[: config.valid_bleu_lines], valid.target[: config.valid_bleu_lines])
+        valid_ids = tokenized_pairs(valid, tokenizer)
+
+        torch.manual_seed(config.seed)  # the same initial weights on every rank
+        model_config = self._model_config(tokenizer, init)
+        model = Transformer(model_config).to(self.device)
+        if init is not None:
+            model.load_state_dict(init.weights)
+        torch.manual_seed(config.seed + self.dist.rank)  # but different dropout
+        batches = EpochBatches(corpus, config.max_tokens, config.seed)
+        self.update_freq = batches_per_update(config, self.dist.world_size)
+        steps_per_epoch = max(1, len(batches.of(0)) // (self.update_freq * self.dist.world_size))
+        resumed = self._resumable(last, model_config)
+        self.schedule = self._schedule(resumed, model_config, steps_per_epoch)
+        optimizer = torch.optim.Adam(model.parameters(), lr=self.schedule["lr"], betas=(0.9, 0.98), eps=1e-9,
+                                     fused=self.device.type == "cuda" or None)  # one kernel for all parameters
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate_factor(self.schedule, self.elapsed))
+        decay = self.schedule.get("decay", "inverse-sqrt")
+        log.info("model: d_model %d, %d heads, d_ff %d, %d+%d layers, %.2fM parameters; %d training pairs, %d "
+                 "validation; %d steps/epoch; peak lr %.2e, warmup %d, %s decay%s", model_config.d_model,
+                 model_config.n_heads, model_config.d_ff, model_config.n_encoder_layers,
+                 model_config.n_decoder_layers, sum(p.numel() for p in model.parameters()) / 1e6,
+                 len(corpus), len(valid), steps_per_epoch, self.schedule["lr"], self.schedule["warmup"], decay,
+                 _decay_end(self.schedule))
+
+        state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "best_bleu": -1.0, "bad_validations": 0,
+                 "elapsed": 0.0, "world_size": self.dist.world_size, "update_freq": self.update_freq}
+        if resumed is not None:
+            state = self._resume(resumed, model, optimizer, scheduler)
+        self.started = time.monotonic() - state["elapsed"]
+        wrapped = TranslationLoss(model, config.label_smoothing)
+        if self.dist.world_size > 1:
+            wrapped = torch.nn.parallel.DistributedDataParallel(
+                wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        if self.dist.is_main:
+            import yaml
+
+            (self.out / "config.yaml").write_text(yaml.safe_dump({**config.to_dict(), **self.schedule,
+                                                                  "model": model_config.to_dict()}))
+        self.model = model
+        loop = _Loop(self, model, wrapped, optimizer, scheduler, tokenizer, state, valid, valid_ids, batches)
+        return loop.run()
+
+    def elapsed(self) -> float:
+        """Seconds of training so far, across resumes."""
+        return time.monotonic() - self.started
+
+    def _spm_model(self, last: Checkpoint | None, init: Checkpoint | None) -> bytes | None:
+        """A resumed run's own sentencepiece model, else --spm's, else --init-from's; None: train one."""
+        if last is not None:
+            return last.spm_model
+        if self.config.spm:
+            try:
+                return Tokenizer(Path(self.config.spm).read_bytes()).model_bytes
+            except (OSError, RuntimeError) as exc:
+                raise UsageError(f"cannot load the sentencepiece model {self.config.spm}: {exc}") from None
+        return init.spm_model if init is not None else None
+
+    def _last_checkpoint(self) -> Checkpoint:
+        """OUT/last.pt, which rank 0 found to resume from (every rank reads the same, shared folder)."""
+        path = self.out / "last.pt"
+        checkpoint = load_checkpoint(path)
+        if checkpoint.train_state is None:
+            raise UsageError(f"{path} has no training state to resume from")
+        return checkpoint
+
+    def _resumable(self, last: Checkpoint | None, model_config: ModelConfig) -> Checkpoint | None:
+        """`last`, checked to hold the model this run builds."""
+        if last is None:
+            return None
+        stored, wanted = last.config.to_dict(), model_config.to_dict()
+        differ = [f"{key} {stored[key]} -> {wanted[key]}" for key in wanted
+                  if key not in ("dropout", "attention_dropout") and stored.get(key) != wanted[key]]
+        if differ:
+            raise UsageError(f"{self.out / 'last.pt'} holds another model ({', '.join(differ)}): resume with the "
+                             "options it was trained with, or train into another --out")
+        return last
+
+    def _schedule(self, resumed: Checkpoint | None, model_config: ModelConfig, steps_per_epoch: int) -> dict:
+        """Peak learning rate, warmup and decay: those stored in the run's checkpoint when resuming (a --lr,
+        --warmup or --decay that differs is an error, unless --reset-schedule), else from the options. A linear
+        decay ends at the planned step: --max-steps, else --max-epochs' steps."""
+        config = self.config
+        stored = resumed.train_state.get("schedule") if resumed is not None else None
+        planned = config.max_steps or (config.max_epochs or 10) * steps_per_epoch
+        if stored and not config.reset_schedule:
+            stored = {"decay": "inverse-sqrt", **stored}
+            for name in ("lr", "warmup", "decay"):
+                given = getattr(config, name)
+                if given is not None and given != stored[name]:
+                    raise UsageError(f"--{name} {given} differs from the {stored[name]} that {self.out} was trained "
+                                     "with: resume without it, or add --reset-schedule to change the schedule")
+            if "minutes" in stored and config.max_minutes != stored["minutes"]:
+                raise UsageError(f"{self.out}'s learning rate reaches zero after {stored['minutes']:g} minutes: "
+                                 "resume with that --max-minutes, or add --reset-schedule to decay over the new one")
+            if "total" in stored and (config.max_steps or config.max_epochs) and planned > stored["total"]:
+                raise UsageError(f"{self.out}'s learning rate reaches zero at step {stored['total']}: add "
+                                 "--reset-schedule to decay to zero at the new end instead")
+            return stored
+        warmup = config.warmup or max(1, min(4000, planned // 10))
+        schedule = {"lr": config.lr or paper_peak_lr(model_config.d_model, warmup), "warmup": warmup,
+                    "decay": config.decay or "inverse-sqrt"}
+        if config.decay != "linear":
+            return schedule
+        if config.max_steps or config.max_epochs:
+            return {**schedule, "total": planned}
+        return {**schedule, "minutes": config.max_minutes}  # to zero when the time budget is spent
+
+    def _resume(self, checkpoint: Checkpoint, model, optimizer, scheduler) -> dict:
+        previous = checkpoint.training.get("config", {})
+        changed = [f"{k}: {previous.get(k)!r} -> {getattr(self.config, k)!r}" for k in RESUME_SENSITIVE
+                   if k in previous and previous[k] != getattr(self.config, k)]
+        if changed:
+            log.warning("resuming with changed options (the run is no longer one recipe): %s", "; ".join(changed))
+        model.load_state_dict(checkpoint.weights)
+        train_state = checkpoint.train_state
+        optimizer.load_state_dict(train_state["optimizer"])
+        scheduler.load_state_dict(train_state["scheduler"])
+        if self.config.reset_schedule:  # the stored state keeps the step; the new schedule applies from here
+            scheduler.base_lrs = [self.schedule["lr"] for _ in scheduler.base_lrs]
+        torch.set_rng_state(train_state["torch_rng"])
+        if "cuda_rng" in train_state and self.device.type == "cuda":
+            torch.cuda.set_rng_state(train_state["cuda_rng"], self.device)
+        if self.dist.rank:  # only rank 0's generator is saved: the others start a new stream
+            torch.manual_seed(self.config.seed + self.dist.rank + train_state["progress"]["step"])
+        random.setstate(_to_random_state(train_state["python_rng"]))
+        self.scaler_state = train_state.get("scaler")  # fp16's loss scale and its growth tracker
+        log.info("resuming from %s at step %d", self.out / "last.pt", train_state["progress"]["step"])
+        return self._same_batches(dict(train_state["progress"]))
+
+    def _same_batches(self, progress: dict) -> dict:
+        """The resumed progress, checked to take as many batches an update as before (ranks x update_freq: 8
+        GPUs x 1 and 1 x 8 take the same batches, so the position in the epoch, counted in updates, stands).
+        Another number of batches an update would be another recipe: an error."""
+        world, freq = self.dist.world_size, self.update_freq
+        was_world, was_freq = progress.get("world_size", world), progress.get("update_freq", freq)
+        before = was_world * was_freq
+        if before == world * freq:
+            return {**progress, "world_size": world, "update_freq": freq}
+        trained = f"{self.out} was trained with {before} batches an update ({was_world} ranks x --update-freq " \
+                  f"{was_freq})"
+        if before % world:
+            raise UsageError(f"{trained}, which {world} ranks cannot split evenly: resume on a number of ranks that "
+                             "divides it")
+        raise UsageError(f"{trained}; {world} x {freq} would be another recipe: resume with --update-freq "
+                         f"{before // world}")
+
+
+Batch = tuple[list[list[int]], list[list[int]]]  # source and target token ids of the sentences in a batch
+
+
+def tokenized_pairs(pairs: ParallelText, tokenizer: Tokenizer) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids of the pairs with both sides non-empty (the validation set's loss is computed on them)."""
+    source, target = tokenizer.encode_batch(pairs.source), tokenizer.encode_batch(pairs.target)
+    kept = [(s, t) for s, t in zip(source, target, strict=True) if s and t]
+    if not kept:
+        raise DataError(f"the validation set has no pair with text on both sides ({len(pairs)} pairs)")
+    return [s for s, _ in kept], [t for _, t in kept]
+
+
+class EpochBatches:
+    """Each epoch's token-budget batches of a prepared corpus (nmt.data.batching), from its stored lengths; the
+    last epoch's are kept, since the first is asked for twice (its length, then its steps)."""
+
+    def __init__(self, corpus: TokenCorpus, max_tokens: int, seed: int):
+        self.corpus, self.max_tokens, self.seed = corpus, max_tokens, seed
+        self._epoch, self._batches = None, []
+
+    def of(self, epoch: int) -> list:
+        if self._epoch != epoch:
+            self._batches = token_batches(self.corpus.source_lengths, self.corpus.target_lengths, self.max_tokens,
+                                          self.seed, epoch)
+            self._epoch = epoch
+        return self._batches
+
+
+def _to_random_state(value):
+    version, internal, gauss = value
+    return (version, tuple(internal), gauss)
+
+
+class _Loop:
+    """The step loop of one run; holds what the steps share."""
+
+    def __init__(self, trainer, model, wrapped, optimizer, scheduler, tokenizer, state, valid, valid_ids, batches):
+        self.trainer, self.config, self.dist = trainer, trainer.config, trainer.dist
+        self.model, self.wrapped, self.optimizer, self.scheduler = model, wrapped, optimizer, scheduler
+        self.tokenizer, self.state, self.valid, self.valid_ids = tokenizer, state, valid, valid_ids
+        self.batches = batches
+        self.model_config = model.config
+        self.device = trainer.device
+        self.interrupted = 0  # the signal that asked the run to stop at the next step boundary
+        self.norm_sum, self.norm_count = torch.zeros((), device=self.device), 0  # gradient norms before clipping
+        self.scaler = torch.amp.GradScaler("cuda") if trainer.precision == "fp16" else None
+        self.stop_voted = None  # whether some rank wanted to stop, as of the last update (finished())
+        if self.scaler and trainer.scaler_state:
+            self.scaler.load_state_dict(trainer.scaler_state)
+
+    def autocast(self):
+        if self.trainer.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.trainer.precision == "bf16" else torch.float16
+        return torch.autocast(self.device.type, dtype=dtype)
+
+    def epoch_groups(self, epoch: int, first: int = 0) -> Iterator[list[Batch]]:
+        """This rank's batches of one epoch, `update_freq` to an update, from update `first` on (a resumed
+        epoch skips the updates done without reading their batches); every rank gets as many."""
+        indices = self.batches.of(epoch)
+        world, size = self.dist.world_size, self.trainer.update_freq
+        mine = indices[: len(indices) // world * world][self.dist.rank :: world]
+        corpus = self.batches.corpus
+        for start in range(first * size, len(mine), size):
+            yield [corpus.pairs(batch) for batch in mine[start : start + size]]
+
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, int]:
+        c = self.model_config
+        src, tgt_in, tgt_out = collate(batch[0], batch[1], c.pad_id, c.bos_id, c.eos_id)
+        n_tokens = sum(map(len, batch[1])) + len(batch[1])  # with EOS: counted here, not on the device
+        if self.device.type == "cuda":  # copies from pinned memory overlap the previous step's work
+            src, tgt_in, tgt_out = (t.pin_memory().to(self.device, non_blocking=True) for t in (src, tgt_in, tgt_out))
+        with self.autocast():
+            loss_sum = self.wrapped(src, tgt_in, tgt_out)  # nmt.model.loss: the logits never all at once
+        return loss_sum / n_tokens, n_tokens
+
+    def finished(self) -> bool:
+        """Whether to stop before the next update, the same on every rank. The step and epoch budgets are the
+        same everywhere; the clock and signals are not: they are counted across ranks by the all-reduce each
+        update already makes (its one host sync), or here before the first update."""
+        s, c = self.state, self.config
+        over = (c.max_steps and s["step"] >= c.max_steps) or (c.max_epochs and s["epoch"] >= c.max_epochs)
+        over = over or s["step"] >= self.trainer.schedule.get("total", math.inf)  # a linear decay's rate is 0 there
+        if self.stop_voted is None:
+            self.stop_voted = self.dist.any(self.wants_to_stop())
+        return bool(over or self.stop_voted)
+
+    def wants_to_stop(self) -> bool:
+        """This rank's own reasons to stop: training time spent, or a signal."""
+        c = self.config
+        return bool(c.max_minutes and self.trainer.elapsed() >= 60 * c.max_minutes or self.interrupted)
+
+    def update(self, group: list[Batch]) -> tuple[float, int, bool]:
+        """One optimizer step over a group of batches (gradient accumulation): the mean loss over every rank,
+        this rank's tokens, and whether the step was taken. An update whose loss is not finite on some rank
+        is skipped by all of them (their gradients were averaged with that rank's); with fp16, so is one whose
+        gradients overflow (the loss scaler's own skip), and the scheduler stays in step with the optimizer."""
+        self.wrapped.train()
+        scaler = self.scaler
+        total_loss, total_tokens = torch.zeros((), device=self.device), 0
+        for k, batch in enumerate(group):
+            sync = k == len(group) - 1 or self.dist.world_size == 1
+            with contextlib.nullcontext() if sync else self.wrapped.no_sync():  # all-reduce once per step
+                loss, n_tokens = self.loss(batch)
+                scaled = loss / len(group)
+                (scaler.scale(scaled) if scaler else scaled).backward()
+            total_loss += scaled.detach()
+            total_tokens += n_tokens
+        if scaler:
+            scaler.unscale_(self.optimizer)
+        parameters = [p for p in self.model.parameters() if p.grad is not None]
+        if self.config.clip_norm > 0:
+            norm = torch.nn.utils.clip_grad_norm_(parameters, self.config.clip_norm)
+        else:
+            norm = torch.nn.utils.get_total_norm([p.grad for p in parameters])
+        # (loss, loss not finite, gradients not finite, a rank wants to stop): the update's one host sync
+        flags = torch.stack([total_loss.float(), (~torch.isfinite(total_loss)).float(), (~torch.isfinite(norm)).float(),
+                             torch.full((), float(self.wants_to_stop()), device=self.device)])  # no copy to wait on
+        if self.dist.world_size > 1:
+            torch.distributed.all_reduce(flags)
+        loss_sum, bad_loss, bad_gradients, stop = flags.tolist()
+        self.stop_voted = stop > 0
+        mean_loss = loss_sum / self.dist.world_size
+        self.rate = self.optimizer.param_groups[0]["lr"]  # the rate of this update, for the log
+        stepped = not (bad_loss or bad_gradients)
+        if stepped:
+            self.optimizer.step()
+            self.scheduler.step()
+            self.norm_sum += norm.detach().float()  # summed on the device, read when the progress line is written
+            self.norm_count += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        if scaler:
+            if bad_loss:  # as the scaler does for overflowing gradients: a smaller scale next time
+                scaler.update(scaler.get_scale() * scaler.get_backoff_factor())
+            else:  # unscale_ recorded whether the gradients overflowed: the scale backs off, or grows in time
+                scaler.update()
+        return mean_loss, total_tokens, stepped
+
+    def run(self) -> dict:
+        with self.stops_at_step_boundaries():
+            return self._run()
+
+    @contextlib.contextmanager
+    def stops_at_step_boundaries(self) -> Iterator[None]:
+        """Ctrl-C, SIGTERM and SIGHUP stop the run after the update in progress, with last.pt saved there, so
+        that rerunning resumes exactly; a second one stops at once, keeping the last save. (Only the main
+        thread can take signals; elsewhere they keep their handlers.)"""
+        self.interrupted = 0
+
+        def stop(signal_number, frame):
+            if self.interrupted:
+                raise Interrupted(signal_number, message=f"interrupted by {signal_name(signal_number)} again: "
+                                  f"stopped at once; {self.trainer.out / 'last.pt'} holds the last save")
+            self.interrupted = signal_number
+            log.warning("%s: stopping after this update to save last.pt (again: stop at once, without saving)",
+                        signal_name(signal_number))
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        with stop_signals_handled_by(stop):
+            yield
+
+    def _run(self) -> dict:
+        s = self.state
+        window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
+        skipped_in_a_row = 0
+        while not self.finished():
+            for group in self.epoch_groups(s["epoch"], s["batch_in_epoch"]):
+                if self.finished():
+                    break
+                loss, n_tokens, stepped = self.update(group)
+                s["batch_in_epoch"] += 1
+                if not stepped:
+                    s["skipped"] = s.get("skipped", 0) + 1
+                    skipped_in_a_row += 1
+                    if math.isfinite(loss) and self.scaler:  # the scaler finding its scale: usual at first
+                        log.info("update skipped after step %d: fp16 gradients overflowed", s["step"])
+                    else:
+                        log.warning("update skipped after step %d: the %s not finite", s["step"],
+                                    "gradients are" if math.isfinite(loss) else "loss is")
+                    if skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+                        raise NmtError(f"{skipped_in_a_row} updates in a row were skipped (loss or gradients not "
+                                       f"finite) after step {s['step']}: stopped; last.pt holds the last save. "
+                                       "Lower --lr, or use --precision fp32")
+                    continue
+                skipped_in_a_row = 0
+                s["step"] += 1
+                window_loss += loss
+                window_tokens += n_tokens
+                window_steps += 1
+                if s["step"] % self.config.log_every == 0:
+                    elapsed = time.monotonic() - window_start
+                    self.report_progress(window_loss / window_steps, window_tokens / elapsed)
+                    window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
+                if self.config.save_every and s["step"] % self.config.save_every == 0:
+                    self.save_last()
+                if s["step"] % self.config.valid_every == 0:
+                    paused = time.monotonic()
+                    if self.validate_and_save():
+                        return self.summary("early stop")
+                    # tokens/s, --max-minutes and a decay over them count training time only
+                    window_start += time.monotonic() - paused
+                    self.trainer.started += time.monotonic() - paused
+            else:
+                s["epoch"] += 1
+                s["batch_in_epoch"] = 0
+        if self.dist.any(bool(self.interrupted)):
+            self.save_last()
+            raise Interrupted(self.interrupted or signal.SIGTERM, message=(
+                f"interrupted by {signal_name(self.interrupted or signal.SIGTERM)} at step {s['step']}: saved "
+                f"{self.trainer.out / 'last.pt'} there; rerun the same command to resume"))
+        if s["step"] % self.config.valid_every != 0:
+            self.validate_and_save()
+        return self.summary("budget reached")
+
+    def report_progress(self, loss: float, tokens_per_second: float) -> None:
+        if not self.dist.is_main:
+            return
+        s, c = self.state, self.config
+        elapsed = self.trainer.elapsed()
+        remaining = []
+        if c.max_steps:
+            remaining.append(elapsed / s["step"] * (c.max_steps - s["step"]))
+        if c.max_minutes:
+            remaining.append(60 * c.max_minutes - elapsed)
+        eta = f" | ETA {min(remaining) / 60:.0f} min" if remaining else ""
+        lr = self.rate
+        log.info("step %d | epoch %d | loss %.3f | lr %.2e | %.0f tgt tok/s%s", s["step"], s["epoch"] + 1, loss, lr,
+                 tokens_per_second * self.dist.world_size, eta)
+        record = {"step": s["step"], "epoch": s["epoch"] + 1, "train_loss": round(loss, 4), "lr": lr,
+                  "tokens_per_s": round(tokens_per_second * self.dist.world_size)}
+        if s.get("skipped"):
+            record["skipped_updates"] = s["skipped"]  # since the run began
+        if self.scaler:
+            record["loss_scale"] = self.scaler.get_scale()
+        if self.norm_count:
+            record["grad_norm"] = round(self.norm_sum.item() / self.norm_count, 4)  # mean over the window
+            self.norm_sum.zero_()
+            self.norm_count = 0
+        if self.device.type == "cuda":
+            record["gpu_memory_gib"] = round(torch.cuda.max_memory_allocated(self.device) / 2**30, 2)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self.append_metrics(record)
+
+    def append_metrics(self, record: dict) -> None:
+        record["elapsed_s"] = round(self.trainer.elapsed(), 1)
+        with open(self.trainer.out / "metrics.jsonl", "a") as file:
+            file.write(json.dumps(record) + "\n")
+
+    def validate(self) -> tuple[float, float]:
+        self.model.eval()
+        c = self.model_config
+        total, count = 0.0, 0
+        sources, targets = self.valid_ids
+        with torch.no_grad():
+            for batch in token_batches([len(s) for s in sources], [len(t) for t in targets], self.config.max_tokens,
+                                       0, 0):
+                src, tgt_in, tgt_out = collate([sources[i] for i in batch], [targets[i] for i in batch], c.pad_id,
+                                               c.bos_id, c.eos_id)
+                logits = self.model(src.to(self.device), tgt_in.to(self.device)).float()
+                total += F.cross_entropy(logits.view(-1, logits.size(-1)), tgt_out.to(self.device).view(-1),
+                                         ignore_index=c.pad_id, reduction="sum").item()
+                count += int((tgt_out != c.pad_id).sum())
+        translator = Translator(self.model, self.tokenizer, SearchOptions(beam_size=1), self.config.max_tokens)
+        hypotheses = [t.text for t in translator.translate(self.valid.source)]
+        return total / max(count, 1), score(hypotheses, self.valid.target).bleu
+
+    def checkpoint(self, with_state: bool = False) -> Checkpoint:
+        s = self.state
+        s["elapsed"] = self.trainer.elapsed()
+        train_state = None
+        if with_state:
+            train_state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                           "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(), "progress": dict(s),
+                           "schedule": dict(self.trainer.schedule)}
+            if self.scaler:
+                train_state["scaler"] = self.scaler.state_dict()
+            if self.device.type == "cuda":
+                train_state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+        summary = {"step": s["step"], "epoch": s["epoch"] + 1, "best_bleu": round(s["best_bleu"], 2),
+                   "hours": round(s["elapsed"] / 3600, 2), "data": self.config.data or self.config.src_file
+                   or self.config.hf_dataset or self.config.prepared}
+        return Checkpoint(self.model.config, model_weights(self.model), self.tokenizer.model_bytes,
+                          training={"config": self.config.to_dict(), "summary": summary}, train_state=train_state)
+
+    def save_last(self) -> None:
+        if self.dist.is_main:
+            save_checkpoint(self.trainer.out / "last.pt", self.checkpoint(with_state=True))
+
+    def validate_and_save(self) -> bool:
+        """Validate, write checkpoints; True when early stopping says stop (on every rank)."""
+        stop = False
+        s = self.state
+        if self.dist.is_main:
+            valid_loss, bleu = self.validate()
+            improved = bleu > s["best_bleu"]
+            s["bad_validations"] = 0 if improved else s["bad_validations"] + 1
+            s["best_bleu"] = max(s["best_bleu"], bleu)
+            log.info("validation at step %d: loss %.3f, greedy BLEU %.2f%s", s["step"], valid_loss, bleu,
+                     " (best)" if improved else "")
+            self.append_metrics({"step": s["step"], "epoch": s["epoch"] + 1, "valid_loss": round(valid_loss, 4),
+                                 "valid_bleu": round(bleu, 2)})
+            snapshot = self.checkpoint()
+            out = self.trainer.out
+            if improved:
+                save_checkpoint(out / "best.pt", snapshot)
+            if self.config.keep_last:
+                save_checkpoint(out / f"step{s['step']:07d}.pt", snapshot)
+                for old in sorted(out.glob("step*.pt"))[: -self.config.keep_last]:
+                    old.unlink()
+            self.save_last()
+            stop = bool(self.config.patience) and s["bad_validations"] >= self.config.patience
+        return self.dist.any(stop)
+
+    def summary(self, reason: str) -> dict:
+        s = self.state
+        log.info("finished (%s) at step %d, best validation BLEU %.2f", reason, s["step"], s["best_bleu"])
+        return {"step": s["step"], "best_bleu": s["best_bleu"], "reason": reason}
+
+
+def _decay_end(schedule: dict) -> str:
+    if "total" in schedule:
+        return f" to 0 at step {schedule['total']}"
+    return f" to 0 after {schedule['minutes']:g} minutes" if "minutes" in schedule else ""
+
+
+def train(config: TrainConfig) -> dict:
+    return Trainer(config).run()
+
+
+def average_checkpoints(paths: list[str | Path], out: str | Path) -> None:
+    """Average the weights of several checkpoints of one model (training state dropped)."""
+    if not paths:
+        raise UsageError("nothing to average: give checkpoint files")
+    checkpoints = [load_checkpoint(p) for p in paths]
+    first = checkpoints[0]
+    if any(c.config != first.config for c in checkpoints):
+        raise UsageError("checkpoints of different model configurations cannot be averaged")
+    averaged = {}
+    for name, tensor in first.weights.items():
+        if tensor.is_floating_point():
+            averaged[name] = sum(c.weights[name].double() for c in checkpoints).div(len(checkpoints)).to(tensor.dtype)
+        else:
+            averaged[name] = tensor
+    newest = max(checkpoints, key=lambda c: c.training.get("summary", {}).get("step", 0))
+    summary = dict(newest.training.get("summary", {}), averaged=len(checkpoints))
+    training = dict(newest.training, summary=summary, averaged_from=[str(p) for p in paths])
+    save_checkpoint(out, Checkpoint(first.config, averaged, first.spm_model, first.decoding, training))

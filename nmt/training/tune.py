@@ -1,0 +1,58 @@
+"""Tune decoding defaults (beam size, length penalty) on a validation set and store them in a checkpoint,
+where `nmt translate` and `nmt eval` use them when the flags are absent.
+
+    best = tune_decoding(checkpoint, pairs, beams=[4, 5], lenpens=[0.6, 1.0])   # -> ({...}, table)
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from nmt.data.corpus import ParallelText
+from nmt.decoding.search import SearchOptions
+from nmt.decoding.translate import Translator
+from nmt.model.checkpoint import Checkpoint, save_checkpoint
+from nmt.text.metrics import score
+
+log = logging.getLogger("nmt")
+
+
+def tune_decoding(checkpoint: Checkpoint, pairs: ParallelText, beams: list[int], lenpens: list[float],
+                  device: str = "cpu", no_repeat_ngram: int = 0) -> tuple[dict, list[tuple[int, float, float]]]:
+    """BLEU for every (beam, lenpen); returns the best as decoding defaults and the whole table. With
+    no_repeat_ngram, every run blocks repeated n-grams of that size, and the defaults keep it."""
+    model, tokenizer = checkpoint.build_model(device), checkpoint.tokenizer()
+    table = []
+    for beam in beams:
+        for lenpen in lenpens if beam > 1 else lenpens[:1]:
+            options = SearchOptions(beam_size=beam, lenpen=lenpen, no_repeat_ngram=no_repeat_ngram)
+            translator = Translator(model, tokenizer, options)
+            bleu = score([t.text for t in translator.translate(pairs.source)], pairs.target).bleu
+            log.info("beam %d, lenpen %.2f: BLEU %.2f", beam, lenpen, bleu)
+            table.append((beam, lenpen, bleu))
+    beam, lenpen, _ = max(table, key=lambda row: row[2])
+    best = {"beam_size": beam, "lenpen": lenpen}
+    return ({**best, "no_repeat_ngram": no_repeat_ngram} if no_repeat_ngram else best), table
+
+
+def write_release(checkpoint: Checkpoint, decoding: dict, out: str, half: bool) -> None:
+    """The checkpoint with `decoding` defaults, no training state, weights in fp16 if `half`."""
+    weights = checkpoint.weights
+    if half:
+        weights = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
+    training = dict(checkpoint.training)
+    save_checkpoint(out, Checkpoint(checkpoint.config, weights, checkpoint.spm_model,
+                                    {**checkpoint.decoding, **decoding}, training, shortlist=checkpoint.shortlist))
+
+
+def half_precision_bleu_change(checkpoint: Checkpoint, pairs: ParallelText, options: SearchOptions) -> float:
+    """BLEU of fp16-rounded weights minus BLEU of fp32 weights, decoded identically in fp32."""
+    model, tokenizer = checkpoint.build_model(), checkpoint.tokenizer()
+    full = score([t.text for t in Translator(model, tokenizer, options).translate(pairs.source)], pairs.target).bleu
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(parameter.half().float())
+    rounded = score([t.text for t in Translator(model, tokenizer, options).translate(pairs.source)], pairs.target)
+    return rounded.bleu - full
