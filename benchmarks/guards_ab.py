@@ -20,9 +20,9 @@ import time
 import torch
 
 from nmt.data.corpus import parse_test_set
+from nmt.decoding.configuration import DecodingFlags, search_options
 from nmt.decoding.translate import Translator
 from nmt.model.checkpoint import load_checkpoint
-from nmt_cli.main import search_options
 
 
 def timed(translator: Translator, lines: list[str]) -> float:
@@ -43,7 +43,7 @@ def main() -> None:
     torch.set_num_threads(1)
     checkpoint = load_checkpoint(args.model)
     # no n-gram block in the baseline, whatever the checkpoint stores (the shipped model stores 4)
-    options = search_options(checkpoint, args.beam, args.lenpen, None, None, None, 1, False, no_repeat_ngram=0)
+    options = search_options(checkpoint, DecodingFlags(beam=args.beam, lenpen=args.lenpen, no_repeat_ngram=0))
     sets = {"multi30k:valid": parse_test_set("multi30k:valid").source[: args.lines],
             "robustness:dev": parse_test_set("robustness:dev").source}
     base = Translator.from_checkpoint(checkpoint, options, precision=args.precision, ordinary_input=False)
