@@ -11,14 +11,8 @@ EXAMPLES := data/examples.en
 # The editable install leaves nmt's own modules uncompiled (pip compiles a regular install's): where
 # Python may not write bytecode (PYTHONDONTWRITEBYTECODE, a read-only checkout) every command compiled
 # them again, 0.04-0.05 s of importing them against 0.09-0.10 (2-core EPYC).
-setup: $(STAMP) $(VENV)/.kernels $(VENV)/.lean-import
+setup: $(STAMP) $(VENV)/.kernels
 	@$(BIN)/python -m compileall -q nmt cli
-
-# Whether nmt's lean import of torch (cli/lean_import.py) works with the installed torch release: checked
-# once in a fresh interpreter, the verdict kept in the user's cache; a release that fails is imported whole.
-$(VENV)/.lean-import: cli/lean_import.py $(STAMP)
-	@$(BIN)/python -m nmt_cli.lean_import --check
-	@touch $@
 
 # The C attention kernels (nmt/model/native.py; CPUs with AVX-512 or AVX2 and a C compiler), compiled ahead so no
 # translation waits for them; again only when their source changes (each check imports torch, about 1 s).

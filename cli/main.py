@@ -23,7 +23,6 @@ import typer
 from nmt import __version__
 from nmt.decoding.configuration import DecodingFlags
 from nmt.errors import STOP_SIGNALS, Interrupted, NmtError, UsageError, stop_now_or_later, stop_signals_handled_by
-from nmt_cli.lean_import import import_torch
 from nmt_cli.options import decoding_options
 
 app = typer.Typer(
@@ -147,7 +146,6 @@ def translate(
         raise UsageError("--nbest above 1 needs --format jsonl (the text format keeps one line per input)")
     _configure_logging(quiet)
     with collection_paused():
-        import_torch()
         from nmt.decoding.translate import translate_document, translate_stream
 
         translator, config = load_translator(model, decoding)
@@ -201,7 +199,6 @@ def serve(
     if batch_wait_ms < 0:
         raise UsageError("--batch-wait-ms must not be negative")
     with collection_paused():
-        import_torch()
         from nmt.decoding.translate import Translator
 
         # one worker unless --workers says otherwise: requests are batched together already
@@ -276,7 +273,6 @@ def score(
             if not (isinstance(sources[-1], str) and isinstance(targets[-1], str)):
                 raise UsageError(f"line {number}: source and translation must be strings")
     with collection_paused():
-        import_torch()
         from nmt.decoding.score import Scorer
 
         # the scores are of the fp32 model, whatever precision decoding would take
@@ -308,7 +304,6 @@ def attention(
     if head is not None and grid:
         raise UsageError("give --head or --grid, not both")
     with collection_paused():
-        import_torch()
         from nmt.decoding.alignment import ALIGNMENT_LAYER, cross_attention, draw_attention
         from nmt.decoding.configuration import MAX_PIECE_TOKENS, search_options
         from nmt.decoding.translate import Translator
@@ -551,7 +546,6 @@ def evaluate(
         if len(sources) != len(references):
             raise UsageError(f"{len(sources)} source lines but {len(references)} references")
         with collection_paused():
-            import_torch()
             translator, _ = load_translator(model, decoding)
         plain = [(index, line.plain) for index, line in enumerate(robust) if line.plain]
         translated = [t.text for t in translator.translate(sources + [text for _, text in plain])]
