@@ -127,7 +127,7 @@ model-general: setup
 		--prepared "$$(tail -n 1 $(GENERAL_RUN)/prepared.txt)" --out data/models/general.pt
 	for test in europarl:test news-commentary:dev_newsdiscuss tatoeba:dev multi30k:test_2016_flickr robustness:test; do \
 		$(TIMED) eval-$$test -- $(BIN)/nmt eval --model data/models/general.pt --test $$test \
-			--json >> $(GENERAL_RUN)/scores.jsonl || exit 1; done
+			--format jsonl >> $(GENERAL_RUN)/scores.jsonl || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info

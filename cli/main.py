@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TextIO
+from typing import Literal, TextIO
 
 import typer
 
@@ -122,11 +122,13 @@ def translate(
     model: list[Path] = typer.Option(None, "--model", "-m", help=MODELS_HELP),
     input: Path = typer.Option(None, "--input", "-i", help="Read this file instead of stdin."),
     output: Path = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
-    output_format: str = typer.Option("text", "--format", help="text (one line per input) or jsonl."),
+    output_format: Literal["text", "jsonl"] = typer.Option("text", "--format",
+                                      help="text (one line per input) or jsonl."),
     document: bool = typer.Option(False, "--document", help="Read running text: paragraphs separated by blank "
                                   "lines, lines wrapped at any width; write one French line a paragraph, blank lines "
                                   "kept."),
-    input_format: str = typer.Option("text", "--input-format", help="text, or jsonl: lines {\"source\": ..., "
+    input_format: Literal["text", "jsonl"] = typer.Option("text", "--input-format",
+                                     help="text, or jsonl: lines {\"source\": ..., "
                                      "\"prefix\": ...}, the translation starting with the French prefix if given."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or warnings on stderr."),
@@ -233,14 +235,16 @@ def serve(
 @app.command()
 @decoding_options(only=("lenpen", "max_tokens", "device", "threads", "verbose"))
 def score(
-    src: Path = typer.Option(None, "--src", help="English sentences, one per line."),
-    tgt: Path = typer.Option(None, "--tgt", help="Their French translations, one per line."),
-    input: Path = typer.Option(None, "--input", "-i", help="With --format jsonl: read the pairs from this file "
-                               "instead of stdin."),
-    output_format: str = typer.Option("text", "--format", help="text (--src/--tgt in, one log-probability a line "
-                                      "out) or jsonl (lines with source and translation in, log_prob and score out)."),
+    input: Path = typer.Option(None, "--input", "-i", help="English sentences, one per line; with --format jsonl, "
+                               "the pairs (default: stdin)."),
+    ref: Path = typer.Option(None, "--ref", help="Their French translations, one per line (--format text)."),
+    output_format: Literal["text", "jsonl"] = typer.Option("text", "--format",
+                                      help="text (--input and --ref in, one log-probability a line out) or jsonl "
+                                      "(lines with source and translation in, log_prob and score out)."),
     model: Path = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     per_token: bool = typer.Option(False, "--per-token", help="Also each piece's log-probability, EOS last."),
+    src: Path = typer.Option(None, "--src", hidden=True),  # --input's name in text mode before 2026-11-27
+    tgt: Path = typer.Option(None, "--tgt", hidden=True),  # --ref's
     decoding: DecodingFlags = None,
 ) -> None:
     """The model's log-probability of each French translation given its English source, one line per pair,
@@ -251,17 +255,16 @@ def score(
     from nmt.data.corpus import read_lines, read_stream_lines
 
     _configure_logging(False)
-    if output_format not in ("text", "jsonl"):
-        raise UsageError(f"--format must be text or jsonl, not {output_format!r}")
     if output_format == "text":
-        if src is None or tgt is None or input is not None:
-            raise UsageError("give --src and --tgt (or --format jsonl with pairs on stdin or --input)")
+        src, tgt = input or src, ref or tgt
+        if src is None or tgt is None:
+            raise UsageError("give --input and --ref (or --format jsonl with pairs on stdin or --input)")
         sources, targets = read_lines(src), read_lines(tgt)
         if len(sources) != len(targets):
             raise UsageError(f"{src} has {len(sources)} lines but {tgt} has {len(targets)}")
     else:
-        if src is not None or tgt is not None:
-            raise UsageError("--format jsonl reads pairs from stdin or --input, not --src/--tgt")
+        if src is not None or tgt is not None or ref is not None:
+            raise UsageError("--format jsonl reads pairs from stdin or --input, not --ref")
         sources, targets = [], []
         for number, line in enumerate(read_stream_lines(_open_input(input)), 1):
             try:
@@ -380,7 +383,8 @@ def train(
     augment_swap: float = DATA_OPTIONS["augment_swap"],
     prepared: str = typer.Option(None, "--prepared", help="A folder `nmt prepare` printed, in place of the data "
                                  "options: its tokens, sentencepiece model and validation pairs, read offline."),
-    preset: str = typer.Option(None, "--preset", help="tiny, small, base or big. Default small."),
+    preset: Literal["tiny", "small", "base", "big"] = typer.Option(None, "--preset",
+                               help="Model dimensions. Default small."),
     d_model: int = typer.Option(None, "--d-model", help="Model width, in place of the preset's."),
     n_heads: int = typer.Option(None, "--heads", help="Attention heads, in place of the preset's."),
     d_ff: int = typer.Option(None, "--d-ff", help="Feed-forward width, in place of the preset's."),
@@ -397,6 +401,12 @@ def train(
                                         "(once: see `nmt prepare`). Default one per CPU core."),
     cache_dir: str = typer.Option(None, "--cache-dir", help="Prepared corpora. Default $NMT_CACHE_DIR, else "
                                   "~/.cache/nmt/prepared."),
+    max_len: int = typer.Option(None, "--max-len", help="Drop pairs with a side longer than this many tokens. "
+                                "Default 250."),
+    max_ratio: float = typer.Option(None, "--max-ratio", help="Drop pairs whose longer side is over this many times "
+                                    "the shorter (+5 tokens). Default 3."),
+    max_positions: int = typer.Option(None, "--max-positions", help="Longest sequence the model's positions cover. "
+                                      "Default 512."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Padded tokens per batch. Default 4096."),
     update_freq: int = typer.Option(None, "--update-freq", help="Batches accumulated per update on each rank. "
                                     "Default 1."),
@@ -407,13 +417,15 @@ def train(
                              "(7.0e-4 for base at warmup 4000). Stored in the run: a resume keeps it."),
     warmup: int = typer.Option(None, "--warmup", help="Warmup steps. Default a tenth of the planned steps, at most "
                                "4000. Stored in the run: a resume keeps it."),
-    decay: str = typer.Option(None, "--decay", help="After warmup: inverse-sqrt (the paper's) or linear (to zero at "
+    decay: Literal["inverse-sqrt", "linear"] = typer.Option(None, "--decay",
+                              help="After warmup: inverse-sqrt (the paper's) or linear (to zero at "
                               "--max-steps or --max-epochs' end). Default inverse-sqrt. Stored in the run."),
     reset_schedule: bool = typer.Option(False, "--reset-schedule", help="On resume, take --lr, --warmup and --decay "
                                         "as given instead of the run's own."),
     label_smoothing: float = typer.Option(None, "--label-smoothing", help="Default 0.1."),
     clip_norm: float = typer.Option(None, "--clip-norm", help="Gradient norm clip, 0 = off. Default 1.0."),
-    precision: str = typer.Option(None, "--precision", help="fp32, bf16 (CPU/GPU), fp16 (CUDA) or auto (bf16 where "
+    precision: Literal["fp32", "bf16", "fp16", "auto"] = typer.Option(None, "--precision",
+                                  help="fp32, bf16 (CPU/GPU), fp16 (CUDA) or auto (bf16 where "
                              "the CPU or GPU computes in it, else fp32 on a CPU, fp16 on CUDA). Default fp32."),
     max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many updates."),
     max_epochs: int = typer.Option(None, "--max-epochs", help="Stop after this many epochs."),
@@ -421,6 +433,8 @@ def train(
     valid_every: int = typer.Option(None, "--valid-every", help="Validate and save every N steps. Default 1000."),
     save_every: int = typer.Option(None, "--save-every", help="Also write last.pt (to resume from) every N steps."),
     patience: int = typer.Option(None, "--patience", help="Stop after N validations without a better BLEU."),
+    valid_bleu_lines: int = typer.Option(None, "--valid-bleu-lines", help="Validate on the first N validation pairs "
+                                         "only. Default all."),
     keep_last: int = typer.Option(None, "--keep-last", help="step*.pt checkpoints kept for averaging. Default 5."),
     seed: int = typer.Option(None, "--seed", help="Default 1."),
     threads: int = typer.Option(None, "--threads", help="CPU threads."),
@@ -503,35 +517,41 @@ def prepare(
 @app.command("eval")
 @decoding_options(skip=("nbest", "alignments"))
 def evaluate(
-    hyp: Path = typer.Option(None, "--hyp", help="Translations to score, one per line."),
+    input: Path = typer.Option(None, "--input", "-i", help="Translate this English file with the model, then score "
+                               "against --ref."),
     ref: Path = typer.Option(None, "--ref", help="References, one per line."),
-    src: Path = typer.Option(None, "--src", help="Translate this file with the model, then score against --ref."),
+    hyp: Path = typer.Option(None, "--hyp", help="Translations to score, one per line (nothing is translated)."),
     test: str = typer.Option(None, "--test", help="Embedded test set, e.g. multi30k:test_2016_flickr."),
     model: list[Path] = typer.Option(None, "--model", "-m", help=MODELS_HELP),
     output: Path = typer.Option(None, "--output", "-o", help="Also write the translations to this file, one line "
                                 "per source line."),
     limit: int = typer.Option(None, "--limit", help="Score only the first N lines."),
     lc_tok: bool = typer.Option(False, "--lc-tok", help="Also BLEU on lowercased Moses-tokenized text (papers)."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+    output_format: Literal["text", "jsonl"] = typer.Option("text", "--format",
+                                      help="text, or jsonl: one JSON object on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or warnings on stderr."),
+    src: Path = typer.Option(None, "--src", hidden=True),  # --input's name before 2026-11-27
+    as_json: bool = typer.Option(False, "--json", hidden=True),  # --format jsonl's
     decoding: DecodingFlags = None,
 ) -> None:
-    """Score translations with sacreBLEU (BLEU, chrF), translating first when given --src or --test."""
+    """Score translations with sacreBLEU (BLEU, chrF), translating first when given --input or --test."""
     _configure_logging(quiet)
+    src = input if input is not None else src
+    as_json = as_json or output_format == "jsonl"
     from nmt.apps.robustness import format_report, load_robustness, robustness_report
     from nmt.data.corpus import parse_test_set, read_lines
     from nmt.text.metrics import score
 
     if sum(x is not None for x in (hyp, src, test)) != 1:
-        raise UsageError("give one of --hyp (with --ref), --src (with --ref) or --test")
+        raise UsageError("give one of --input (with --ref), --hyp (with --ref) or --test")
     if hyp is not None and output is not None:
-        raise UsageError("--output writes the translations of --src or --test; with --hyp there are none")
+        raise UsageError("--output writes the translations of --input or --test; with --hyp there are none")
     if test is not None:
         pairs = parse_test_set(test)
         sources, references, name = pairs.source, pairs.target, test
     else:
         if ref is None:
-            raise UsageError("--ref is needed with --hyp or --src")
+            raise UsageError("--ref is needed with --hyp or --input")
         references, name = read_lines(ref), str(ref)
         sources = read_lines(src) if src is not None else None
     if limit:

@@ -15,10 +15,14 @@ from __future__ import annotations
 import functools
 import inspect
 from pathlib import Path
+from typing import Literal
 
 import typer
 
 from nmt.decoding.configuration import DecodingFlags
+
+# --precision's values (nmt.decoding.inference.PRECISIONS, which imports torch)
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8", "int8_bf16", "int8_fp32")
 
 PRECISION_HELP = ("fp32, bf16 (CPUs with bf16 support, GPUs), fp16 (CUDA), int8 (CPU, dynamic quantization of the "
                   "linear layers with torchao) or int8_bf16 (CPU, int8 weights with bf16 activations: the fastest at "
@@ -51,8 +55,8 @@ DECODING_OPTIONS = {
     "max_tokens": (int, typer.Option(None, "--max-tokens", help="Batch by this many padded source tokens. "
                                      "Default 4096.")),
     "batch_size": (int, typer.Option(None, "--batch-size", help="Batch by sentence count instead of --max-tokens.")),
-    "device": (str, typer.Option(None, "--device", help="auto, cpu or cuda. Default auto.")),
-    "precision": (str, typer.Option(None, "--precision", help=PRECISION_HELP)),
+    "device": (Literal["auto", "cpu", "cuda"], typer.Option(None, "--device", help="Default auto.")),
+    "precision": (Literal[PRECISIONS], typer.Option(None, "--precision", help=PRECISION_HELP)),
     "threads": (int, typer.Option(None, "--threads", help="CPU threads for torch. Default all cores.")),
     "workers": (int, typer.Option(None, "--workers", help="CPU: batches decoded at once, in forked processes of one "
                                   "thread each. Default: as many as --threads (nmt serve: 1).")),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import shutil
 import subprocess
 import sys
@@ -112,3 +113,36 @@ def test_eval_writes_its_translations_and_samples_like_translate(tiny_checkpoint
     translated = subprocess.run([NMT, "translate", *sampling], input="\n".join(sources) + "\n", capture_output=True,
                                 text=True, check=True).stdout
     assert (tmp_path / "hyp.fr").read_text() == translated
+
+
+def test_one_vocabulary_across_commands_with_the_old_names_still_accepted(tiny_checkpoint, tmp_path):
+    """-i/--input, -o/--output, --ref and --format text|jsonl in translate, eval and score; every setting of
+    nmt train is a flag; choices are listed in --help; the old spellings (eval --src/--json, score
+    --src/--tgt) still work, unlisted."""
+    import typer
+
+    from nmt.training.train import TrainConfig
+    from nmt_cli.main import app
+
+    commands = typer.main.get_command(app).commands
+    flags = {name: {opt for param in command.params for opt in param.opts} for name, command in commands.items()}
+    assert {"-i", "--input", "--format"} <= flags["translate"] & flags["eval"] & flags["score"]
+    assert {"--ref"} <= flags["eval"] & flags["score"] and {"-o", "--output"} <= flags["translate"] & flags["eval"]
+    assert set(TrainConfig.__dataclass_fields__) <= {param.name for param in commands["train"].params}
+    assert "<text|jsonl>" in subprocess.run([NMT, "eval", "--help"], capture_output=True, text=True).stdout
+    bad = subprocess.run([NMT, "translate", "--format", "xml"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "'xml' is not one of 'text', 'jsonl'" in bad.stderr
+    (tmp_path / "in.en").write_text("A dog runs.\nTwo men talk.\n")
+    (tmp_path / "ref.fr").write_text("Un chien court.\nDeux hommes parlent.\n")
+    model = ["--model", str(tiny_checkpoint)]
+    new = subprocess.run([NMT, "score", "-i", str(tmp_path / "in.en"), "--ref", str(tmp_path / "ref.fr"), *model],
+                         capture_output=True, text=True)
+    old = subprocess.run([NMT, "score", "--src", str(tmp_path / "in.en"), "--tgt", str(tmp_path / "ref.fr"), *model],
+                         capture_output=True, text=True)
+    model.append("--exact")
+    assert new.returncode == 0 and new.stdout == old.stdout and len(new.stdout.splitlines()) == 2
+    new = subprocess.run([NMT, "eval", "-i", str(tmp_path / "in.en"), "--ref", str(tmp_path / "ref.fr"), "--format",
+                          "jsonl", "-q", *model], capture_output=True, text=True)
+    old = subprocess.run([NMT, "eval", "--src", str(tmp_path / "in.en"), "--ref", str(tmp_path / "ref.fr"), "--json",
+                          "-q", *model], capture_output=True, text=True)
+    assert new.returncode == 0 and new.stdout == old.stdout and json.loads(new.stdout)["lines"] == 2
