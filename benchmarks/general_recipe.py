@@ -82,7 +82,8 @@ def evaluate(names: list[str]) -> None:
         scores = {}
         for test, limit in DEV_SETS:
             command = NMT + ["eval", "--model", str(RUNS / name / "last.pt"), "--test", test, "--beam", "4",
-                             "--lenpen", "1.0", "--exact", "--format", "jsonl"] + (["--limit", str(limit)] if limit else [])
+                             "--lenpen", "1.0", "--exact", "--format", "jsonl"]
+            command += ["--limit", str(limit)] if limit else []
             result = subprocess.run(command, capture_output=True, text=True, env={**os.environ})
             if result.returncode:
                 sys.exit(f"{name} {test}: {result.stderr.strip()}")
