@@ -369,6 +369,7 @@ def info(checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help=
 
 @app.command()
 def train(
+    context: typer.Context,
     out: Path = typer.Option(..., "--out", help="Output folder: last.pt, best.pt, config.yaml, metrics.jsonl."),
     config_file: Path = typer.Option(None, "--config", help="YAML file of training options (flags override it)."),
     data: str = DATA_OPTIONS["data"],
@@ -445,7 +446,7 @@ def train(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
     """Train a Transformer; rerunning the same command resumes from OUT/last.pt."""
-    given = {k: v for k, v in locals().items() if k not in ("config_file", "quiet") and v is not None}
+    given = {k: v for k, v in context.params.items() if k not in ("config_file", "quiet") and v is not None}
     _configure_logging(quiet, progress=True)
     from nmt.training.train import TrainConfig
     from nmt.training.train import train as run_training
