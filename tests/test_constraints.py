@@ -52,6 +52,30 @@ def test_constraints_hold_in_batches_of_a_real_model():
     assert [h.score for h in found[1]] == pytest.approx([h.score for h in alone], abs=1e-4)
 
 
+@pytest.mark.parametrize("lenpen", [0.0, 1.0])
+def test_a_sentence_without_terms_takes_the_beam_search_s_steps_and_stops_by_its_rule(lenpen):
+    """The glossary search shares the beam search's step and stopping rule (nmt.decoding.search): with no
+    terms it decodes as many steps and finds the same hypotheses, with and without a length penalty (where
+    the rule differs)."""
+
+    class Counting:
+        def __init__(self, model):
+            self.model, self.config, self.fixed_rows, self.steps = model, model.config, False, 0
+
+        def init_state(self, *args, **kwargs):
+            return self.model.init_state(*args, **kwargs)
+
+        def decode_step(self, tokens, state):
+            self.steps += 1
+            return self.model.decode_step(tokens, state)
+
+    options = SearchOptions(beam_size=3, nbest=1, lenpen=lenpen, max_len_a=0.0, max_len_b=4)
+    beam, glossary = Counting(ScriptedModel()), Counting(ScriptedModel())
+    expected, found = search(beam, SRC, options), constrained_search(glossary, SRC, options, [[]])
+    assert [[h.tokens for h in each] for each in found] == [[h.tokens for h in each] for each in expected]
+    assert glossary.steps == beam.steps
+
+
 def test_translations_hold_the_glossary_s_terms_and_lines_without_terms_are_unchanged(tiny_checkpoint, tmp_path):
     import subprocess
     import sys

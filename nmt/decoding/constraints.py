@@ -24,17 +24,15 @@ import torch
 from torch import Tensor
 
 from nmt.decoding.search import (
-    LOOP_SPAN,
     Hypothesis,
     SearchOptions,
     as_tensor,
-    block_repeats,
-    constrain,
     finalize,
+    finished_searching,
     initial_state,
     max_lengths,
+    next_log_probs,
     search,
-    stop_loops,
 )
 from nmt.errors import UsageError
 
@@ -117,8 +115,9 @@ def constrained_search(model, src: Tensor, options: SearchOptions, constraints: 
 
 @torch.inference_mode()
 def _search(model, src: Tensor, options: SearchOptions, constraints: list[list[list[int]]]) -> list[list[Hypothesis]]:
-    """beam_search's loop (rows sentence-major, `beam` rows a sentence after the first step) with the
-    candidates, endings and allocation of dynamic beam allocation; hypotheses are (score, tokens, progress)."""
+    """beam_search's loop (rows sentence-major, `beam` rows a sentence after the first step), step
+    (next_log_probs) and stopping rule (finished_searching), with the candidates, endings and allocation of
+    dynamic beam allocation; hypotheses are (score, tokens, progress)."""
     config = model.config
     beam, eos = options.beam_size, config.eos_id
     max_lens = [min(limit + sum(map(len, own)), config.max_positions) for limit, own in   # room for the terms
@@ -129,13 +128,9 @@ def _search(model, src: Tensor, options: SearchOptions, constraints: list[list[l
     tokens = torch.full((len(active),), config.bos_id, dtype=torch.long, device=src.device)
     finished: list[list[Hypothesis]] = [[] for _ in active]
     for step in range(max(max_lens)):
-        log_probs, state = model.decode_step(tokens, state)  # (rows, V)
         histories = [tokens_so_far for rows in beams for _, tokens_so_far, _ in rows]
-        constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, eos)
-        if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
-            stop_loops(log_probs, histories, eos)
-        if options.no_repeat_ngram:
-            block_repeats(log_probs, histories, options.no_repeat_ngram)
+        log_probs, state = next_log_probs(model, tokens, state, step, options, [max_lens[i] for i in active],
+                                          histories)  # (rows, V)
         top_tokens = log_probs.topk(min(beam, log_probs.size(-1)), dim=-1).indices.tolist()
         width = len(beams[0])
         # each row's choices, its best tokens and those that advance its constraints, read in one gather
@@ -161,7 +156,8 @@ def _search(model, src: Tensor, options: SearchOptions, constraints: list[list[l
                         continue
                     candidates[(row, token)] = (total, history + [token], progress.after(token, own))
             chosen = _allocate(candidates, beam, own)
-            if len(finished[sentence]) < beam and chosen:
+            if chosen and not finished_searching(finished[sentence], max(candidates[key][0] for key in chosen), beam,
+                                                 options):  # the beam search's rule
                 keep.append(i)
             fill = beam - len(chosen)  # dead rows fill the beam: the state holds `beam` rows a sentence
             row, token = chosen[-1] if chosen else (i * width, eos)

@@ -296,6 +296,25 @@ def initial_state(model: Decoder, src: Tensor, beam_size: int, options: SearchOp
     return model.init_state(src, beam_size=beam_size, use_cache=options.use_cache, max_length=max(max_lens))
 
 
+def next_log_probs(model: Decoder, tokens: Tensor, state: State, step: int, options: SearchOptions,
+                   caps: list[int], histories: list[list[int]], row_prefixes: list[list[int]] | None = None
+                   ) -> tuple[Tensor, State]:
+    """The one step every search takes (greedy, sampling, beam, constrained): the decoder's log-probabilities
+    (R, V) of each row's next token, then its rules in this order: the length caps and min_len (`caps`, one
+    per open sentence), the loop guard, no repeated n-grams, and each row's prefix token due at `step`,
+    which overrides the others."""
+    log_probs, state = model.decode_step(tokens, state)
+    eos = model.config.eos_id
+    due = prefix_values(log_probs, step, row_prefixes)
+    constrain(log_probs, step, caps, options.min_len, eos)
+    if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
+        stop_loops(log_probs, histories, eos)
+    if options.no_repeat_ngram:
+        block_repeats(log_probs, histories, options.no_repeat_ngram)
+    force_prefixes(log_probs, due)
+    return log_probs, state
+
+
 # Both searches bring each step's few winners (tokens, rows, scores) back as Python numbers and keep the
 # bookkeeping (histories, finished hypotheses, stopping) in Python: at batch 1 the tensor form of that
 # bookkeeping was a third of a beam step, dozens of tiny operations per step.
@@ -321,15 +340,9 @@ def greedy_search(model: Decoder, src: Tensor, options: SearchOptions,
     log_prob = torch.zeros(len(active), device=src.device)
     results: list[list[Hypothesis]] = [[] for _ in active]
     for step in range(max(max_lens)):
-        log_probs, state = model.decode_step(tokens, state)
         row_prefixes = None if prefixes is None else [prefixes[i] for i in active]
-        due = prefix_values(log_probs, step, row_prefixes)
-        constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
-        if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
-            stop_loops(log_probs, history, config.eos_id)
-        if options.no_repeat_ngram:
-            block_repeats(log_probs, history, options.no_repeat_ngram)
-        force_prefixes(log_probs, due)
+        log_probs, state = next_log_probs(model, tokens, state, step, options, [max_lens[i] for i in active],
+                                          history, row_prefixes)
         best, tokens = choose(log_probs)
         log_prob += best
         chosen = tokens.tolist()
@@ -384,15 +397,9 @@ def beam_search(model: Decoder, src: Tensor, options: SearchOptions,
     finished: list[list[Hypothesis]] = [[] for _ in active]
     for step in range(max(max_lens)):
         n = len(active)
-        log_probs, state = model.decode_step(tokens, state)  # (n*width, V)
         row_prefixes = None if prefixes is None else [prefixes[i] for i in active for _ in range(width)]
-        due = prefix_values(log_probs, step, row_prefixes)
-        constrain(log_probs, step, [max_lens[i] for i in active], options.min_len, config.eos_id)
-        if options.loop_guard and step >= max(LOOP_SPAN, options.min_len):
-            stop_loops(log_probs, history, config.eos_id)
-        if options.no_repeat_ngram:
-            block_repeats(log_probs, history, options.no_repeat_ngram)
-        force_prefixes(log_probs, due)
+        log_probs, state = next_log_probs(model, tokens, state, step, options, [max_lens[i] for i in active],
+                                          history, row_prefixes)  # (n*width, V)
         vocab = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(n, width, vocab)).view(n, width * vocab)
         top = top_k(candidates, min(2 * beam, width * vocab))  # (n, 2K), best first
