@@ -2,7 +2,7 @@
 machine's run-to-run noise (20-60% between runs of one command on a 2-core VM).
 
     mkdir -p /tmp/base && git archive HEAD nmt | tar -x -C /tmp/base     # the tree to compare against
-    (both trees with the layout of 2026-11-27 or later: RUN below imports nmt.decoding.configuration)
+    (RUN below imports either layout of nmt: flat modules before 2026-11-27, layered after)
     python benchmarks/ab.py /tmp/base . --beam 4 --batch 32 --sentences 320 --rounds 12
 
 Each round runs both trees at once, one per core (taskset), and swaps the cores the next round, so that
@@ -25,14 +25,24 @@ from pathlib import Path
 
 RUN = """
 import json, sys, time, torch
-from nmt.model.checkpoint import load_checkpoint
-from nmt.data.corpus import parse_test_set
-from nmt.decoding.translate import Translator
-from nmt.decoding.configuration import DecodingFlags, search_options
 model, test_set, beam, batch, sentences, precision, shortlist, out = sys.argv[1:]
+try:  # the layout since 2026-11-27
+    from nmt.model.checkpoint import load_checkpoint
+    from nmt.data.corpus import parse_test_set
+    from nmt.decoding.translate import Translator
+    from nmt.decoding.configuration import DecodingFlags, search_options
+    def options_of(checkpoint):  # as `nmt translate` decodes
+        return search_options(checkpoint, DecodingFlags(beam=int(beam)))
+except ImportError:  # a tree from before
+    from nmt.checkpoint import load_checkpoint
+    from nmt.corpus import parse_test_set
+    from nmt.translate import Translator
+    from nmt_cli.main import search_options
+    def options_of(checkpoint):
+        return search_options(checkpoint, int(beam), None, None, None, None, 1, False)
 torch.set_num_threads(1)
 checkpoint = load_checkpoint(model)
-options = search_options(checkpoint, DecodingFlags(beam=int(beam)))  # as `nmt translate` decodes
+options = options_of(checkpoint)
 translator = Translator.from_checkpoint(checkpoint, options, precision=precision, use_shortlist=shortlist == "1",
                                         batch_size=int(batch))
 lines = parse_test_set(test_set).source[: int(sentences)]
