@@ -64,3 +64,4 @@ def test_names_leave_out_contractions_possessive_endings_days_and_months():
     assert spans("She works Sundays in March.") == []
     whole = {"Indian"}  # a vocabulary holding the singular whole: its plural is no name, a name's s stays
     assert name_spans("The Indians met Charles.", lambda word: word not in whole) == [(16, 23)]
+

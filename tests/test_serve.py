@@ -89,11 +89,38 @@ def test_libretranslate_requests_answer_what_the_cli_prints(server, cli_records)
     listed = server.post("/translate", json={"q": LINES, "source": "en", "target": "fr", "format": "text"})
     assert listed.status_code == 200 and listed.json() == {"translatedText": expected}
     one = server.post("/translate", json={"q": LINES[2], "source": "auto", "target": "fr"})
-    assert one.json() == {"translatedText": expected[2], "detectedLanguage": {"language": "en", "confidence": 100.0}}
+    assert one.json()["translatedText"] == expected[2]
+    detected = one.json()["detectedLanguage"]
+    assert detected["language"] == "en" and 50 < detected["confidence"] <= 100
     form = server.post("/translate", data={"q": LINES[0], "source": "en", "target": "fr"})
     assert form.status_code == 200 and form.json()["translatedText"] == expected[0]
     lines = server.post("/translate", json={"q": "\n".join(LINES[:3]), "source": "en", "target": "fr"})
     assert lines.json()["translatedText"] == "\n".join(expected[:3])  # a text's lines keep their breaks
+
+
+def test_detect_and_auto_refuse_what_is_not_english_in_libretranslate_s_shapes(server):
+    french = "Merci beaucoup pour votre aide, nous arriverons demain matin."
+    guesses = server.post("/detect", data={"q": french}).json()
+    assert guesses[0]["language"] == "fr" and guesses[0]["confidence"] > 90
+    assert [g["confidence"] for g in guesses] == sorted((g["confidence"] for g in guesses), reverse=True)
+    assert server.post("/detect", json={"q": LINES[2]}).json()[0]["language"] == "en"
+    refused = server.post("/translate", json={"q": ["A dog runs.", french], "source": "auto", "target": "fr"})
+    assert refused.status_code == 400 and set(refused.json()) == {"error"} and "looks fr" in refused.json()["error"]
+    short = server.post("/translate", json={"q": "OK", "source": "auto", "target": "fr"})
+    assert short.status_code == 200  # too short to tell: taken to be English
+    settings = httpx.get(server.url + "/frontend/settings").json()
+    assert settings["charLimit"] == 2000 and settings["keyRequired"] is False
+    assert settings["language"]["target"] == {"code": "fr", "name": "French"}
+
+
+def test_libretranslate_s_own_python_client_works_against_nmt_serve(server, cli_records):
+    from libretranslatepy import LibreTranslateAPI  # in the dev extra: the client LibreTranslate's users have
+
+    client = LibreTranslateAPI(server.url + "/")
+    assert client.translate(LINES[0], "en", "fr") == cli_records[0]["translation"]
+    assert client.translate(LINES[2], "auto", "fr") == cli_records[2]["translation"]
+    assert client.detect("Bonjour tout le monde, comment allez-vous ?")[0]["language"] == "fr"
+    assert {"code": "en", "name": "English", "targets": ["fr"]} in client.languages()
 
 
 def test_v1_answers_the_cli_jsonl_records(server, cli_records):

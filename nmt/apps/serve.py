@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translation, Translator
+from nmt.text.language import detect, is_not_english
 
 log = logging.getLogger("nmt")
 
@@ -200,6 +201,13 @@ class LibreRequest(BaseModel):
     alternatives: Annotated[int, Field(ge=0, le=8)] = 0
 
 
+class DetectRequest(BaseModel):
+    """LibreTranslate's detect body."""
+
+    q: str
+    api_key: str | None = None
+
+
 class NmtRequest(BaseModel):
     """nmt's own request body: lines and decoding options over the server's."""
 
@@ -292,21 +300,30 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             start += count
         return grouped
 
-    @app.post("/translate", openapi_extra={"requestBody": {"required": True, "content": {
-        "application/json": {"schema": LibreRequest.model_json_schema()},
-        "application/x-www-form-urlencoded": {"schema": LibreRequest.model_json_schema()}}}})
-    async def translate(request: Request):
-        """LibreTranslate's translate: `q` a string or a list of strings, English (or "auto") to French."""
+    async def libre_body(request: Request, model: type[BaseModel]) -> BaseModel | JSONResponse:
+        """A LibreTranslate request's body, JSON or form-encoded, or the error response."""
         try:
             if request.headers.get("content-type", "").startswith("application/json"):
-                body = LibreRequest.model_validate(await request.json())
-            else:
-                form = await request.form()
-                fields = {key: form.getlist(key) if key == "q" and len(form.getlist(key)) > 1 else value
-                          for key, value in form.items()}
-                body = LibreRequest.model_validate(fields)
+                return model.model_validate(await request.json())
+            form = await request.form()
+            fields = {key: form.getlist(key) if key == "q" and len(form.getlist(key)) > 1 else value
+                      for key, value in form.items()}
+            return model.model_validate(fields)
         except ValueError as exc:  # ValidationError, and JSON that does not parse
             return _error(422, _describe(exc.errors()) if isinstance(exc, ValidationError) else "the body is not JSON")
+
+    def libre_schema(model: type[BaseModel]) -> dict:
+        schema = model.model_json_schema()
+        return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema},
+                                                              "application/x-www-form-urlencoded": {"schema": schema}}}}
+
+    @app.post("/translate", openapi_extra=libre_schema(LibreRequest))
+    async def translate(request: Request):
+        """LibreTranslate's translate: `q` a string or a list of strings, English (or "auto": refused when
+        the text is confidently in another language) to French."""
+        body = await libre_body(request, LibreRequest)
+        if isinstance(body, JSONResponse):
+            return body
         if not authorized(request, body.api_key):
             return _error(401, "a valid api_key is required")
         if body.source not in ("en", "auto") or body.target != "fr":
@@ -314,6 +331,15 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
         if body.format != "text":
             return _error(400, f"format {body.format!r} is not supported; send text")
         texts = [body.q] if isinstance(body.q, str) else body.q
+        detected = []
+        if body.source == "auto":
+            for text in texts:
+                guesses = await asyncio.to_thread(detect, text)
+                if is_not_english(guesses):
+                    return _error(400, f"the text looks {guesses[0].language}, not English "
+                                       f"({guesses[0].confidence:g}% sure): nmt translates English to French")
+                english = next((guess.confidence for guess in guesses if guess.language == "en"), 0.0)
+                detected.append({"language": "en", "confidence": english})
         nbest = min(body.alternatives + 1, base_options.beam_size) if body.alternatives else 1
         found = await translate_lines(texts, dataclasses.replace(base_options, nbest=nbest))
         if isinstance(found, JSONResponse):
@@ -323,10 +349,29 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
         if body.alternatives:
             alternatives = [[text for text, _ in lines[0].nbest[1:]] if len(lines) == 1 else [] for lines in found]
             answer["alternatives"] = alternatives[0] if isinstance(body.q, str) else alternatives
-        if body.source == "auto":  # nmt reads English only: "auto" is taken to be English, not detected
-            detected = {"language": "en", "confidence": 100.0}
-            answer["detectedLanguage"] = detected if isinstance(body.q, str) else [detected] * len(texts)
+        if detected:
+            answer["detectedLanguage"] = detected[0] if isinstance(body.q, str) else detected
         return answer
+
+    @app.post("/detect", openapi_extra=libre_schema(DetectRequest))
+    async def detect_language(request: Request):
+        """LibreTranslate's detect: the likeliest languages of `q`, with their confidence in percent."""
+        body = await libre_body(request, DetectRequest)
+        if isinstance(body, JSONResponse):
+            return body
+        if not authorized(request, body.api_key):
+            return _error(401, "a valid api_key is required")
+        if len(body.q) > settings.max_chars:
+            return _error(413, f"the request holds more than {settings.max_chars} characters of text (--max-chars)")
+        return [guess.to_dict() for guess in await asyncio.to_thread(detect, body.q)]
+
+    @app.get("/frontend/settings")
+    async def frontend_settings() -> dict:
+        """LibreTranslate's settings for its web client."""
+        return {"charLimit": settings.max_chars, "frontendTimeout": 500, "suggestions": False,
+                "filesTranslation": False, "supportedFilesFormat": [], "apiKeys": settings.api_key is not None,
+                "keyRequired": settings.api_key is not None,
+                "language": {"source": {"code": "en", "name": "English"}, "target": {"code": "fr", "name": "French"}}}
 
     @app.get("/languages")
     async def languages() -> list[dict]:
