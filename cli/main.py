@@ -127,19 +127,23 @@ def translate(
     document: bool = typer.Option(False, "--document", help="Read running text: paragraphs separated by blank "
                                   "lines, lines wrapped at any width; write one French line a paragraph, blank lines "
                                   "kept."),
-    input_format: Literal["text", "jsonl"] = typer.Option("text", "--input-format",
-                                     help="text, or jsonl: lines {\"source\": ..., "
-                                     "\"prefix\": ...}, the translation starting with the French prefix if given."),
+    input_format: Literal["text", "jsonl", "srt"] = typer.Option(None, "--input-format",
+                                     help="text; jsonl: lines {\"source\": ..., \"prefix\": ...}, the translation "
+                                     "starting with the French prefix if given; srt: a SubRip subtitle file, "
+                                     "written back with its numbering and timings. Default: srt for an --input "
+                                     "named *.srt, else text."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or warnings on stderr."),
     decoding: DecodingFlags = None,
 ) -> None:
     """Translate English lines from stdin (or --input) to French on stdout, one line per line."""
     nbest = decoding.nbest or 1
-    if output_format not in ("text", "jsonl"):
-        raise UsageError(f"--format must be text or jsonl, not {output_format!r}")
-    if input_format not in ("text", "jsonl"):
-        raise UsageError(f"--input-format must be text or jsonl, not {input_format!r}")
+    if input_format is None:
+        input_format = "srt" if input is not None and input.suffix.lower() == ".srt" else "text"
+    whole_file = input_format == "srt"
+    if whole_file and (output_format != "text" or document or nbest > 1):
+        raise UsageError(f"--input-format {input_format} writes a file of its kind: drop --format, --document and "
+                         "--nbest")
     if decoding.alignments and output_format != "jsonl":
         raise UsageError("--alignments needs --format jsonl")
     if document and (output_format != "text" or input_format != "text" or nbest > 1):
@@ -155,7 +159,12 @@ def translate(
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
     try:
         with interruptible(), _output(output, input) as sink:
-            if document:
+            if whole_file:
+                from nmt.apps.subtitles import translate_srt
+
+                sink.write(translate_srt(source.read().decode("utf-8", errors="replace"),
+                                         lambda lines: [t.text for t in translator.translate(lines)]))
+            elif document:
                 sink.write(translate_document(translator, source.read().decode("utf-8", errors="replace")))
             else:
                 translate_stream(translator, source, sink, window=window, as_json=output_format == "jsonl",

@@ -1,0 +1,120 @@
+"""Subtitle files (SubRip, .srt) translated with their numbering, timings and layout kept.
+
+    french = translate_srt(english_srt_text, translate)   # translate: list of lines -> list of translations
+
+The `srt` library reads and writes the cues; only their text changes. A sentence often runs over several
+cues ("I think that..." / "...we should go."): consecutive cues are joined until one ends a sentence (at most
+MAX_JOINED), translated together, and the translation is shared back over them in proportion to their
+English length, cut at spaces, so that each cue keeps its share of the screen time. Each cue keeps its
+number of lines (the translation wrapped at the spaces nearest to even lines) and a formatting tag around
+its whole text (<i>...</i>, common for off-screen voices). A cue whose translation equals its text is
+written back exactly as it was, so a file with nothing to translate comes back byte for byte, with its
+line endings and byte order mark.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nmt.errors import UsageError
+from nmt.text.segment import split_sentences
+
+MAX_JOINED = 4  # cues translated as one sentence at most
+SENTENCE_END = re.compile(r"[.!?…♪\"”»)\]]\s*$")
+WRAPPER = re.compile(r"^(<([ibu])>)(.*)(</\2>)$", re.S)  # a tag around a cue's whole text
+PAUSES = set(",;:.!?…")  # where a cut between cues or lines reads best
+
+
+@dataclass
+class _Cue:
+    text: str  # one line of plain text: the cue's lines joined by spaces, its wrapper off
+    lines: int
+    wrapper: tuple[str, str] | None
+    sentence_lines: bool  # every line a sentence of its own
+
+
+def translate_srt(source: str, translate: Callable[[list[str]], list[str]]) -> str:
+    """`source`, a SubRip file's text, with every cue's text translated by `translate` (in order, one line
+    each way); an unreadable file is a UsageError."""
+    import srt
+
+    bom = "\ufeff" if source.startswith("\ufeff") else ""
+    body = source[len(bom):]
+    eol = "\r\n" if "\r\n" in body else "\n"
+    try:
+        cues = list(srt.parse(body))
+    except srt.SRTParseError as exc:
+        raise UsageError(f"not a SubRip (.srt) file: {str(exc).splitlines()[0]}") from None
+    plain = [_plain(cue.content) for cue in cues]
+    groups = _sentences(plain)
+    translations = translate([" ".join(plain[i].text for i in group) for group in groups])
+    for group, translation in zip(groups, translations, strict=True):
+        shares = _share(translation, [len(plain[i].text) for i in group])
+        for i, text in zip(group, shares, strict=True):
+            if text != plain[i].text:  # else the cue stays exactly as written
+                cues[i].content = _layout(text, plain[i])
+    return bom + srt.compose(cues, reindex=False, strict=False, eol=eol)
+
+
+def _plain(content: str) -> _Cue:
+    content = content.replace("\r\n", "\n")
+    match = WRAPPER.match(content)
+    wrapper = (match.group(1), match.group(4)) if match else None
+    inner = match.group(3) if match else content
+    lines = [line.strip() for line in inner.split("\n")]
+    return _Cue(" ".join(line for line in lines if line), max(1, len(lines)), wrapper,
+                len(lines) > 1 and all(SENTENCE_END.search(line) for line in lines))
+
+
+def _sentences(cues: list[_Cue]) -> list[list[int]]:
+    """Runs of consecutive cues that make one sentence: a cue that ends a sentence (or is empty) closes its
+    run, as does the MAX_JOINED-th."""
+    groups: list[list[int]] = []
+    run: list[int] = []
+    for index, cue in enumerate(cues):
+        run.append(index)
+        if not cue.text or SENTENCE_END.search(cue.text) or len(run) == MAX_JOINED:
+            groups.append(run)
+            run = []
+    if run:
+        groups.append(run)
+    return groups
+
+
+def _share(text: str, lengths: list[int]) -> list[str]:
+    """`text` cut at spaces into len(lengths) parts in proportion to `lengths` (each part non-empty while
+    there are words enough)."""
+    if len(lengths) == 1:
+        return [text]
+    words = text.split(" ")
+    total = sum(lengths) + len(lengths) - 1 or 1  # the parts' text joined by spaces
+    cuts, start = [], 0
+    for part in range(len(lengths) - 1):
+        target = (sum(lengths[: part + 1]) + part) * len(text) / total  # where this part ends, scaled
+        # the word boundary nearest the target, after the previous cut and leaving a word for each later part
+        bounds = [k for k in range(start + 1, len(words)) if len(words) - k >= len(lengths) - len(cuts) - 1]
+        if not bounds:
+            cuts.append(start)
+            continue
+        # nearest to the target, where a cut after punctuation counts as a quarter of a part nearer
+        k = min(bounds, key=lambda k: abs(len(" ".join(words[:k])) - target)
+                - (len(text) / len(lengths) / 4 if words[k - 1][-1:] in PAUSES else 0))
+        cuts.append(k)
+        start = k
+    edges = [0, *cuts, len(words)]
+    # fewer words than parts: a part with none gets an ellipsis, as subtitles mark speech that runs on
+    return [" ".join(words[a:b]) or "..." for a, b in zip(edges, edges[1:], strict=False)]
+
+
+def _layout(text: str, cue: _Cue) -> str:
+    """`text` wrapped onto the cue's number of lines, in its tag: a sentence a line where the cue had that and
+    the translation as many sentences, else cut at the spaces nearest to even lines."""
+    sentences = split_sentences(text) if cue.sentence_lines else []
+    if len(sentences) == cue.lines:
+        lines = sentences
+    else:
+        lines = _share(text, [len(text) // cue.lines] * cue.lines) if cue.lines > 1 else [text]
+    content = "\n".join(line for line in lines if line) or text
+    return f"{cue.wrapper[0]}{content}{cue.wrapper[1]}" if cue.wrapper else content
