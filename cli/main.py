@@ -186,6 +186,8 @@ def serve(
     max_batch_lines: int = typer.Option(64, "--max-batch-lines", help="Lines of queued requests decoded together."),
     batch_wait_ms: float = typer.Option(5.0, "--batch-wait-ms", help="How long the first request waits for others "
                                         "to share its batch."),
+    read_timeout: float = typer.Option(30.0, "--read-timeout", help="Seconds a client may take to send each part "
+                                       "of a request's body (408 after)."),
     api_key: str = typer.Option(None, "--api-key", envvar="NMT_API_KEY", help="Require this key (api_key in the "
                                 "body, or Authorization: Bearer) on the translation endpoints. Default $NMT_API_KEY."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr."),
@@ -209,6 +211,8 @@ def serve(
             raise UsageError(f"{name} must be at least 1, not {value}")
     if batch_wait_ms < 0:
         raise UsageError("--batch-wait-ms must not be negative")
+    if read_timeout <= 0:
+        raise UsageError("--read-timeout must be positive")
     with collection_paused():
         from nmt.decoding.translate import Translator
 
@@ -226,7 +230,7 @@ def serve(
 
     engine = Engine(load, max_lines=max_batch_lines, wait=batch_wait_ms / 1000, max_queue=max_queue)
     settings = ServeSettings(max_chars=max_chars, api_key=api_key, model_name=find_model(model).name,
-                             decoding=config.to_dict())
+                             decoding=config.to_dict(), read_timeout=read_timeout)
     server = Server(uvicorn.Config(create_app(engine, config.search, settings), log_level="error" if quiet else
                                            "warning", lifespan="off", timeout_graceful_shutdown=None))
     engine.on_failure = lambda: setattr(server, "should_exit", True)

@@ -56,7 +56,8 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tiny_checkpoint):
-    running = Server(tiny_checkpoint, "--max-chars", "2000", "--max-queue", "60", "--batch-wait-ms", "50")
+    running = Server(tiny_checkpoint, "--max-chars", "2000", "--max-queue", "60", "--batch-wait-ms", "50",
+                     "--read-timeout", "1")
     yield running
     assert running.stop() == 0
 
@@ -123,6 +124,45 @@ def test_libretranslate_s_own_python_client_works_against_nmt_serve(server, cli_
     assert {"code": "en", "name": "English", "targets": ["fr"]} in client.languages()
 
 
+def raw_request(server, head: bytes, body_parts=(), pause: float = 0.0) -> bytes:
+    """What the server answers to a request sent by hand over a socket: `head` (request line and headers),
+    then each body part after `pause` seconds."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as connection:
+        connection.sendall(head)
+        for part in body_parts:
+            time.sleep(pause)
+            try:
+                connection.sendall(part)
+            except OSError:  # the server answered and closed first
+                break
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+        return answer
+
+
+def test_requests_are_bounded_before_they_are_read(server):
+    """A declared body over the limit is refused before it is sent; a chunked one as soon as it passes the
+    limit; a client that stalls mid-body gets a 408 (--read-timeout 1); a request with more lines than the
+    queue can ever hold is a 413, not a 503 to retry for ever."""
+    limit = 6 * 2000 + 65_536
+    started = time.monotonic()
+    declared = raw_request(server, b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                   b"Content-Length: %d\r\n\r\n" % (10 * limit))
+    assert declared.startswith(b"HTTP/1.1 413") and b'{"error":' in declared and time.monotonic() - started < 5
+    chunk = b"x" * 65_536
+    chunked = raw_request(server, b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                  b"Transfer-Encoding: chunked\r\n\r\n",
+                          [b"%x\r\n%s\r\n" % (len(chunk), chunk)] * 4)
+    assert chunked.startswith(b"HTTP/1.1 413")
+    stalled = raw_request(server, b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                  b"Content-Length: 100\r\n\r\n", [b'{"q": "A dog', b' runs."}'], pause=3)
+    assert stalled.startswith(b"HTTP/1.1 408")
+    many = server.post("/translate", json={"q": "\n".join(["A dog."] * 61), "source": "en", "target": "fr"})
+    assert many.status_code == 413 and "--max-queue" in many.json()["error"]
+    assert server.post("/translate", json={"q": "A dog runs.", "source": "en", "target": "fr"}).status_code == 200
+
+
 def test_v1_answers_the_cli_jsonl_records(server, cli_records):
     answer = server.post("/v1/translate", json={"text": LINES})
     assert answer.status_code == 200
@@ -142,7 +182,7 @@ def test_v1_answers_the_cli_jsonl_records(server, cli_records):
     ("/translate", {"q": 3, "source": "en", "target": "fr"}, 422, "q"),
     ("/translate", {"source": "en", "target": "fr"}, 422, "q"),
     ("/translate", {"q": "a" * 2001, "source": "en", "target": "fr"}, 413, "--max-chars"),
-    ("/translate", {"q": ["A dog."] * 61, "source": "en", "target": "fr"}, 503, "--max-queue"),
+    ("/translate", {"q": ["A dog."] * 61, "source": "en", "target": "fr"}, 413, "--max-queue"),  # can never fit
     ("/v1/translate", {"text": "not a list"}, 422, "text"),
     ("/v1/translate", {"text": ["A dog."], "beam": 0}, 422, "beam"),
     ("/v1/translate", {"text": ["A dog."], "colour": "red"}, 422, "colour"),

@@ -14,6 +14,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import json
 import logging
 import secrets
 import signal
@@ -188,6 +189,13 @@ class ServeSettings:
     api_key: str | None = None
     model_name: str = ""
     decoding: dict | None = None  # the resolved decoding configuration (nmt.decoding.configuration), shown by /health
+    read_timeout: float = 30.0  # seconds a client may take to send each part of a request's body
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The largest body a request may have: max_chars of text at the most bytes JSON can spend on a
+        character (6, as \\uXXXX), and room for the rest of the request."""
+        return 6 * self.max_chars + 65_536
 
 
 class LibreRequest(BaseModel):
@@ -243,8 +251,57 @@ def _error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers or None)
 
 
-def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSettings) -> FastAPI:
-    """The FastAPI application over a started Engine."""
+class BoundedBodies:
+    """An ASGI wrapper that reads each request's body before the application sees any of it, within bounds:
+    a Content-Length over the limit is a 413 before a byte of the body is read; a body that grows past it
+    while read (chunked) is a 413 as soon as it does; a client that takes longer than `timeout` seconds to
+    send the next part of its body is a 408. The application then reads the body from memory."""
+
+    def __init__(self, app, limit: int, timeout: float):
+        self.app, self.limit, self.timeout = app, limit, timeout
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return await self._refuse(send, 413, f"the request body is over {self.limit} bytes")
+        parts, size = [], 0
+        while True:
+            try:
+                message = await asyncio.wait_for(receive(), self.timeout)
+            except asyncio.TimeoutError:
+                return await self._refuse(send, 408, f"the request body did not arrive within {self.timeout:g} s")
+            if message["type"] == "http.disconnect":
+                return None
+            parts.append(message.get("body", b""))
+            size += len(parts[-1])
+            if size > self.limit:
+                return await self._refuse(send, 413, f"the request body is over {self.limit} bytes")
+            if not message.get("more_body", False):
+                break
+        body, replayed = b"".join(parts), False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()  # the disconnect, when the client goes
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+    @staticmethod
+    async def _refuse(send, status: int, message: str) -> None:
+        payload = json.dumps({"error": message}).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": payload})
+
+
+def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSettings):
+    """The ASGI application over a started Engine: FastAPI's, behind BoundedBodies."""
     app = FastAPI(title="nmt", summary="English to French translation", version="1",
                   description="LibreTranslate's API (`/translate`, `/languages`) and nmt's own (`/v1/translate`).")
     metrics = Metrics()
@@ -272,6 +329,9 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
         if sum(len(text) for text in texts) > settings.max_chars:
             return _error(413, f"the request holds more than {settings.max_chars} characters of text (--max-chars)")
         lines = [line for text in texts for line in text.split("\n")]
+        if len(lines) > engine.max_queue:  # would never fit the queue: not a matter of waiting
+            return _error(413, f"the request holds {len(lines)} lines, more than the {engine.max_queue} that may "
+                               "wait (--max-queue): send fewer at a time")
         loop = asyncio.get_running_loop()
         answer: asyncio.Future = loop.create_future()
 
@@ -416,7 +476,7 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
         return PAGE.read_text(encoding="utf-8").replace("{{API_KEY_FIELD}}", "" if settings.api_key is None else
                                                         '<input id="key" type="password" placeholder="API key">')
 
-    return app
+    return BoundedBodies(app, settings.max_body_bytes, settings.read_timeout)
 
 
 class Server(uvicorn.Server):
