@@ -188,6 +188,10 @@ def serve(
                                         "to share its batch."),
     read_timeout: float = typer.Option(30.0, "--read-timeout", help="Seconds a client may take to send each part "
                                        "of a request's body (408 after)."),
+    max_connections: int = typer.Option(256, "--max-connections", help="Connections served at once; more get a "
+                                        "503."),
+    drain_timeout: float = typer.Option(60.0, "--drain-timeout", help="On SIGTERM or Ctrl-C, seconds the requests "
+                                        "in flight have to finish before the server exits anyway."),
     api_key: str = typer.Option(None, "--api-key", envvar="NMT_API_KEY", help="Require this key (api_key in the "
                                 "body, or Authorization: Bearer) on the translation endpoints. Default $NMT_API_KEY."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr."),
@@ -211,8 +215,10 @@ def serve(
             raise UsageError(f"{name} must be at least 1, not {value}")
     if batch_wait_ms < 0:
         raise UsageError("--batch-wait-ms must not be negative")
-    if read_timeout <= 0:
-        raise UsageError("--read-timeout must be positive")
+    if read_timeout <= 0 or drain_timeout <= 0:
+        raise UsageError("--read-timeout and --drain-timeout must be positive")
+    if max_connections < 1:
+        raise UsageError(f"--max-connections must be at least 1, not {max_connections}")
     with collection_paused():
         from nmt.decoding.translate import Translator
 
@@ -232,7 +238,8 @@ def serve(
     settings = ServeSettings(max_chars=max_chars, api_key=api_key, model_name=find_model(model).name,
                              decoding=config.to_dict(), read_timeout=read_timeout)
     server = Server(uvicorn.Config(create_app(engine, config.search, settings), log_level="error" if quiet else
-                                           "warning", lifespan="off", timeout_graceful_shutdown=None))
+                                   "warning", lifespan="off", timeout_graceful_shutdown=drain_timeout,
+                                   limit_concurrency=max_connections + 1))  # uvicorn counts the one arriving
     engine.on_failure = lambda: setattr(server, "should_exit", True)
     engine.start()
     if not quiet:

@@ -253,17 +253,23 @@ def _error(status: int, message: str, **headers: str) -> JSONResponse:
 
 class BoundedBodies:
     """An ASGI wrapper that reads each request's body before the application sees any of it, within bounds:
-    a Content-Length over the limit is a 413 before a byte of the body is read; a body that grows past it
+    a wrong API key in the Authorization header is a 401 and a Content-Length over the limit a 413 before a
+    byte of the body is read; a body that grows past it
     while read (chunked) is a 413 as soon as it does; a client that takes longer than `timeout` seconds to
     send the next part of its body is a 408. The application then reads the body from memory."""
 
-    def __init__(self, app, limit: int, timeout: float):
-        self.app, self.limit, self.timeout = app, limit, timeout
+    def __init__(self, app, limit: int, timeout: float, api_key: str | None = None):
+        self.app, self.limit, self.timeout, self.api_key = app, limit, timeout, api_key
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
-        declared = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        bearer = headers.get(b"authorization", b"")
+        if self.api_key is not None and bearer[:7].lower() == b"bearer " and not secrets.compare_digest(
+                bearer[7:], self.api_key.encode()):  # a wrong key in the header: before the body is read
+            return await self._refuse(send, 401, "a valid api_key is required")
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             return await self._refuse(send, 413, f"the request body is over {self.limit} bytes")
         parts, size = [], 0
@@ -476,7 +482,7 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
         return PAGE.read_text(encoding="utf-8").replace("{{API_KEY_FIELD}}", "" if settings.api_key is None else
                                                         '<input id="key" type="password" placeholder="API key">')
 
-    return BoundedBodies(app, settings.max_body_bytes, settings.read_timeout)
+    return BoundedBodies(app, settings.max_body_bytes, settings.read_timeout, settings.api_key)
 
 
 class Server(uvicorn.Server):
