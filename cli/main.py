@@ -67,6 +67,22 @@ def load_models(paths: list[Path] | None):
     return load_checkpoint(find_model(paths[0])), tuple(load_checkpoint(find_model(path)) for path in paths[1:])
 
 
+def translate_file(translator, kind: str, text: str) -> str:
+    """A whole file of `kind` (srt, html) translated, its structure kept (nmt.apps.subtitles, webpages)."""
+    def lines(texts: list[str]) -> list[str]:
+        return [t.text for t in translator.translate(texts)]
+
+    if kind == "srt":
+        from nmt.apps.subtitles import translate_srt
+
+        return translate_srt(text, lines)
+    from nmt.apps.webpages import translate_html
+    from nmt.decoding.alignment import align
+
+    return translate_html(text, lines, lambda source, target: align(translator.model, translator.tokenizer, source,
+                                                                     target))
+
+
 def resolve_decoding(models: list[Path] | None, flags: DecodingFlags, workers: int | None = None):
     """The checkpoints of --model and the decoding configuration resolved over the first (nmt.decoding.configuration);
     --verbose prints it. workers: the default when --workers is not given."""
@@ -127,11 +143,11 @@ def translate(
     document: bool = typer.Option(False, "--document", help="Read running text: paragraphs separated by blank "
                                   "lines, lines wrapped at any width; write one French line a paragraph, blank lines "
                                   "kept."),
-    input_format: Literal["text", "jsonl", "srt"] = typer.Option(None, "--input-format",
+    input_format: Literal["text", "jsonl", "srt", "html"] = typer.Option(None, "--input-format",
                                      help="text; jsonl: lines {\"source\": ..., \"prefix\": ...}, the translation "
                                      "starting with the French prefix if given; srt: a SubRip subtitle file, "
-                                     "written back with its numbering and timings. Default: srt for an --input "
-                                     "named *.srt, else text."),
+                                     "written back with its numbering and timings; html: a web page, its markup "
+                                     "kept. Default: by the --input file's name (*.srt, *.html, *.htm), else text."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or warnings on stderr."),
     decoding: DecodingFlags = None,
@@ -139,8 +155,9 @@ def translate(
     """Translate English lines from stdin (or --input) to French on stdout, one line per line."""
     nbest = decoding.nbest or 1
     if input_format is None:
-        input_format = "srt" if input is not None and input.suffix.lower() == ".srt" else "text"
-    whole_file = input_format == "srt"
+        suffix = input.suffix.lower() if input is not None else ""
+        input_format = {".srt": "srt", ".html": "html", ".htm": "html"}.get(suffix, "text")
+    whole_file = input_format in ("srt", "html")
     if whole_file and (output_format != "text" or document or nbest > 1):
         raise UsageError(f"--input-format {input_format} writes a file of its kind: drop --format, --document and "
                          "--nbest")
@@ -160,10 +177,7 @@ def translate(
     try:
         with interruptible(), _output(output, input) as sink:
             if whole_file:
-                from nmt.apps.subtitles import translate_srt
-
-                sink.write(translate_srt(source.read().decode("utf-8", errors="replace"),
-                                         lambda lines: [t.text for t in translator.translate(lines)]))
+                sink.write(translate_file(translator, input_format, source.read().decode("utf-8", errors="replace")))
             elif document:
                 sink.write(translate_document(translator, source.read().decode("utf-8", errors="replace")))
             else:

@@ -1,0 +1,234 @@
+"""HTML translated in place: the text of each block, a sentence at a time, with everything else kept.
+
+    french = translate_html(page, translate, align)   # translate: texts -> translations; align: word pairs
+
+Python's own HTML parser (html.parser, which accepts what browsers accept) reads the page into events
+whose source text is kept, so what is not translated is written back byte for byte: tags with their
+attributes and quoting, comments, doctypes, entities, whitespace. The text between two block boundaries
+(a paragraph, a list item, a heading, a table cell; a <br> or an <img>) is translated as one line, inline
+markup taken out: <b>, <a href=...>, <em> and the other inline elements are put back around the French
+words aligned (nmt.decoding.alignment) with the English words they held. <script>, <style>, <pre>,
+<code>, <textarea> and elements marked translate="no" or class="notranslate" are left as they are, as is
+any block whose translation equals its text.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "cite", "data", "dfn", "em", "font", "i", "ins", "del", "kbd",
+                    "label", "mark", "q", "s", "samp", "small", "span", "strong", "sub", "sup", "time", "u", "var"})
+UNTRANSLATED = frozenset({"script", "style", "pre", "code", "textarea", "svg", "math", "noscript"})
+VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
+                  "track", "wbr"})
+
+
+@dataclass
+class _Event:
+    kind: str  # start, end, startend, data, entity, charref, other
+    tag: str = ""
+    attrs: list = field(default_factory=list)
+    text: str = ""  # data; an entity's name or a charref's number
+    start: int = 0  # offset in the page
+    raw: str = ""  # the page's own text of it
+
+
+class _Reader(HTMLParser):
+    def __init__(self, page: str):
+        super().__init__(convert_charrefs=False)
+        self.events: list[_Event] = []
+        starts = [0]
+        for line in page.splitlines(keepends=True):
+            starts.append(starts[-1] + len(line))
+        self._line_starts = starts
+
+    def _at(self) -> int:
+        line, column = self.getpos()
+        return self._line_starts[line - 1] + column
+
+    def handle_starttag(self, tag, attrs):
+        self.events.append(_Event("start", tag, attrs, start=self._at()))
+
+    def handle_startendtag(self, tag, attrs):
+        self.events.append(_Event("startend", tag, attrs, start=self._at()))
+
+    def handle_endtag(self, tag):
+        self.events.append(_Event("end", tag, start=self._at()))
+
+    def handle_data(self, data):
+        self.events.append(_Event("data", text=data, start=self._at()))
+
+    def handle_entityref(self, name):
+        self.events.append(_Event("entity", text=name, start=self._at()))
+
+    def handle_charref(self, name):
+        self.events.append(_Event("charref", text=name, start=self._at()))
+
+    def _other(self, *args):
+        self.events.append(_Event("other", start=self._at()))
+
+    handle_comment = handle_decl = handle_pi = unknown_decl = _other
+
+
+def _events(page: str) -> list[_Event]:
+    reader = _Reader(page)
+    reader.feed(page)
+    reader.close()
+    events = reader.events
+    for event, following in zip(events, events[1:] + [None], strict=True):
+        event.raw = page[event.start : following.start if following else len(page)]
+    return events
+
+
+def _skips(event: _Event) -> bool:
+    attrs = dict(event.attrs)
+    return (event.tag in UNTRANSLATED or attrs.get("translate") == "no"
+            or "notranslate" in (attrs.get("class") or "").split())
+
+
+@dataclass
+class _Block:
+    """The inline events between two block boundaries, as one line of text and the inline elements' spans
+    over its words."""
+
+    events: list[_Event]
+    words: list[str] = field(default_factory=list)
+    spans: list[tuple[int, int, _Event, _Event | None]] = field(default_factory=list)  # first, end, start, end tag
+    cut: set[int] = field(default_factory=set)  # spans that end inside a word ("<a>door</a>."): before its stop
+
+    def read(self) -> None:
+        open_tags: list[tuple[int, _Event]] = []
+        closing: list[tuple[int, int]] = []  # (span, length of the word it ended with)
+        pending = ""
+        for event in self.events:
+            if event.kind in ("data", "entity", "charref"):
+                pending += event.text if event.kind == "data" else html.unescape(
+                    f"&{event.text};" if event.kind == "entity" else f"&#{event.text};")
+                continue
+            self._flush(pending)
+            pending = ""
+            if event.kind == "start":
+                open_tags.append((len(self.words), event))
+            elif event.kind == "end" and open_tags and open_tags[-1][1].tag == event.tag:
+                first, start = open_tags.pop()
+                self.spans.append((first, len(self.words), start, event))
+                closing.append((len(self.spans) - 1, len(self.words[-1]) if self.words else 0))
+        self._flush(pending)
+        for span, length in closing:  # the word the span ended with grew after it: punctuation glued on
+            end = self.spans[span][1]
+            if end and len(self.words[end - 1]) > length:
+                self.cut.add(span)
+        for first, start in open_tags:  # an inline element left open in this block
+            self.spans.append((first, len(self.words), start, None))
+
+    def _flush(self, text: str) -> None:
+        # a word cut by a tag (<b>Pa</b>ris) counts once, with the tag around it
+        glued = bool(self.words) and bool(text) and not text[0].isspace() and self._glue
+        pieces = text.split()
+        if glued and pieces:
+            self.words[-1] += pieces.pop(0)
+        self.words.extend(pieces)
+        self._glue = bool(text) and not text[-1].isspace()
+
+    _glue = False
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.words)
+
+
+def translate_html(page: str, translate: Callable[[list[str]], list[str]],
+                   align: Callable[[str, str], list[tuple[int, int]]]) -> str:
+    """`page` with the text of its blocks translated (`translate`: texts -> translations, in order; `align`:
+    an English and a French text -> Pharaoh word pairs), and everything else as it was."""
+    events = _events(page)
+    pieces: list[str | _Block] = []  # raw text, or a block to translate
+    block: list[_Event] = []
+    skipping: list[str] = []  # the tags of the untranslated elements we are in
+
+    def close_block():
+        if block:
+            pieces.append(_Block(list(block)))
+            block.clear()
+
+    for event in events:
+        if skipping:
+            if event.kind == "start" and event.tag not in VOID:
+                skipping.append(event.tag)
+            elif event.kind == "end" and event.tag == skipping[-1]:
+                skipping.pop()
+            pieces.append(event.raw)
+            continue
+        if event.kind in ("start", "startend") and _skips(event):
+            close_block()
+            if event.kind == "start" and event.tag not in VOID:
+                skipping.append(event.tag)
+            pieces.append(event.raw)
+        elif event.kind in ("data", "entity", "charref") or (event.kind in ("start", "end") and event.tag in INLINE):
+            block.append(event)
+        else:  # a block boundary, a void element, a comment
+            close_block()
+            pieces.append(event.raw)
+    close_block()
+    blocks = [piece for piece in pieces if isinstance(piece, _Block)]
+    for each in blocks:
+        each.read()
+    todo = [each for each in blocks if each.words]
+    translations = translate([each.text for each in todo])
+    written = {id(each): _write(each, text, align) for each, text in zip(todo, translations, strict=True)}
+    return "".join(piece if isinstance(piece, str) else written.get(id(piece)) or _raw(piece) for piece in pieces)
+
+
+def _raw(block: _Block) -> str:
+    return "".join(event.raw for event in block.events)
+
+
+def _write(block: _Block, translation: str, align: Callable[[str, str], list[tuple[int, int]]]) -> str:
+    """The block's HTML with `translation` in place of its text: its leading and trailing whitespace kept,
+    each inline element around the French words aligned with its English ones."""
+    if translation == block.text:
+        return _raw(block)
+    raw = _raw(block)
+    lead = re.match(r"\s*", raw).group()
+    trail = re.search(r"\s*$", raw).group() if raw.strip() else ""
+    words = translation.split()
+    if not block.spans:
+        return lead + html.escape(" ".join(words), quote=False) + trail
+    pairs = align(block.text, translation) if words else []
+    opens: dict[int, list[str]] = {}
+    closes: dict[int, list[str]] = {}
+    ranges = []
+    before_stop: set[int] = set()  # target words whose closing tags go before their trailing punctuation
+    for number, (first, end, start_tag, end_tag) in enumerate(block.spans):
+        targets = sorted({j for i, j in pairs if first <= i < end and j < len(words)})
+        if targets:
+            low, high = targets[0], targets[-1]
+        else:  # nothing aligned: where the span stood, in proportion
+            low = high = min(len(words) - 1, first * len(words) // max(1, len(block.words))) if words else 0
+        ranges.append((low, high, first, end, start_tag, end_tag, number in block.cut))
+    # outer elements first, so that an inner one is clipped inside its outer one and siblings do not cross
+    ranges.sort(key=lambda r: (r[2], -(r[3] - r[2])))
+    placed: list[tuple[int, int, int, int]] = []
+    for low, high, first, end, start_tag, end_tag, cut in ranges:
+        for p_low, p_high, p_first, p_end in placed:
+            if p_first <= first and end <= p_end:  # inside an element placed already
+                low, high = max(low, p_low), min(high, p_high)
+            elif p_end <= first and low <= p_high:  # after a sibling: start after it
+                low = min(p_high + 1, len(words) - 1)
+            high = max(high, low)
+        placed.append((low, high, first, end))
+        opens.setdefault(low, []).append(start_tag.raw)
+        closes.setdefault(high, []).insert(0, end_tag.raw if end_tag else f"</{start_tag.tag}>")
+        if cut:
+            before_stop.add(high)
+    out = []
+    for index, word in enumerate(words):
+        stop = re.search(r"[.,;:!?…»)\]\"]+$", word) if index in before_stop else None
+        body, tail = (word[: stop.start()], word[stop.start():]) if stop and stop.start() else (word, "")
+        out.append("".join(opens.get(index, [])) + html.escape(body, quote=False) + "".join(closes.get(index, []))
+                   + html.escape(tail, quote=False))
+    return lead + " ".join(out) + trail
