@@ -67,20 +67,29 @@ def load_models(paths: list[Path] | None):
     return load_checkpoint(find_model(paths[0])), tuple(load_checkpoint(find_model(path)) for path in paths[1:])
 
 
-def translate_file(translator, kind: str, text: str) -> str:
-    """A whole file of `kind` (srt, html) translated, its structure kept (nmt.apps.subtitles, webpages)."""
+def translate_file(translator, kind: str, data: bytes) -> str | bytes:
+    """A whole file of `kind` (srt, html, docx) translated, its structure kept (nmt.apps.subtitles, webpages,
+    office): text for srt and html, bytes for docx."""
+    from nmt.decoding.alignment import align
+
     def lines(texts: list[str]) -> list[str]:
         return [t.text for t in translator.translate(texts)]
 
+    def aligned(source: str, target: str) -> list[tuple[int, int]]:
+        return align(translator.model, translator.tokenizer, source, target)
+
+    if kind == "docx":
+        from nmt.apps.office import translate_docx
+
+        return translate_docx(data, lines, aligned)
+    text = data.decode("utf-8", errors="replace")
     if kind == "srt":
         from nmt.apps.subtitles import translate_srt
 
         return translate_srt(text, lines)
     from nmt.apps.webpages import translate_html
-    from nmt.decoding.alignment import align
 
-    return translate_html(text, lines, lambda source, target: align(translator.model, translator.tokenizer, source,
-                                                                     target))
+    return translate_html(text, lines, aligned)
 
 
 def resolve_decoding(models: list[Path] | None, flags: DecodingFlags, workers: int | None = None):
@@ -143,11 +152,13 @@ def translate(
     document: bool = typer.Option(False, "--document", help="Read running text: paragraphs separated by blank "
                                   "lines, lines wrapped at any width; write one French line a paragraph, blank lines "
                                   "kept."),
-    input_format: Literal["text", "jsonl", "srt", "html"] = typer.Option(None, "--input-format",
+    input_format: Literal["text", "jsonl", "srt", "html", "docx"] = typer.Option(None, "--input-format",
                                      help="text; jsonl: lines {\"source\": ..., \"prefix\": ...}, the translation "
                                      "starting with the French prefix if given; srt: a SubRip subtitle file, "
                                      "written back with its numbering and timings; html: a web page, its markup "
-                                     "kept. Default: by the --input file's name (*.srt, *.html, *.htm), else text."),
+                                     "kept; docx: a Word document, its styles, tables, headers and footers kept. "
+                                     "Default: by the --input file's name (*.srt, *.html, *.htm, *.docx), else "
+                                     "text."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or warnings on stderr."),
     decoding: DecodingFlags = None,
@@ -156,8 +167,8 @@ def translate(
     nbest = decoding.nbest or 1
     if input_format is None:
         suffix = input.suffix.lower() if input is not None else ""
-        input_format = {".srt": "srt", ".html": "html", ".htm": "html"}.get(suffix, "text")
-    whole_file = input_format in ("srt", "html")
+        input_format = {".srt": "srt", ".html": "html", ".htm": "html", ".docx": "docx"}.get(suffix, "text")
+    whole_file = input_format in ("srt", "html", "docx")
     if whole_file and (output_format != "text" or document or nbest > 1):
         raise UsageError(f"--input-format {input_format} writes a file of its kind: drop --format, --document and "
                          "--nbest")
@@ -177,7 +188,12 @@ def translate(
     try:
         with interruptible(), _output(output, input) as sink:
             if whole_file:
-                sink.write(translate_file(translator, input_format, source.read().decode("utf-8", errors="replace")))
+                translated = translate_file(translator, input_format, source.read())
+                if isinstance(translated, bytes):
+                    sink.flush()
+                    sink.buffer.write(translated)
+                else:
+                    sink.write(translated)
             elif document:
                 sink.write(translate_document(translator, source.read().decode("utf-8", errors="replace")))
             else:

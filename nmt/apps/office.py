@@ -1,0 +1,136 @@
+"""Word documents (.docx) translated with their styles, tables, lists, headers and footers kept.
+
+    french = translate_docx(english_bytes, translate, align)   # bytes of a .docx in, bytes of one out
+
+python-docx reads the document. Every paragraph with text (in the body, in table cells at any depth, in
+every section's headers and footers) is translated as one line. A paragraph's text is spread over runs,
+each with its own formatting (bold, italics, a font, a link's style): the French words go to the run of the
+English words they are aligned with (nmt.decoding.alignment), consecutive words of one run staying together,
+so a bold word's translation stays bold. Runs that hold more than text (a picture, a field, a tab) stay
+where they are; a paragraph with such runs has only its text runs translated, each on its own. A document
+in which no text changed is returned byte for byte.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import zipfile
+from collections.abc import Callable, Iterator
+
+from nmt.errors import UsageError
+
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+PLAIN_RUN_CHILDREN = {W + "rPr", W + "t"}  # a run of formatting and text alone
+
+
+def translate_docx(document: bytes, translate: Callable[[list[str]], list[str]],
+                   align: Callable[[str, str], list[tuple[int, int]]]) -> bytes:
+    """`document` (a .docx file's bytes) with the text of its paragraphs translated."""
+    try:
+        import docx
+        from docx.opc.exceptions import PackageNotFoundError
+    except ImportError:
+        raise UsageError("Word documents need python-docx: pip install 'nmt-transformer[docx]'") from None
+    try:
+        parsed = docx.Document(io.BytesIO(document))
+    except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise UsageError(f"not a Word (.docx) document: {exc}") from None
+    from docx.text.run import Run
+
+    units = []  # (paragraph, runs): runs translated together as one line
+    for paragraph in _paragraphs(parsed):
+        every = [Run(element, paragraph) for element in paragraph._p.iter(W + "r")]  # in links too
+        runs = [run for run in every if run.text.strip()]
+        if not runs:
+            continue
+        simple = all(run._r.getparent() is paragraph._p and {child.tag for child in run._r} <= PLAIN_RUN_CHILDREN
+                     for run in every)
+        if simple:
+            units.append((paragraph, runs))
+        else:  # links, pictures, fields or tabs among the runs: each text run alone, the rest untouched
+            units.extend((paragraph, [run]) for run in runs)
+    sources = [" ".join(" ".join(run.text.split()) for run in runs) for _, runs in units]
+    translations = translate(sources)
+    changed = False
+    for (_, runs), source, translation in zip(units, sources, translations, strict=True):
+        if translation != source:
+            _rewrite(runs, source, translation, align if len(runs) > 1 else None)
+            changed = True
+    if not changed:
+        return document
+    out = io.BytesIO()
+    parsed.save(out)
+    return out.getvalue()
+
+
+def _paragraphs(document) -> Iterator:
+    """Every paragraph: the body's and its tables' (nested too), then each section's headers and footers."""
+    seen = set()
+
+    def walk(container):
+        yield from container.paragraphs
+        for table in getattr(container, "tables", []):
+            for row in table.rows:
+                for cell in row.cells:
+                    if id(cell._tc) not in seen:  # a merged cell appears once per grid position
+                        seen.add(id(cell._tc))
+                        yield from walk(cell)
+
+    yield from walk(document)
+    for section in document.sections:
+        for part in (section.header, section.first_page_header, section.even_page_header, section.footer,
+                     section.first_page_footer, section.even_page_footer):
+            if not part.is_linked_to_previous:
+                yield from walk(part)
+
+
+def _rewrite(runs: list, source: str, translation: str, align) -> None:
+    """The runs' text replaced by `translation`: each French word in the run of the English word it is
+    aligned with (else the run of the word before it), consecutive words of a run in one copy of it."""
+    words = translation.split()
+    if align is None or not words:
+        _set_text(runs[0]._r, translation)
+        for run in runs[1:]:
+            run._r.getparent().remove(run._r)
+        return
+    owner = []  # the run of each English word
+    for index, run in enumerate(runs):
+        owner.extend([index] * len(run.text.split()))
+    aligned: dict[int, int] = {}
+    for i, j in sorted(align(source, translation)):
+        if i < len(owner):
+            aligned.setdefault(j, owner[i])
+    groups: list[tuple[int, list[str]]] = []
+    current = aligned.get(0, 0)
+    for j, word in enumerate(words):
+        current = aligned.get(j, current)
+        if groups and groups[-1][0] == current:
+            groups[-1][1].append(word)
+        else:
+            groups.append((current, [word]))
+    anchor = runs[0]._r
+    parent = anchor.getparent()
+    position = parent.index(anchor)
+    for run in runs:
+        parent.remove(run._r)
+    texts = [" ".join(group) for _, group in groups]
+    for offset in range(len(groups) - 1):  # the space between two runs goes to a run that had spaces at its edges
+        before, after = runs[groups[offset][0]].text, runs[groups[offset + 1][0]].text
+        if not before[-1:].isspace() and (after[:1].isspace() or after[-1:].isspace()):
+            texts[offset + 1] = " " + texts[offset + 1]
+        else:
+            texts[offset] += " "
+    for offset, ((index, _), text) in enumerate(zip(groups, texts, strict=True)):
+        element = copy.deepcopy(runs[index]._r)
+        _set_text(element, text)
+        parent.insert(position + offset, element)
+
+
+def _set_text(run, text: str) -> None:
+    """A run's text (its first w:t; any others removed), spaces kept."""
+    texts = run.findall(W + "t")
+    for extra in texts[1:]:
+        run.remove(extra)
+    texts[0].text = text
+    texts[0].set("{http://www.w3.org/XML/1998/namespace}space", "preserve")
