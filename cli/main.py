@@ -67,9 +67,8 @@ def load_models(paths: list[Path] | None):
     return load_checkpoint(find_model(paths[0])), tuple(load_checkpoint(find_model(path)) for path in paths[1:])
 
 
-def translate_file(translator, kind: str, data: bytes) -> str | bytes:
-    """A whole file of `kind` (srt, html, docx) translated, its structure kept (nmt.apps.subtitles, webpages,
-    office): text for srt and html, bytes for docx."""
+def file_translator(translator):
+    """What nmt.apps.files needs of a Translator: texts -> translations, and word alignments."""
     from nmt.decoding.alignment import align
 
     def lines(texts: list[str]) -> list[str]:
@@ -78,18 +77,7 @@ def translate_file(translator, kind: str, data: bytes) -> str | bytes:
     def aligned(source: str, target: str) -> list[tuple[int, int]]:
         return align(translator.model, translator.tokenizer, source, target)
 
-    if kind == "docx":
-        from nmt.apps.office import translate_docx
-
-        return translate_docx(data, lines, aligned)
-    text = data.decode("utf-8", errors="replace")
-    if kind == "srt":
-        from nmt.apps.subtitles import translate_srt
-
-        return translate_srt(text, lines)
-    from nmt.apps.webpages import translate_html
-
-    return translate_html(text, lines, aligned)
+    return lines, aligned
 
 
 def resolve_decoding(models: list[Path] | None, flags: DecodingFlags, workers: int | None = None):
@@ -188,12 +176,10 @@ def translate(
     try:
         with interruptible(), _output(output, input) as sink:
             if whole_file:
-                translated = translate_file(translator, input_format, source.read())
-                if isinstance(translated, bytes):
-                    sink.flush()
-                    sink.buffer.write(translated)
-                else:
-                    sink.write(translated)
+                from nmt.apps.files import translate_file
+
+                sink.flush()
+                sink.buffer.write(translate_file(input_format, source.read(), *file_translator(translator)))
             elif document:
                 sink.write(translate_document(translator, source.read().decode("utf-8", errors="replace")))
             else:
@@ -220,6 +206,8 @@ def serve(
                                        "of a request's body (408 after)."),
     max_connections: int = typer.Option(256, "--max-connections", help="Connections served at once; more get a "
                                         "503."),
+    max_file_bytes: int = typer.Option(10_000_000, "--max-file-bytes", help="The largest file /translate_file "
+                                       "takes (413 above)."),
     drain_timeout: float = typer.Option(60.0, "--drain-timeout", help="On SIGTERM or Ctrl-C, seconds the requests "
                                         "in flight have to finish before the server exits anyway."),
     api_key: str = typer.Option(None, "--api-key", envvar="NMT_API_KEY", help="Require this key (api_key in the "
@@ -247,6 +235,8 @@ def serve(
         raise UsageError("--batch-wait-ms must not be negative")
     if read_timeout <= 0 or drain_timeout <= 0:
         raise UsageError("--read-timeout and --drain-timeout must be positive")
+    if max_file_bytes < 1:
+        raise UsageError(f"--max-file-bytes must be at least 1, not {max_file_bytes}")
     if max_connections < 1:
         raise UsageError(f"--max-connections must be at least 1, not {max_connections}")
     with collection_paused():
@@ -266,7 +256,7 @@ def serve(
 
     engine = Engine(load, max_lines=max_batch_lines, wait=batch_wait_ms / 1000, max_queue=max_queue)
     settings = ServeSettings(max_chars=max_chars, api_key=api_key, model_name=find_model(model).name,
-                             decoding=config.to_dict(), read_timeout=read_timeout)
+                             decoding=config.to_dict(), read_timeout=read_timeout, max_file_bytes=max_file_bytes)
     server = Server(uvicorn.Config(create_app(engine, config.search, settings), log_level="error" if quiet else
                                    "warning", lifespan="off", timeout_graceful_shutdown=drain_timeout,
                                    limit_concurrency=max_connections + 1))  # uvicorn counts the one arriving

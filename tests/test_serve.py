@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +30,7 @@ def free_port() -> int:
 
 class Server:
     def __init__(self, model, *options: str, env: dict | None = None):
+        self.model = model
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
@@ -164,6 +166,32 @@ def test_requests_are_bounded_before_they_are_read(server):
     many = server.post("/translate", json={"q": "\n".join(["A dog."] * 61), "source": "en", "target": "fr"})
     assert many.status_code == 413 and "--max-queue" in many.json()["error"]
     assert server.post("/translate", json={"q": "A dog runs.", "source": "en", "target": "fr"}).status_code == 200
+
+
+def test_translate_file_answers_a_url_to_the_file_the_cli_writes(server, tmp_path):
+    """LibreTranslate's /translate_file: a subtitle file and a text file come back as `nmt translate -i`
+    writes them, downloaded from the URL the answer gives; a file of no known kind is a 400."""
+    subtitles = Path(__file__).parent / "files" / "dialogue.srt"
+    text = tmp_path / "notes.txt"
+    text.write_text("A dog runs.\r\n\r\nTwo men are talking.\r\n")
+    for path in (subtitles, text):
+        answer = httpx.post(server.url + "/translate_file", timeout=120, data={"source": "en", "target": "fr"},
+                            files={"file": (path.name, path.read_bytes())})
+        assert answer.status_code == 200, answer.text
+        url = answer.json()["translatedFileUrl"]
+        assert url.startswith(server.url + "/download_file/") and url.endswith(f"{path.stem}.fr{path.suffix}")
+        downloaded = httpx.get(url)
+        cli = subprocess.run([sys.executable, "-m", "nmt_cli.main", "translate", "--model", str(server.model),
+                              *DECODING, "-i", str(path), "-q"], capture_output=True, check=True).stdout
+        assert downloaded.status_code == 200
+        # a text file: one line for each line, its line endings kept (the CLI writes \n: it streams lines)
+        assert downloaded.content == cli if path.suffix == ".srt" else (
+            downloaded.content.decode().splitlines() == cli.decode().splitlines()
+            and downloaded.content.count(b"\r\n") == 3)
+    unknown = httpx.post(server.url + "/translate_file", files={"file": ("photo.jpg", b"\xff\xd8")})
+    assert unknown.status_code == 400 and ".docx" in unknown.json()["error"]
+    settings = httpx.get(server.url + "/frontend/settings").json()
+    assert settings["filesTranslation"] is True and ".srt" in settings["supportedFilesFormat"]
 
 
 def test_v1_answers_the_cli_jsonl_records(server, cli_records):

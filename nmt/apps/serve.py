@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import mimetypes
 import secrets
 import signal
 import threading
@@ -28,18 +29,22 @@ from typing import Annotated
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from nmt.apps.files import KINDS, file_kind, translate_file
+from nmt.decoding.alignment import align
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translation, Translator
+from nmt.errors import NmtError
 from nmt.text.language import detect, is_not_english
 
 log = logging.getLogger("nmt")
 
 PAGE = Path(__file__).with_name("serve_page.html")
 LANGUAGES = [{"code": "en", "name": "English", "targets": ["fr"]}, {"code": "fr", "name": "French", "targets": []}]
+MAX_KEPT_FILES = 64  # translated files /download_file serves: the last ones
 
 
 class QueueFull(Exception):
@@ -190,6 +195,7 @@ class ServeSettings:
     model_name: str = ""
     decoding: dict | None = None  # the resolved decoding configuration (nmt.decoding.configuration), shown by /health
     read_timeout: float = 30.0  # seconds a client may take to send each part of a request's body
+    max_file_bytes: int = 10_000_000  # the largest file /translate_file takes
 
     @property
     def max_body_bytes(self) -> int:
@@ -258,8 +264,9 @@ class BoundedBodies:
     while read (chunked) is a 413 as soon as it does; a client that takes longer than `timeout` seconds to
     send the next part of its body is a 408. The application then reads the body from memory."""
 
-    def __init__(self, app, limit: int, timeout: float, api_key: str | None = None):
+    def __init__(self, app, limit: int, timeout: float, api_key: str | None = None, file_limit: int | None = None):
         self.app, self.limit, self.timeout, self.api_key = app, limit, timeout, api_key
+        self.file_limit = file_limit or limit  # for /translate_file's uploads
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -269,9 +276,10 @@ class BoundedBodies:
         if self.api_key is not None and bearer[:7].lower() == b"bearer " and not secrets.compare_digest(
                 bearer[7:], self.api_key.encode()):  # a wrong key in the header: before the body is read
             return await self._refuse(send, 401, "a valid api_key is required")
+        limit = self.file_limit if scope["path"] == "/translate_file" else self.limit
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            return await self._refuse(send, 413, f"the request body is over {self.limit} bytes")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return await self._refuse(send, 413, f"the request body is over {limit} bytes")
         parts, size = [], 0
         while True:
             try:
@@ -282,8 +290,8 @@ class BoundedBodies:
                 return None
             parts.append(message.get("body", b""))
             size += len(parts[-1])
-            if size > self.limit:
-                return await self._refuse(send, 413, f"the request body is over {self.limit} bytes")
+            if size > limit:
+                return await self._refuse(send, 413, f"the request body is over {limit} bytes")
             if not message.get("more_body", False):
                 break
         body, replayed = b"".join(parts), False
@@ -431,12 +439,86 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             return _error(413, f"the request holds more than {settings.max_chars} characters of text (--max-chars)")
         return [guess.to_dict() for guess in await asyncio.to_thread(detect, body.q)]
 
+    finished_files: collections.OrderedDict[str, tuple[bytes, str]] = collections.OrderedDict()
+
+    def lines_now(texts: list[str]) -> list[str]:
+        """Translations of `texts` through the engine's queue, waited for (from a worker thread), a share of
+        the queue at a time."""
+        translated: list[str] = []
+        step = max(1, engine.max_queue // 2)
+        for start in range(0, len(texts), step):
+            arrived, box = threading.Event(), []
+
+            def done(result, box=box, arrived=arrived):
+                box.append(result)
+                arrived.set()
+
+            for _ in range(600):  # a full queue empties as others' requests are answered
+                try:
+                    engine.submit(texts[start : start + step], base_options, done)
+                    break
+                except QueueFull:
+                    time.sleep(0.1)
+            else:
+                raise QueueFull
+            arrived.wait()
+            if isinstance(box[0], BaseException):
+                raise box[0]
+            translated.extend(t.text for t in box[0])
+        return translated
+
+    def aligned(source: str, target: str) -> list[tuple[int, int]]:
+        return align(engine.translator.model, engine.translator.tokenizer, source, target)
+
+    @app.post("/translate_file")
+    async def translate_a_file(request: Request):
+        """LibreTranslate's translate_file: a multipart `file` (.txt, .srt, .html, .docx) translated with its
+        structure kept; the answer is the URL to download it from."""
+        try:
+            form = await request.form(max_files=1, max_fields=8, max_part_size=settings.max_file_bytes)
+        except Exception as exc:  # noqa: BLE001 - Starlette's multipart errors: a bad or oversized form
+            return _error(400, f"the request is not a form with one file: {exc}")
+        upload = form.get("file")
+        if not authorized(request, form.get("api_key")):
+            return _error(401, "a valid api_key is required")
+        if upload is None or isinstance(upload, str):
+            return _error(400, "send the file to translate as the form field 'file'")
+        if form.get("source", "auto") not in ("en", "auto") or form.get("target", "fr") != "fr":
+            return _error(400, f"nmt translates en to fr, not {form.get('source')} to {form.get('target')}")
+        kind = file_kind(upload.filename or "")
+        if kind is None:
+            return _error(400, f"cannot translate {upload.filename!r}: send one of {', '.join(sorted(KINDS))}")
+        if not engine.ready.is_set():
+            return _error(503, "the model is still loading", **{"Retry-After": "1"})
+        data = await upload.read()
+        try:
+            translated = await asyncio.to_thread(translate_file, kind, data, lines_now, aligned)
+        except NmtError as exc:
+            return _error(400, str(exc))
+        except QueueFull:
+            return _error(503, "the server is too busy to take a file now", **{"Retry-After": "10"})
+        token = secrets.token_urlsafe(16)
+        stem, suffix = Path(upload.filename).stem, Path(upload.filename).suffix
+        finished_files[token] = (translated, f"{stem}.fr{suffix}")
+        while len(finished_files) > MAX_KEPT_FILES:
+            finished_files.popitem(last=False)
+        return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{token}/{stem}.fr{suffix}"}
+
+    @app.get("/download_file/{token}/{name}")
+    async def download_file(token: str, name: str):
+        """A file /translate_file translated (the last MAX_KEPT_FILES are kept)."""
+        if token not in finished_files:
+            return _error(404, "no such translated file (the server keeps the last few only)")
+        data, filename = finished_files[token]
+        media = mimetypes.guess_type(filename)[0] or "application/octet-stream"
+        return Response(data, media_type=media, headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
     @app.get("/frontend/settings")
     async def frontend_settings() -> dict:
         """LibreTranslate's settings for its web client."""
         return {"charLimit": settings.max_chars, "frontendTimeout": 500, "suggestions": False,
-                "filesTranslation": False, "supportedFilesFormat": [], "apiKeys": settings.api_key is not None,
-                "keyRequired": settings.api_key is not None,
+                "filesTranslation": True, "supportedFilesFormat": sorted(KINDS),
+                "apiKeys": settings.api_key is not None, "keyRequired": settings.api_key is not None,
                 "language": {"source": {"code": "en", "name": "English"}, "target": {"code": "fr", "name": "French"}}}
 
     @app.get("/languages")
@@ -482,7 +564,8 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
         return PAGE.read_text(encoding="utf-8").replace("{{API_KEY_FIELD}}", "" if settings.api_key is None else
                                                         '<input id="key" type="password" placeholder="API key">')
 
-    return BoundedBodies(app, settings.max_body_bytes, settings.read_timeout, settings.api_key)
+    return BoundedBodies(app, settings.max_body_bytes, settings.read_timeout, settings.api_key,
+                         settings.max_file_bytes + 65_536)
 
 
 class Server(uvicorn.Server):
