@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.test_serve import Server
@@ -37,6 +39,21 @@ def test_the_page_translates_what_is_typed(tiny_checkpoint, tmp_path):
         WebDriverWait(driver, 30).until(lambda _: french.text.strip())
         assert french.text == expected and len(french.text.split("\n")) == 2
         assert driver.find_element(By.ID, "status").text == ""
+        assert driver.find_element(By.ID, "warning").text == ""  # English: no warning
+        box.clear()
+        box.send_keys("Merci beaucoup pour votre aide, nous arriverons demain matin.")
+        driver.find_element(By.ID, "go").click()
+        warning = driver.find_element(By.ID, "warning")
+        WebDriverWait(driver, 30).until(lambda _: warning.text.strip())
+        assert warning.text.startswith("This looks like French")
+        subtitles = Path(__file__).parent / "files" / "dialogue.srt"
+        driver.find_element(By.ID, "file").send_keys(str(subtitles))
+        driver.find_element(By.ID, "go-file").click()
+        link = driver.find_element(By.ID, "download")
+        WebDriverWait(driver, 120).until(lambda _: link.is_displayed())
+        direct = httpx.post(server.url + "/translate_file", timeout=120, files={"file": (subtitles.name,
+                                                                                         subtitles.read_bytes())})
+        assert httpx.get(link.get_attribute("href")).content == httpx.get(direct.json()["translatedFileUrl"]).content
         driver.save_screenshot(os.environ.get("NMT_SCREENSHOT", str(tmp_path / "page.png")))
     finally:
         driver.quit()
