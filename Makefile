@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES := data/examples.en
 
-.PHONY: setup test test-browser lint run bench bench-more model model-general clean
+.PHONY: setup test test-all test-browser lint run bench bench-more model model-general clean
 
 # The editable install leaves nmt's own modules uncompiled (pip compiles a regular install's): where
 # Python may not write bytecode (PYTHONDONTWRITEBYTECODE, a read-only checkout) every command compiled
@@ -28,8 +28,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The suite less its slow tests (servers, DDP, whole CLI runs over 4 s each): about 2.5 minutes on 2 cores.
 test: setup
 	$(BIN)/python -m pytest
+
+# Everything, as CI runs it: the slow tests too, then the web page in a browser.
+test-all: setup
+	$(BIN)/python -m pytest -m "not browser"
+	$(MAKE) test-browser
 
 # The web page of `nmt serve` in headless Chromium (Debian's chromium and chromium-driver, selenium from PyPI).
 test-browser: setup

@@ -115,6 +115,7 @@ def test_eval_writes_its_translations_and_samples_like_translate(tiny_checkpoint
     assert (tmp_path / "hyp.fr").read_text() == translated
 
 
+@pytest.mark.slow
 def test_one_vocabulary_across_commands_with_the_old_names_still_accepted(tiny_checkpoint, tmp_path):
     """-i/--input, -o/--output, --ref and --format text|jsonl in translate, eval and score; every setting of
     nmt train is a flag; choices are listed in --help; the old spellings (eval --src/--json, score

@@ -114,6 +114,7 @@ def test_empty_files_are_one_error_line_not_a_score(tmp_path):
         assert result.returncode == 2 and result.stderr == "error: nothing to score: the files have no lines\n"
 
 
+@pytest.mark.slow
 def test_tune_takes_several_validation_sets_each_cut_to_the_limit(tiny_checkpoint, tmp_path):
     def bleu_table(valid: str) -> list[str]:
         result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "tune", "--model", str(tiny_checkpoint),

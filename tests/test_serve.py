@@ -146,6 +146,7 @@ def raw_request(server, head: bytes, body_parts=(), pause: float = 0.0) -> bytes
         return answer
 
 
+@pytest.mark.slow
 def test_requests_are_bounded_before_they_are_read(server):
     """A declared body over the limit is refused before it is sent; a chunked one as soon as it passes the
     limit; a client that stalls mid-body gets a 408 (--read-timeout 1); a request with more lines than the
@@ -248,6 +249,7 @@ def test_a_concurrent_burst_is_batched_and_every_line_answered_in_order(server):
     assert lines / count > 3  # requests of 3 lines shared batches
 
 
+@pytest.mark.slow
 def test_api_key_and_graceful_shutdown_with_a_request_in_flight(tiny_checkpoint):
     keyed = Server(tiny_checkpoint, "--batch-wait-ms", "1500", env={"NMT_API_KEY": "s3cret"})
     try:

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from nmt.apps.shipped import default_model_name, is_model_name, shipped_models
 from nmt.data.corpus import data_dir
 
@@ -25,6 +27,7 @@ def test_every_listed_model_is_installed_and_the_default_is_listed():
     assert all(entry["installed"] and entry["domain"] for entry in models.values())
 
 
+@pytest.mark.slow
 def test_nmt_models_marks_the_default_and_a_name_translates_as_its_file(tiny_checkpoint, tmp_path):
     folder = tmp_path / "data"
     shutil.copytree(data_dir(), folder, ignore=shutil.ignore_patterns("*.pt"))

@@ -194,6 +194,7 @@ def nmt(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "nmt_cli.main", *args], input=stdin, capture_output=True)
 
 
+@pytest.mark.slow
 def test_cli_builds_a_shortlist_into_the_checkpoint_and_translates_with_it(tiny_checkpoint, tmp_path):
     without = nmt("translate", "--model", str(tiny_checkpoint), "--shortlist", stdin=b"A dog.\n")
     assert without.returncode == 2
@@ -221,6 +222,7 @@ def test_a_shortlist_of_another_vocabulary_is_a_checkpoint_error(checkpoint, tmp
         load_checkpoint(path)
 
 
+@pytest.mark.slow
 def test_a_shortlist_from_a_prepared_folder_counts_the_same_pairs_as_from_their_text(tiny_checkpoint, tmp_path):
     """At WMT size, `nmt shortlist --prepared` counts the cache's token ids instead of tokenizing again."""
     import os

@@ -328,6 +328,7 @@ def run_ranks(corpus, folder: Path, *extra: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_ddp_with_gloo_keeps_ranks_identical_and_writes_one_checkpoint(corpus, tmp_path):
     """Also checks that every collective gets tensors on the training device (tests/ddp_worker.py). Ranks
     leave the process group before they exit: one that exits with it alive can die of SIGABRT when gloo's
@@ -616,6 +617,7 @@ def test_an_update_with_a_loss_or_gradients_not_finite_is_skipped_and_counted_an
         Trainer(config("always")).run()
 
 
+@pytest.mark.slow
 def test_a_prepared_folder_trains_offline_with_its_own_validation_pairs(corpus, tmp_path):
     """`nmt prepare` prints a folder that is a whole training input: `nmt train --prepared` reads no corpus and
     no hub (HF_HUB_OFFLINE), and validates on the pairs the dataset's validation split gave."""
@@ -659,6 +661,7 @@ def test_tokens_per_update_sets_the_accumulation_from_the_number_of_ranks():
         TrainConfig(out="x", data="multi30k", max_steps=1, update_freq=2, tokens_per_update=8192)
 
 
+@pytest.mark.slow
 def test_a_resume_on_another_number_of_ranks_takes_the_same_batches_an_update_or_says_how(corpus, tmp_path):
     """Two gloo ranks train 4 updates of one batch each; one process resumes them with --update-freq 2 (the
     same 2 batches an update, from the same place in the epoch), and refuses --update-freq 1 (another

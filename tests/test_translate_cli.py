@@ -430,6 +430,7 @@ def test_output_is_written_whole_never_over_its_input_and_errors_are_one_line(ti
     assert full.stderr.decode() == "error: cannot write /dev/full: No space left on device\n"
 
 
+@pytest.mark.slow
 def test_closed_streams_an_ascii_locale_and_bad_threads_are_one_line_or_utf8(tiny_checkpoint):
     model = ["--model", str(tiny_checkpoint)]
     closed_in = subprocess.run(NMT + model, stdin=subprocess.DEVNULL, capture_output=True, close_fds=True,
