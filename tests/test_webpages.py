@@ -14,8 +14,11 @@ GARDEN = Path(__file__).parent / "files" / "garden.html"
 def test_a_page_with_nothing_to_translate_comes_back_byte_for_byte():
     page = GARDEN.read_text(encoding="utf-8")
     assert translate_html(page, lambda texts: texts, lambda source, target: []) == page
-    odd = "<P CLASS='x'>Fish &amp; chips&#33;<BR/>More <I>text</I></P><!-- note --><p>a<b>b</b>c</p>"
+    odd = ("<P CLASS='x'>Fish &amp; chips&#33;<BR/>More <I>text</I></P><!-- note -->\r\n<p>a<b>b</b>c</p>\r"
+           "<p>line\u2028separator</p>\n<p>last</p>")
     assert translate_html(odd, lambda texts: texts, lambda source, target: []) == odd
+    upper = translate_html(odd, lambda texts: [text.upper() for text in texts], lambda source, target: [])
+    assert upper.endswith("<p>LAST</p>") and "<p>LINE SEPARATOR</p>" in upper  # offsets right after \r, \u2028
 
 
 def test_inline_elements_go_around_the_words_aligned_with_theirs():

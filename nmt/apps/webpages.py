@@ -41,9 +41,9 @@ class _Reader(HTMLParser):
     def __init__(self, page: str):
         super().__init__(convert_charrefs=False)
         self.events: list[_Event] = []
-        starts = [0]
-        for line in page.splitlines(keepends=True):
-            starts.append(starts[-1] + len(line))
+        starts = [0]  # where each line begins: html.parser counts lines by "\n" alone
+        for line in page.split("\n"):
+            starts.append(starts[-1] + len(line) + 1)
         self._line_starts = starts
 
     def _at(self) -> int:
