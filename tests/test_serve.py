@@ -169,6 +169,19 @@ def test_requests_are_bounded_before_they_are_read(server):
     assert server.post("/translate", json={"q": "A dog runs.", "source": "en", "target": "fr"}).status_code == 200
 
 
+def test_format_html_translates_the_text_and_keeps_the_markup(server, tmp_path):
+    page = '<p>A dog runs in the <b>snow</b>.</p>\n<pre>keep()</pre>'
+    answer = server.post("/translate", json={"q": page, "source": "en", "target": "fr", "format": "html"})
+    assert answer.status_code == 200, answer.text
+    french = answer.json()["translatedText"]
+    assert french.endswith("</p>\n<pre>keep()</pre>") and french.startswith("<p>") and french.count("<b>") == 1
+    path = tmp_path / "page.html"
+    path.write_text(page)
+    cli = subprocess.run([sys.executable, "-m", "nmt_cli.main", "translate", "--model", str(server.model), *DECODING,
+                          "-i", str(path), "-q"], capture_output=True, check=True, text=True).stdout
+    assert french == cli
+
+
 def test_translate_file_answers_a_url_to_the_file_the_cli_writes(server, tmp_path):
     """LibreTranslate's /translate_file: a subtitle file and a text file come back as `nmt translate -i`
     writes them, downloaded from the URL the answer gives; a file of no known kind is a 400."""
@@ -210,7 +223,7 @@ def test_v1_answers_the_cli_jsonl_records(server, cli_records):
 
 @pytest.mark.parametrize("path, body, status, message", [
     ("/translate", {"q": "A dog.", "source": "de", "target": "fr"}, 400, "en to fr"),
-    ("/translate", {"q": "A dog.", "source": "en", "target": "fr", "format": "html"}, 400, "format"),
+    ("/translate", {"q": "A dog.", "source": "en", "target": "fr", "format": "markdown"}, 400, "format"),
     ("/translate", {"q": 3, "source": "en", "target": "fr"}, 422, "q"),
     ("/translate", {"source": "en", "target": "fr"}, 422, "q"),
     ("/translate", {"q": "a" * 2001, "source": "en", "target": "fr"}, 413, "--max-chars"),

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import logging
 import mimetypes
+import re
 import secrets
 import signal
 import threading
@@ -34,6 +35,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nmt.apps.files import KINDS, file_kind, translate_file
+from nmt.apps.webpages import translate_html
 from nmt.decoding.alignment import align
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translation, Translator
@@ -402,18 +404,29 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             return _error(401, "a valid api_key is required")
         if body.source not in ("en", "auto") or body.target != "fr":
             return _error(400, f"nmt translates en to fr, not {body.source} to {body.target}")
-        if body.format != "text":
-            return _error(400, f"format {body.format!r} is not supported; send text")
+        if body.format not in ("text", "html"):
+            return _error(400, f"format {body.format!r} is not supported; send text or html")
         texts = [body.q] if isinstance(body.q, str) else body.q
         detected = []
         if body.source == "auto":
             for text in texts:
-                guesses = await asyncio.to_thread(detect, text)
+                plain = re.sub(r"<[^>]*>", " ", text) if body.format == "html" else text
+                guesses = await asyncio.to_thread(detect, plain)
                 if is_not_english(guesses):
                     return _error(400, f"the text looks {guesses[0].language}, not English "
                                        f"({guesses[0].confidence:g}% sure): nmt translates English to French")
                 english = next((guess.confidence for guess in guesses if guess.language == "en"), 0.0)
                 detected.append({"language": "en", "confidence": english})
+        if body.format == "html":  # each text a fragment of a page: its markup kept (nmt.apps.webpages)
+            if sum(len(text) for text in texts) > settings.max_chars:
+                return _error(413, f"the request holds more than {settings.max_chars} characters (--max-chars)")
+            if not engine.ready.is_set():
+                return _error(503, "the model is still loading", **{"Retry-After": "1"})
+            pages = [await asyncio.to_thread(translate_html, text, lines_now, aligned) for text in texts]
+            answer = {"translatedText": pages[0] if isinstance(body.q, str) else pages}
+            if detected:
+                answer["detectedLanguage"] = detected[0] if isinstance(body.q, str) else detected
+            return answer
         nbest = min(body.alternatives + 1, base_options.beam_size) if body.alternatives else 1
         found = await translate_lines(texts, dataclasses.replace(base_options, nbest=nbest))
         if isinstance(found, JSONResponse):
