@@ -140,13 +140,13 @@ def translate(
     document: bool = typer.Option(False, "--document", help="Read running text: paragraphs separated by blank "
                                   "lines, lines wrapped at any width; write one French line a paragraph, blank lines "
                                   "kept."),
-    input_format: Literal["text", "jsonl", "srt", "html", "docx"] = typer.Option(None, "--input-format",
+    input_format: Literal["text", "jsonl", "srt", "html", "docx", "md"] = typer.Option(None, "--input-format",
                                      help="text; jsonl: lines {\"source\": ..., \"prefix\": ...}, the translation "
                                      "starting with the French prefix if given; srt: a SubRip subtitle file, "
                                      "written back with its numbering and timings; html: a web page, its markup "
-                                     "kept; docx: a Word document, its styles, tables, headers and footers kept. "
-                                     "Default: by the --input file's name (*.srt, *.html, *.htm, *.docx), else "
-                                     "text."),
+                                     "kept; docx: a Word document, its styles, tables, headers and footers kept; "
+                                     "md: Markdown, its markup and code kept. Default: by the --input file's name "
+                                     "(*.srt, *.html, *.htm, *.docx, *.md), else text."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or warnings on stderr."),
     decoding: DecodingFlags = None,
@@ -155,8 +155,9 @@ def translate(
     nbest = decoding.nbest or 1
     if input_format is None:
         suffix = input.suffix.lower() if input is not None else ""
-        input_format = {".srt": "srt", ".html": "html", ".htm": "html", ".docx": "docx"}.get(suffix, "text")
-    whole_file = input_format in ("srt", "html", "docx")
+        input_format = {".srt": "srt", ".html": "html", ".htm": "html", ".docx": "docx", ".md": "md",
+                        ".markdown": "md"}.get(suffix, "text")
+    whole_file = input_format in ("srt", "html", "docx", "md")
     if whole_file and (output_format != "text" or document or nbest > 1):
         raise UsageError(f"--input-format {input_format} writes a file of its kind: drop --format, --document and "
                          "--nbest")

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-KINDS = {".txt": "txt", ".srt": "srt", ".html": "html", ".htm": "html", ".docx": "docx"}
+KINDS = {".txt": "txt", ".srt": "srt", ".html": "html", ".htm": "html", ".docx": "docx", ".md": "md",
+         ".markdown": "md"}
 
 
 def file_kind(name: str) -> str | None:
@@ -22,8 +23,8 @@ def file_kind(name: str) -> str | None:
 
 def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list[str]],
                    align: Callable[[str, str], list[tuple[int, int]]]) -> bytes:
-    """A whole file of `kind` (txt, srt, html, docx) translated: a text file a line at a time, its line
-    breaks kept; the others by nmt.apps.subtitles, webpages and office."""
+    """A whole file of `kind` (txt, srt, html, docx, md) translated: a text file a line at a time, its line
+    breaks kept; the others by nmt.apps.subtitles, webpages, office and markdown."""
     if kind == "docx":
         from nmt.apps.office import translate_docx
 
@@ -37,6 +38,10 @@ def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list
         from nmt.apps.webpages import translate_html
 
         return translate_html(text, translate, align).encode()
+    if kind == "md":
+        from nmt.apps.markdown import translate_markdown
+
+        return translate_markdown(text, translate, align).encode()
     lines = text.split("\n")
     ends = ["\r" if line.endswith("\r") else "" for line in lines]
     translated = translate([line.removesuffix("\r") for line in lines])
