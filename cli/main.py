@@ -154,9 +154,10 @@ def translate(
     """Translate English lines from stdin (or --input) to French on stdout, one line per line."""
     nbest = decoding.nbest or 1
     if input_format is None:
-        suffix = input.suffix.lower() if input is not None else ""
-        input_format = {".srt": "srt", ".html": "html", ".htm": "html", ".docx": "docx", ".md": "md",
-                        ".markdown": "md"}.get(suffix, "text")
+        from nmt.apps.files import file_kind
+
+        kind = file_kind(input.name) if input is not None else None
+        input_format = "text" if kind in (None, "txt") else kind  # a .txt streams a line at a time
     whole_file = input_format in ("srt", "html", "docx", "md")
     if whole_file and (output_format != "text" or document or nbest > 1):
         raise UsageError(f"--input-format {input_format} writes a file of its kind: drop --format, --document and "
