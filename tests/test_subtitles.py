@@ -9,6 +9,7 @@ import srt
 from nmt.apps.subtitles import _share, translate_srt
 
 DIALOGUE = Path(__file__).parent / "files" / "dialogue.srt"
+FILM = Path(__file__).parent / "files" / "film.srt"  # a film's file as releases write them: BOM, CRLF, tags
 
 
 def test_a_file_with_nothing_to_translate_comes_back_byte_for_byte():
@@ -32,6 +33,24 @@ def test_a_sentence_over_several_cues_is_translated_whole_and_shared_back_in_pro
     assert _share("un deux trois quatre cinq six", [10, 10]) == ["un deux trois", "quatre cinq six"]
     assert _share("un, deux trois quatre", [6, 14]) == ["un,", "deux trois quatre"]  # after the comma: near enough
     assert _share("a b", [5, 5, 5]) == ["...", "a", "b"]  # never an empty cue
+
+
+def test_a_release_keeps_its_position_tags_colours_and_dialogue_dashes():
+    text = FILM.read_text(encoding="utf-8-sig")
+    raw = FILM.read_bytes().decode("utf-8")
+    assert translate_srt(raw, lambda lines: lines) == raw
+    seen = []
+    out = translate_srt(raw, lambda lines: seen.extend(lines) or [line.upper() for line in lines])
+    assert out.startswith("\ufeff1\r\n") and out.count("\r\n") == raw.count("\r\n")
+    english, french = list(srt.parse(text)), list(srt.parse(out.removeprefix("\ufeff")))
+    assert [(c.index, c.start, c.end) for c in french] == [(c.index, c.start, c.end) for c in english]
+    by_number = {cue.index: cue.content.replace("\r\n", "\n") for cue in french}
+    assert by_number[2] == "{\\an8}NORTH STATION, 1954"  # a sign, not joined to the voice after it
+    assert by_number[4] == "- IS THIS SEAT FREE?\n- YES, PLEASE SIT DOWN."
+    assert by_number[7] == '<i><font color="#00ffff">WHERE ARE YOU GOING, SIR?</font></i>'
+    assert by_number[13] == "{\\an8}<i>(WHISPERING) DON'T TELL ANYONE.</i>"
+    assert "Is this seat free? Yes, please sit down." in seen and not any("<" in line or "{" in line for line in seen)
+    assert "I was hoping that somebody would come tonight before the snow closes the road." in seen
 
 
 def test_nmt_translate_writes_the_subtitles_in_french_with_every_timing_kept(tmp_path):

@@ -9,6 +9,19 @@ from pathlib import Path
 from nmt.apps.webpages import translate_html
 
 GARDEN = Path(__file__).parent / "files" / "garden.html"
+RUSTDOC = Path(__file__).parent / "files" / "rustdoc.html"  # a page as mdBook writes it (tests/files/README.md)
+
+
+def tags(page):
+    return re.findall(r"<[^>]+>", page)
+
+
+def upper(texts):
+    return [text.upper() for text in texts]
+
+
+def same_order(source, target):
+    return [(i, i) for i in range(len(source.split()))]
 
 
 def test_a_page_with_nothing_to_translate_comes_back_byte_for_byte():
@@ -22,9 +35,6 @@ def test_a_page_with_nothing_to_translate_comes_back_byte_for_byte():
 
 
 def test_inline_elements_go_around_the_words_aligned_with_theirs():
-    def upper(texts):
-        return [text.upper() for text in texts]
-
     def reversed_words(texts):
         return [" ".join(reversed(text.split())) for text in texts]
 
@@ -47,13 +57,36 @@ def test_nmt_translate_writes_the_page_in_french_with_its_markup_kept(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     english, french = GARDEN.read_text(), out.read_text()
-
-    def tags(page):
-        return re.findall(r"<[^>]+>", page)
-
     assert tags(french) == tags(english)  # every tag, attribute and comment, in order
     for kept in ("<pre>do_not_translate = True</pre>", '<p class="notranslate">Keep this sentence.</p>',
                  '<script>var message = "A dog runs.";</script>', "<style>p { color: #333; }</style>"):
         assert kept in french
     assert "<h1>Our small garden</h1>" not in french and "&amp;" in french
     assert re.search(r"<b>\w+</b>", french) and re.search(r'<a href="/door.html" title="Door">[^<]+</a>', french)
+
+
+def test_a_real_page_keeps_every_tag_and_its_code_inside_the_sentences():
+    page = RUSTDOC.read_text(encoding="utf-8")
+    assert translate_html(page, lambda texts: texts, lambda source, target: []) == page
+    sent = []
+    french = translate_html(page, lambda texts: sent.extend(texts) or upper(texts), same_order)
+    assert tags(french) == tags(page)
+    assert re.findall(r"<code>.*?</code>|<script>.*?</script>", french, re.S) == \
+        re.findall(r"<code>.*?</code>|<script>.*?</script>", page, re.S)
+    # inline code is a placeholder inside its sentence, not a cut through it
+    assert "Let’s run ⦅1⦆ on our code. To do so, we can call it with the path to our crate root like this:" in sent
+    assert "<p>LET’S RUN <code>rustdoc</code> ON OUR CODE." in french
+    assert "<p>Press <kbd>S</kbd> or <kbd>/</kbd> to search in the book</p>" not in french
+    assert "<p>PRESS <kbd>S</kbd> OR <kbd>/</kbd> TO SEARCH IN THE BOOK</p>" in french
+    assert not any(text.startswith((".", ",", ":")) for text in sent)
+
+
+def test_a_kept_element_the_model_dropped_or_repeated_comes_back_once():
+    page = "<p>Run <code>make all</code> now, then rest.</p>"
+    dropped = translate_html(page, lambda texts: ["Lancez maintenant, puis reposez-vous."], same_order)
+    assert dropped.count("<code>make all</code>") == 1 and dropped.startswith("<p>Lancez <code>make all</code>")
+    repeated = translate_html(page, lambda texts: ["Lancez \u29851\u2986 \u29851\u2986 \u29852\u2986 puis."], same_order)
+    assert repeated == "<p>Lancez <code>make all</code> puis.</p>"
+    # an element alone in its block is not sent to be translated
+    assert translate_html("<li><code>-o</code></li>", lambda texts: [1 / 0 for _ in texts], same_order) == \
+        "<li><code>-o</code></li>"

@@ -6,10 +6,11 @@ The `srt` library reads and writes the cues; only their text changes. A sentence
 cues ("I think that..." / "...we should go."): consecutive cues are joined until one ends a sentence (at most
 MAX_JOINED), translated together, and the translation is shared back over them in proportion to their
 English length, cut at spaces, so that each cue keeps its share of the screen time. Each cue keeps its
-number of lines (the translation wrapped at the spaces nearest to even lines) and a formatting tag around
-its whole text (<i>...</i>, common for off-screen voices). A cue whose translation equals its text is
-written back exactly as it was, so a file with nothing to translate comes back byte for byte, with its
-line endings and byte order mark.
+number of lines (the translation wrapped at the spaces nearest to even lines), the formatting tags around
+its whole text (<i>...</i> for off-screen voices, <font color=...>), the position tags it starts with
+({\an8}) and the dash that opens each line of a dialogue ("- Coming?" / "- No.": a new speaker, so never
+joined to the cue before). A cue whose translation equals its text is written back exactly as it was, so
+a file with nothing to translate comes back byte for byte, with its line endings and byte order mark.
 """
 
 from __future__ import annotations
@@ -23,16 +24,20 @@ from nmt.text.segment import split_sentences
 
 MAX_JOINED = 4  # cues translated as one sentence at most
 SENTENCE_END = re.compile(r"[.!?…♪\"”»)\]]\s*$")
-WRAPPER = re.compile(r"^(<([ibu])>)(.*)(</\2>)$", re.S)  # a tag around a cue's whole text
+WRAPPER = re.compile(r"^(<([ibu]|font)\b[^>]*>)(.*)(</\2>)$", re.S | re.I)  # a tag around a cue's whole text
+OVERRIDES = re.compile(r"^(?:\{\\[^}]*\}\s*)+")  # SubStation position and style tags: {\an8}
+DASH = re.compile(r"^([-\u2010-\u2014]\s*)(?=\S)")  # the dash a speaker's line in a dialogue starts with
 PAUSES = set(",;:.!?…")  # where a cut between cues or lines reads best
 
 
 @dataclass
 class _Cue:
-    text: str  # one line of plain text: the cue's lines joined by spaces, its wrapper off
+    text: str  # one line of plain text: the cue's lines joined by spaces, its tags and dashes off
     lines: int
-    wrapper: tuple[str, str] | None
+    wrappers: list[tuple[str, str]]  # the tags around its whole text, outermost first
     sentence_lines: bool  # every line a sentence of its own
+    prefix: str = ""  # position tags before it all
+    dashes: list[str] | None = None  # each line's dialogue dash, where every line has one
 
 
 def translate_srt(source: str, translate: Callable[[list[str]], list[str]]) -> str:
@@ -49,8 +54,10 @@ def translate_srt(source: str, translate: Callable[[list[str]], list[str]]) -> s
         raise UsageError(f"not a SubRip (.srt) file: {str(exc).splitlines()[0]}") from None
     plain = [_plain(cue.content) for cue in cues]
     groups = _sentences(plain)
-    translations = translate([" ".join(plain[i].text for i in group) for group in groups])
-    for group, translation in zip(groups, translations, strict=True):
+    texts = [" ".join(plain[i].text for i in group) for group in groups]
+    for group, text, translation in zip(groups, texts, translate(texts), strict=True):
+        if translation == text:
+            continue
         shares = _share(translation, [len(plain[i].text) for i in group])
         for i, text in zip(group, shares, strict=True):
             if text != plain[i].text:  # else the cue stays exactly as written
@@ -60,20 +67,35 @@ def translate_srt(source: str, translate: Callable[[list[str]], list[str]]) -> s
 
 def _plain(content: str) -> _Cue:
     content = content.replace("\r\n", "\n")
-    match = WRAPPER.match(content)
-    wrapper = (match.group(1), match.group(4)) if match else None
-    inner = match.group(3) if match else content
+    prefix = OVERRIDES.match(content)
+    prefix = prefix.group() if prefix else ""
+    inner = content[len(prefix):]
+    wrappers = []
+    while match := WRAPPER.match(inner):
+        wrappers.append((match.group(1), match.group(4)))
+        inner = match.group(3)
     lines = [line.strip() for line in inner.split("\n")]
-    return _Cue(" ".join(line for line in lines if line), max(1, len(lines)), wrapper,
-                len(lines) > 1 and all(SENTENCE_END.search(line) for line in lines))
+    dashes = [DASH.match(line) for line in lines]
+    if all(dashes) and (len(lines) > 1 or lines[0].startswith("- ")):
+        lines = [line[len(dash.group()):] for line, dash in zip(lines, dashes, strict=True)]
+        dashes = [dash.group() for dash in dashes]
+    else:
+        dashes = None
+    return _Cue(" ".join(line for line in lines if line), max(1, len(lines)), wrappers,
+                len(lines) > 1 and all(SENTENCE_END.search(line) for line in lines), prefix, dashes)
 
 
 def _sentences(cues: list[_Cue]) -> list[list[int]]:
     """Runs of consecutive cues that make one sentence: a cue that ends a sentence (or is empty) closes its
-    run, as does the MAX_JOINED-th."""
+    run, as does the MAX_JOINED-th; a dialogue's cue starts one, as does a cue in another style (its position
+    or formatting tags): another voice or a sign on screen."""
     groups: list[list[int]] = []
     run: list[int] = []
     for index, cue in enumerate(cues):
+        before = cues[index - 1] if run else None
+        if before and (cue.dashes or (cue.prefix, cue.wrappers) != (before.prefix, before.wrappers)):
+            groups.append(run)
+            run = []
         run.append(index)
         if not cue.text or SENTENCE_END.search(cue.text) or len(run) == MAX_JOINED:
             groups.append(run)
@@ -116,5 +138,10 @@ def _layout(text: str, cue: _Cue) -> str:
         lines = sentences
     else:
         lines = _share(text, [len(text) // cue.lines] * cue.lines) if cue.lines > 1 else [text]
-    content = "\n".join(line for line in lines if line) or text
-    return f"{cue.wrapper[0]}{content}{cue.wrapper[1]}" if cue.wrapper else content
+    lines = [line for line in lines if line] or [text]
+    if cue.dashes and len(lines) == len(cue.dashes):
+        lines = [dash + line for dash, line in zip(cue.dashes, lines, strict=True)]
+    content = "\n".join(lines)
+    for opening, closing in reversed(cue.wrappers):
+        content = opening + content + closing
+    return cue.prefix + content

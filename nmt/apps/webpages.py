@@ -8,8 +8,10 @@ attributes and quoting, comments, doctypes, entities, whitespace. The text betwe
 (a paragraph, a list item, a heading, a table cell; a <br> or an <img>) is translated as one line, inline
 markup taken out: <b>, <a href=...>, <em> and the other inline elements are put back around the French
 words aligned (nmt.decoding.alignment) with the English words they held. <script>, <style>, <pre>,
-<code>, <textarea> and elements marked translate="no" or class="notranslate" are left as they are, as is
-any block whose translation equals its text.
+<textarea> and elements marked translate="no" or class="notranslate" are left as they are, as is any
+block whose translation equals its text. Such an element inside a sentence (<code>, <kbd>, a <span
+class="notranslate">) stays in it as a placeholder the model copies (nmt.text.protect), so that the
+sentence is translated whole and the element comes back as it was where the placeholder lands.
 """
 
 from __future__ import annotations
@@ -20,16 +22,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "cite", "data", "dfn", "em", "font", "i", "ins", "del", "kbd",
-                    "label", "mark", "q", "s", "samp", "small", "span", "strong", "sub", "sup", "time", "u", "var"})
-UNTRANSLATED = frozenset({"script", "style", "pre", "code", "textarea", "svg", "math", "noscript"})
+from nmt.text.protect import MAX_PLACEHOLDERS, PLACEHOLDER, PLACEHOLDER_PATTERN, insert_at_word_boundary
+
+INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "cite", "data", "dfn", "em", "font", "i", "ins", "del", "label",
+                    "mark", "q", "s", "small", "span", "strong", "sub", "sup", "time", "u", "var"})
+UNTRANSLATED = frozenset({"script", "style", "pre", "code", "kbd", "samp", "textarea", "svg", "math", "noscript"})
+# elements kept as they are that stand inside a sentence: one placeholder in its text
+IN_SENTENCE = INLINE | {"code", "kbd", "samp", "math", "svg"}
 VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
                   "track", "wbr"})
 
 
 @dataclass
 class _Event:
-    kind: str  # start, end, startend, data, entity, charref, other
+    kind: str  # start, end, startend, data, entity, charref, other; kept: an element left as it is
     tag: str = ""
     attrs: list = field(default_factory=list)
     text: str = ""  # data; an entity's name or a charref's number
@@ -99,12 +105,17 @@ class _Block:
     words: list[str] = field(default_factory=list)
     spans: list[tuple[int, int, _Event, _Event | None]] = field(default_factory=list)  # first, end, start, end tag
     cut: set[int] = field(default_factory=set)  # spans that end inside a word ("<a>door</a>."): before its stop
+    kept: list[str] = field(default_factory=list)  # the HTML of the elements left as they are: placeholder n+1
 
     def read(self) -> None:
         open_tags: list[tuple[int, _Event]] = []
         closing: list[tuple[int, int]] = []  # (span, length of the word it ended with)
         pending = ""
         for event in self.events:
+            if event.kind == "kept":
+                self.kept.append(event.raw)
+                pending += PLACEHOLDER.format(len(self.kept))
+                continue
             if event.kind in ("data", "entity", "charref"):
                 pending += event.text if event.kind == "data" else html.unescape(
                     f"&{event.text};" if event.kind == "entity" else f"&#{event.text};")
@@ -140,6 +151,11 @@ class _Block:
     def text(self) -> str:
         return " ".join(self.words)
 
+    @property
+    def has_words(self) -> bool:
+        """Whether there is text to translate: not only kept elements."""
+        return any(PLACEHOLDER_PATTERN.sub("", word).strip() for word in self.words)
+
 
 def translate_html(page: str, translate: Callable[[list[str]], list[str]],
                    align: Callable[[str, str], list[tuple[int, int]]]) -> str:
@@ -149,6 +165,7 @@ def translate_html(page: str, translate: Callable[[list[str]], list[str]],
     pieces: list[str | _Block] = []  # raw text, or a block to translate
     block: list[_Event] = []
     skipping: list[str] = []  # the tags of the untranslated elements we are in
+    kept: list[str] | None = None  # the HTML of an untranslated element inside the block, while in it
 
     def close_block():
         if block:
@@ -161,9 +178,21 @@ def translate_html(page: str, translate: Callable[[list[str]], list[str]],
                 skipping.append(event.tag)
             elif event.kind == "end" and event.tag == skipping[-1]:
                 skipping.pop()
-            pieces.append(event.raw)
+            if kept is None:
+                pieces.append(event.raw)
+                continue
+            kept.append(event.raw)
+            if not skipping:
+                block.append(_Event("kept", raw="".join(kept)))
+                kept = None
             continue
         if event.kind in ("start", "startend") and _skips(event):
+            in_sentence = (event.kind == "start" and event.tag in IN_SENTENCE
+                           and sum(each.kind == "kept" for each in block) < MAX_PLACEHOLDERS)
+            if in_sentence:
+                kept = [event.raw]
+                skipping.append(event.tag)
+                continue
             close_block()
             if event.kind == "start" and event.tag not in VOID:
                 skipping.append(event.tag)
@@ -173,11 +202,13 @@ def translate_html(page: str, translate: Callable[[list[str]], list[str]],
         else:  # a block boundary, a void element, a comment
             close_block()
             pieces.append(event.raw)
+    if kept is not None:  # an element the page never closed
+        pieces.extend(kept)
     close_block()
     blocks = [piece for piece in pieces if isinstance(piece, _Block)]
     for each in blocks:
         each.read()
-    todo = [each for each in blocks if each.words]
+    todo = [each for each in blocks if each.has_words]
     translations = translate([each.text for each in todo])
     written = {id(each): _write(each, text, align) for each, text in zip(todo, translations, strict=True)}
     return "".join(piece if isinstance(piece, str) else written.get(id(piece)) or _raw(piece) for piece in pieces)
@@ -189,15 +220,21 @@ def _raw(block: _Block) -> str:
 
 def _write(block: _Block, translation: str, align: Callable[[str, str], list[tuple[int, int]]]) -> str:
     """The block's HTML with `translation` in place of its text: its leading and trailing whitespace kept,
-    each inline element around the French words aligned with its English ones."""
+    each inline element around the French words aligned with its English ones, each kept element where
+    its placeholder is."""
     if translation == block.text:
         return _raw(block)
+    translation = _with_placeholders(translation, block)
     raw = _raw(block)
     lead = re.match(r"\s*", raw).group()
     trail = re.search(r"\s*$", raw).group() if raw.strip() else ""
     words = translation.split()
+
+    def escaped(text: str) -> str:
+        return PLACEHOLDER_PATTERN.sub(lambda m: block.kept[int(m.group(1)) - 1], html.escape(text, quote=False))
+
     if not block.spans:
-        return lead + html.escape(" ".join(words), quote=False) + trail
+        return lead + escaped(" ".join(words)) + trail
     pairs = align(block.text, translation) if words else []
     opens: dict[int, list[str]] = {}
     closes: dict[int, list[str]] = {}
@@ -229,6 +266,26 @@ def _write(block: _Block, translation: str, align: Callable[[str, str], list[tup
     for index, word in enumerate(words):
         stop = re.search(r"[.,;:!?…»)\]\"]+$", word) if index in before_stop else None
         body, tail = (word[: stop.start()], word[stop.start():]) if stop and stop.start() else (word, "")
-        out.append("".join(opens.get(index, [])) + html.escape(body, quote=False) + "".join(closes.get(index, []))
-                   + html.escape(tail, quote=False))
+        out.append("".join(opens.get(index, [])) + escaped(body) + "".join(closes.get(index, [])) + escaped(tail))
     return lead + " ".join(out) + trail
+
+
+def _with_placeholders(translation: str, block: _Block) -> str:
+    """`translation` holding each of the block's placeholders once: one the model dropped goes back where
+    it stood in the English, in proportion; an invented or repeated one is removed."""
+    seen: set[int] = set()
+
+    def once(match: re.Match) -> str:
+        number = int(match.group(1))
+        if number > len(block.kept) or number in seen:
+            return ""
+        seen.add(number)
+        return match.group()
+
+    translation = PLACEHOLDER_PATTERN.sub(once, translation)
+    for number in range(1, len(block.kept) + 1):
+        if number not in seen:
+            placeholder = PLACEHOLDER.format(number)
+            position = block.text.index(placeholder) / max(1, len(block.text))
+            translation = insert_at_word_boundary(translation, placeholder, position)
+    return translation
