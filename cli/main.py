@@ -7,6 +7,7 @@ become a one-line `error: ...` and an exit code: 2 for bad usage or input, 1 for
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -204,8 +205,8 @@ def serve(
     max_batch_lines: int = typer.Option(64, "--max-batch-lines", help="Lines of queued requests decoded together."),
     batch_wait_ms: float = typer.Option(5.0, "--batch-wait-ms", help="How long the first request waits for others "
                                         "to share its batch."),
-    read_timeout: float = typer.Option(30.0, "--read-timeout", help="Seconds a client may take to send each part "
-                                       "of a request's body (408 after)."),
+    read_timeout: float = typer.Option(30.0, "--read-timeout", help="Seconds a client may take to send a "
+                                       "request's headers, and each part of its body (408 after)."),
     max_connections: int = typer.Option(256, "--max-connections", help="Connections served at once; more get a "
                                         "503."),
     max_file_bytes: int = typer.Option(10_000_000, "--max-file-bytes", help="The largest file /translate_file "
@@ -226,7 +227,7 @@ def serve(
     try:
         import uvicorn
 
-        from nmt.apps.serve import Engine, Server, ServeSettings, create_app
+        from nmt.apps.serve import Engine, Server, ServeSettings, TimedHeaders, create_app
     except ImportError as exc:
         raise UsageError(f"nmt serve needs the serve extra ({exc.name} is missing): pip install "
                          "'nmt-transformer[serve]'") from None
@@ -261,6 +262,7 @@ def serve(
                              decoding=config.to_dict(), read_timeout=read_timeout, max_file_bytes=max_file_bytes)
     server = Server(uvicorn.Config(create_app(engine, config.search, settings), log_level="error" if quiet else
                                    "warning", lifespan="off", timeout_graceful_shutdown=drain_timeout,
+                                   http=functools.partial(TimedHeaders, timeout=read_timeout),
                                    limit_concurrency=max_connections + 1))  # uvicorn counts the one arriving
     engine.on_failure = lambda: setattr(server, "should_exit", True)
     engine.start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -149,8 +150,9 @@ def raw_request(server, head: bytes, body_parts=(), pause: float = 0.0) -> bytes
 @pytest.mark.slow
 def test_requests_are_bounded_before_they_are_read(server):
     """A declared body over the limit is refused before it is sent; a chunked one as soon as it passes the
-    limit; a client that stalls mid-body gets a 408 (--read-timeout 1); a request with more lines than the
-    queue can ever hold is a 413, not a 503 to retry for ever."""
+    limit; a client that stalls mid-body or mid-headers gets a 408 (--read-timeout 1), one that sends nothing
+    is closed, an idle kept-alive connection is not cut short; a request with more lines than the queue can
+    ever hold is a 413, not a 503 to retry for ever."""
     limit = 6 * 2000 + 65_536
     started = time.monotonic()
     declared = raw_request(server, b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -164,6 +166,20 @@ def test_requests_are_bounded_before_they_are_read(server):
     stalled = raw_request(server, b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                                   b"Content-Length: 100\r\n\r\n", [b'{"q": "A dog', b' runs."}'], pause=3)
     assert stalled.startswith(b"HTTP/1.1 408")
+    slow_headers = raw_request(server, b"POST /translate HTTP/1.1\r\nHost: x\r\n",
+                               [b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"], pause=3)
+    assert slow_headers.startswith(b"HTTP/1.1 408") and b"headers did not arrive within 1 s" in slow_headers
+    started = time.monotonic()
+    assert raw_request(server, b"") == b"" and time.monotonic() - started < 20
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as connection:
+        for _ in range(2):  # the second request after an idle while longer than --read-timeout
+            connection.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = connection.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+            length = int(re.search(rb"content-length: (\d+)", answer).group(1))
+            while len(answer.partition(b"\r\n\r\n")[2]) < length:  # the body, if it came apart
+                answer += connection.recv(65536)
+            time.sleep(2)
     many = server.post("/translate", json={"q": "\n".join(["A dog."] * 61), "source": "en", "target": "fr"})
     assert many.status_code == 413 and "--max-queue" in many.json()["error"]
     assert server.post("/translate", json={"q": "A dog runs.", "source": "en", "target": "fr"}).status_code == 200

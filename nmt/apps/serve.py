@@ -33,6 +33,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from nmt.apps.files import KINDS, file_kind, translate_file
 from nmt.apps.webpages import translate_html
@@ -196,7 +197,7 @@ class ServeSettings:
     api_key: str | None = None
     model_name: str = ""
     decoding: dict | None = None  # the resolved decoding configuration (nmt.decoding.configuration), shown by /health
-    read_timeout: float = 30.0  # seconds a client may take to send each part of a request's body
+    read_timeout: float = 30.0  # seconds a client may take to send its headers, and each part of its body
     max_file_bytes: int = 10_000_000  # the largest file /translate_file takes
 
     @property
@@ -579,6 +580,61 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
 
     return BoundedBodies(app, settings.max_body_bytes, settings.read_timeout, settings.api_key,
                          settings.max_file_bytes + 65_536)
+
+
+class TimedHeaders(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, with a bound on the time a request's line and headers may take to arrive
+    (uvicorn has none: a client that sends a header a minute holds its connection for ever). The headers
+    have `timeout` seconds from the connection's start, or on a kept-alive connection from the next
+    request's first byte (uvicorn's keep-alive timeout closes one left idle). A client late with them gets a
+    408 and the connection is closed; one that sent nothing is closed. The body has its own bound, in
+    BoundedBodies. uvicorn.Config(http=functools.partial(TimedHeaders, timeout=30))."""
+
+    def __init__(self, *args, timeout: float, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.headers_timeout = timeout
+        self.headers_timer: asyncio.TimerHandle | None = None
+        self.heard = False  # whether a byte of the request awaited has come
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._wait_for_headers()
+
+    def data_received(self, data: bytes) -> None:
+        if self.headers_timer is None and (self.cycle is None or self.cycle.response_complete):
+            self._wait_for_headers()  # the next request on a kept-alive connection begins
+        self.heard = True
+        super().data_received(data)
+
+    def handle_events(self) -> None:
+        cycle = self.cycle
+        super().handle_events()
+        if self.cycle is not cycle:  # a request's headers arrived
+            self._stop_waiting()
+
+    def connection_lost(self, exc) -> None:
+        self._stop_waiting()
+        super().connection_lost(exc)
+
+    def _wait_for_headers(self) -> None:
+        self._stop_waiting()
+        self.heard = False
+        self.headers_timer = self.loop.call_later(self.headers_timeout, self._headers_late)
+
+    def _stop_waiting(self) -> None:
+        if self.headers_timer is not None:
+            self.headers_timer.cancel()
+            self.headers_timer = None
+
+    def _headers_late(self) -> None:
+        self.headers_timer = None
+        if self.transport.is_closing():
+            return
+        if self.heard:
+            body = json.dumps({"error": f"the request headers did not arrive within {self.headers_timeout:g} s"})
+            self.transport.write(f"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                                 f"content-length: {len(body)}\r\nconnection: close\r\n\r\n{body}".encode())
+        self.transport.close()
 
 
 class Server(uvicorn.Server):
