@@ -52,6 +52,28 @@ def test_each_french_word_takes_the_formatting_of_the_english_word_it_is_aligned
     assert out.sections[0].footer.paragraphs[0].text == "ONE PAGE"
 
 
+def test_runs_cut_inside_words_as_word_cuts_them_are_read_as_written():
+    document = docx.Document()
+    paragraph = document.add_paragraph("The old ")
+    for text in ("Pa", "ris", " "):  # Word's cuts after an edit: inside a word, a run of a space alone
+        paragraph.add_run(text)
+    paragraph.add_run("station").bold = True
+    paragraph.add_run(".")
+    data = io.BytesIO()
+    document.save(data)
+    sent = []
+
+    def upper(texts):
+        sent.extend(texts)
+        return [text.upper() for text in texts]
+
+    out = docx.Document(io.BytesIO(translate_docx(data.getvalue(), upper,
+                                                  lambda s, t: [(i, i) for i in range(len(s.split()))])))
+    assert sent == ["The old Paris station."]
+    assert out.paragraphs[0].text == "THE OLD PARIS STATION."
+    assert [run.text.rstrip(".") for run in out.paragraphs[0].runs if run.bold] == ["STATION"]
+
+
 def test_nmt_translate_writes_the_document_in_french_with_its_structure(tmp_path):
     source, target = tmp_path / "report.docx", tmp_path / "report.fr.docx"
     source.write_bytes(report())

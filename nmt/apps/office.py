@@ -4,17 +4,20 @@
 
 python-docx reads the document. Every paragraph with text (in the body, in table cells at any depth, in
 every section's headers and footers) is translated as one line. A paragraph's text is spread over runs,
-each with its own formatting (bold, italics, a font, a link's style): the French words go to the run of the
-English words they are aligned with (nmt.decoding.alignment), consecutive words of one run staying together,
-so a bold word's translation stays bold. Runs that hold more than text (a picture, a field, a tab) stay
-where they are; a paragraph with such runs has only its text runs translated, each on its own. A document
-in which no text changed is returned byte for byte.
+each with its own formatting (bold, italics, a font, a link's style), and Word cuts runs where it likes,
+inside words too ("Pa" "ris", after an edit or a spelling mark): the runs' text is read as written, and
+the French words go to the run where the English words they are aligned with (nmt.decoding.alignment)
+begin, consecutive words of one run staying together, so a bold word's translation stays bold. Runs that
+hold more than text (a picture, a field, a tab) stay where they are; a paragraph with such runs has only
+its text runs translated, each on its own. A document in which no text changed is returned byte for byte.
 """
 
 from __future__ import annotations
 
+import bisect
 import copy
 import io
+import re
 import zipfile
 from collections.abc import Callable, Iterator
 
@@ -46,11 +49,11 @@ def translate_docx(document: bytes, translate: Callable[[list[str]], list[str]],
             continue
         simple = all(run._r.getparent() is paragraph._p and {child.tag for child in run._r} <= PLAIN_RUN_CHILDREN
                      for run in every)
-        if simple:
-            units.append((paragraph, runs))
+        if simple:  # all its runs, those of spaces alone too: the text as written
+            units.append((paragraph, [run for run in every if run.text]))
         else:  # links, pictures, fields or tabs among the runs: each text run alone, the rest untouched
             units.extend((paragraph, [run]) for run in runs)
-    sources = [" ".join(" ".join(run.text.split()) for run in runs) for _, runs in units]
+    sources = [" ".join("".join(run.text for run in runs).split()) for _, runs in units]
     translations = translate(sources)
     changed = False
     for (_, runs), source, translation in zip(units, sources, translations, strict=True):
@@ -94,9 +97,11 @@ def _rewrite(runs: list, source: str, translation: str, align) -> None:
         for run in runs[1:]:
             run._r.getparent().remove(run._r)
         return
-    owner = []  # the run of each English word
-    for index, run in enumerate(runs):
-        owner.extend([index] * len(run.text.split()))
+    ends = []  # where each run's text ends in the paragraph's
+    for run in runs:
+        ends.append((ends[-1] if ends else 0) + len(run.text))
+    # the run of each English word: where it begins
+    owner = [bisect.bisect_right(ends, word.start()) for word in re.finditer(r"\S+", "".join(r.text for r in runs))]
     aligned: dict[int, int] = {}
     for i, j in sorted(align(source, translation)):
         if i < len(owner):
