@@ -74,6 +74,44 @@ def test_runs_cut_inside_words_as_word_cuts_them_are_read_as_written():
     assert [run.text.rstrip(".") for run in out.paragraphs[0].runs if run.bold] == ["STATION"]
 
 
+def test_a_link_s_words_are_translated_in_their_sentence_and_stay_in_the_link():
+    from docx.opc.constants import RELATIONSHIP_TYPE
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    document = docx.Document()
+    paragraph = document.add_paragraph("Read the ")
+    link = OxmlElement("w:hyperlink")
+    link.set(qn("r:id"), document.part.relate_to("https://example.org/guide", RELATIONSHIP_TYPE.HYPERLINK,
+                                                  is_external=True))
+    run = paragraph.add_run("new guide")
+    run.style = document.styles.add_style("Hyperlink", docx.enum.style.WD_STYLE_TYPE.CHARACTER)
+    link.append(run._r)  # moved into the link
+    paragraph._p.append(link)
+    paragraph.add_run(" before you start.")
+    data = io.BytesIO()
+    document.save(data)
+    sent = []
+
+    def reorder(texts):  # "guide new" moves to the end, as French word order might
+        sent.extend(texts)
+        return ["LISEZ AVANT DE COMMENCER LE GUIDE NOUVEAU."]
+
+    def pairs(source, target):
+        return [(0, 0), (2, 6), (3, 5), (4, 1), (5, 3), (6, 4)]
+
+    out = docx.Document(io.BytesIO(translate_docx(data.getvalue(), reorder, pairs)))
+    assert sent == ["Read the new guide before you start."]  # one sentence, not three pieces
+    def text(element):
+        return "".join(t.text for t in element.iter(qn("w:t")))
+
+    element = out.paragraphs[0]._p
+    assert text(element) == "LISEZ AVANT DE COMMENCER LE GUIDE NOUVEAU."
+    links = element.findall(qn("w:hyperlink"))
+    assert len(links) == 1 and text(links[0]) == "GUIDE NOUVEAU."
+    assert links[0].get(qn("r:id")) == link.get(qn("r:id"))
+
+
 def test_nmt_translate_writes_the_document_in_french_with_its_structure(tmp_path):
     source, target = tmp_path / "report.docx", tmp_path / "report.fr.docx"
     source.write_bytes(report())

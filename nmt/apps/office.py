@@ -7,9 +7,10 @@ every section's headers and footers) is translated as one line. A paragraph's te
 each with its own formatting (bold, italics, a font, a link's style), and Word cuts runs where it likes,
 inside words too ("Pa" "ris", after an edit or a spelling mark): the runs' text is read as written, and
 the French words go to the run where the English words they are aligned with (nmt.decoding.alignment)
-begin, consecutive words of one run staying together, so a bold word's translation stays bold. Runs that
-hold more than text (a picture, a field, a tab) stay where they are; a paragraph with such runs has only
-its text runs translated, each on its own. A document in which no text changed is returned byte for byte.
+begin, consecutive words of one run staying together, so a bold word's translation stays bold; a link's
+words go back into a copy of the link. Runs that hold more than text (a picture, a field, a tab) stay
+where they are; a paragraph with such runs has only its text runs translated, each on its own. A document
+in which no text changed is returned byte for byte.
 """
 
 from __future__ import annotations
@@ -47,11 +48,11 @@ def translate_docx(document: bytes, translate: Callable[[list[str]], list[str]],
         runs = [run for run in every if run.text.strip()]
         if not runs:
             continue
-        simple = all(run._r.getparent() is paragraph._p and {child.tag for child in run._r} <= PLAIN_RUN_CHILDREN
+        simple = all(_top(run._r) is not None and {child.tag for child in run._r} <= PLAIN_RUN_CHILDREN
                      for run in every)
         if simple:  # all its runs, those of spaces alone too: the text as written
             units.append((paragraph, [run for run in every if run.text]))
-        else:  # links, pictures, fields or tabs among the runs: each text run alone, the rest untouched
+        else:  # pictures, fields or tabs among the runs: each text run alone, the rest untouched
             units.extend((paragraph, [run]) for run in runs)
     sources = [" ".join("".join(run.text for run in runs).split()) for _, runs in units]
     translations = translate(sources)
@@ -88,14 +89,22 @@ def _paragraphs(document) -> Iterator:
                 yield from walk(part)
 
 
+def _top(run):
+    """The paragraph's child that holds `run`: the run, or the link it is in; None if it is deeper."""
+    parent = run.getparent()
+    if parent.tag == W + "p":
+        return run
+    return parent if parent.tag == W + "hyperlink" and parent.getparent().tag == W + "p" else None
+
+
 def _rewrite(runs: list, source: str, translation: str, align) -> None:
     """The runs' text replaced by `translation`: each French word in the run of the English word it is
-    aligned with (else the run of the word before it), consecutive words of a run in one copy of it."""
+    aligned with (else the run of the word before it), consecutive words of a run in one copy of it (in a
+    copy of its link, if it was in one)."""
     words = translation.split()
     if align is None or not words:
         _set_text(runs[0]._r, translation)
-        for run in runs[1:]:
-            run._r.getparent().remove(run._r)
+        _remove([run._r for run in runs[1:]])
         return
     ends = []  # where each run's text ends in the paragraph's
     for run in runs:
@@ -114,11 +123,6 @@ def _rewrite(runs: list, source: str, translation: str, align) -> None:
             groups[-1][1].append(word)
         else:
             groups.append((current, [word]))
-    anchor = runs[0]._r
-    parent = anchor.getparent()
-    position = parent.index(anchor)
-    for run in runs:
-        parent.remove(run._r)
     texts = [" ".join(group) for _, group in groups]
     for offset in range(len(groups) - 1):  # the space between two runs goes to a run that had spaces at its edges
         before, after = runs[groups[offset][0]].text, runs[groups[offset + 1][0]].text
@@ -126,10 +130,35 @@ def _rewrite(runs: list, source: str, translation: str, align) -> None:
             texts[offset + 1] = " " + texts[offset + 1]
         else:
             texts[offset] += " "
-    for offset, ((index, _), text) in enumerate(zip(groups, texts, strict=True)):
+    links = [run._r.getparent() if run._r.getparent().tag == W + "hyperlink" else None for run in runs]
+    paragraph = runs[0]._r.getparent() if links[0] is None else links[0].getparent()
+    position = paragraph.index(_top(runs[0]._r))
+    _remove([run._r for run in runs])
+    shells = {id(link): copy.deepcopy(link) for link in links if link is not None}  # the links, emptied
+    items, last_link = [], None
+    for (index, _), text in zip(groups, texts, strict=True):
         element = copy.deepcopy(runs[index]._r)
         _set_text(element, text)
-        parent.insert(position + offset, element)
+        link = links[index]
+        if link is None:
+            items.append(element)
+        elif link is last_link:
+            items[-1].append(element)
+        else:
+            items.append(copy.deepcopy(shells[id(link)]))
+            items[-1].append(element)
+        last_link = link
+    for offset, item in enumerate(items):
+        paragraph.insert(position + offset, item)
+
+
+def _remove(runs: list) -> None:
+    """The runs out of their paragraph, and the links they leave empty."""
+    for run in runs:
+        parent = run.getparent()
+        parent.remove(run)
+        if parent.tag == W + "hyperlink" and parent.find(W + "r") is None and parent.getparent() is not None:
+            parent.getparent().remove(parent)
 
 
 def _set_text(run, text: str) -> None:
