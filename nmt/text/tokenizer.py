@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterable
 
 import sentencepiece as spm
@@ -34,7 +35,12 @@ class Tokenizer:
         return self.processor.encode(texts)
 
     def decode(self, ids: list[int]) -> str:
-        return self.processor.decode(ids)
+        """The text of `ids`; byte pieces that make no character (a model's broken UTF-8) are left out, not
+        written as U+FFFD."""
+        text = self.processor.decode(ids)
+        if "\ufffd" in text:
+            text = re.sub(" {2,}", " ", text.replace("\ufffd", "")).strip()
+        return text
 
     @property
     def has_placeholders(self) -> bool:
