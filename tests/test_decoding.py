@@ -226,9 +226,12 @@ def test_int8_weights_quantize_every_linear_layer_and_stay_close_to_fp32(precisi
         torch.testing.assert_close(log_probs, expected[:, t], atol=0.2, rtol=0)
 
 
-def test_int8_fp32_layer_matches_its_float_weights_on_both_kernels():
+def test_int8_fp32_layer_matches_its_float_weights_on_both_fbgemm_kernels(monkeypatch):
+    """Without VNNI (or with NMT_INT8_ROWS=0): fbgemm for large products, the int8-weight kernel for small."""
+    from nmt.model import quantize
     from nmt.model.quantize import FBGEMM_MIN_PRODUCT, DynamicInt8Linear
 
+    monkeypatch.setattr(quantize, "int8_rows_available", lambda: False)
     torch.manual_seed(8)
     linear = torch.nn.Linear(256, 512)
     layer = DynamicInt8Linear(linear.weight, linear.bias)
@@ -243,6 +246,58 @@ def test_int8_fp32_layer_matches_its_float_weights_on_both_kernels():
     restricted = layer.function(outputs)
     torch.testing.assert_close(restricted(x), many[:, outputs], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(restricted(x[:1]), few[:, outputs], atol=1e-5, rtol=1e-5)
+
+
+def test_int8_fp32_rows_give_each_row_what_it_would_get_alone(monkeypatch):
+    """With VNNI: each row quantized on its own scale, exact int32 products (the one-row kernel at batch 1,
+    torch._int_mm above): a row's output is bit for bit the same alone and in any batch, and torch's
+    operations (no C kernels) compute it as the kernels do."""
+    from nmt.model import native, quantize
+    from nmt.model.quantize import DynamicInt8Linear
+
+    if not quantize.int8_rows_available():
+        pytest.skip("no VNNI: int8_fp32 uses fbgemm here")
+    torch.manual_seed(8)
+    for inputs, outputs in ((256, 512), (1024, 256), (256, 1000)):  # 1000: not a multiple of 16 channels
+        linear = torch.nn.Linear(inputs, outputs)
+        layer = DynamicInt8Linear(linear.weight, linear.bias)
+        assert_rounded_to_the_nearest_step(layer, linear)
+        x = torch.randn(40, inputs) * torch.linspace(0.1, 10, 40)[:, None]  # rows of very different scales
+        many = layer(x)
+        for row in (0, 17, 39):
+            assert torch.equal(layer(x[row : row + 1]), many[row : row + 1])
+            assert torch.equal(layer(x[row : row + 5]), many[row : row + 5])
+        torch.testing.assert_close(many, linear(x).detach(), atol=0.05 * 10, rtol=0.03)
+        channels = torch.tensor([0, 7, 100, outputs - 1])  # a shortlist's output channels
+        assert torch.equal(layer.function(channels)(x), many[:, channels])
+        assert torch.equal(layer.function(channels)(x[:1]), many[:1, channels])
+        relu = layer.function(relu=True)
+        assert torch.equal(relu(x), many.relu())
+        if native.int8_rows_kernels() is not None:
+            monkeypatch.setattr(quantize, "int8_rows_kernels", lambda: None)
+            torch.testing.assert_close(layer(x), many, atol=1e-4, rtol=1e-5)  # an FMA apart, at most
+            monkeypatch.undo()
+
+
+def test_int8_fp32_translates_a_sentence_alike_alone_and_in_a_batch():
+    from nmt.decoding.inference import cast_for_inference
+    from nmt.model import quantize
+    from nmt.model.flat_decoder import FlatDecoder
+
+    if not quantize.int8_rows_available():
+        pytest.skip("no VNNI: int8_fp32's fbgemm scales activations per batch here")
+    model = cast_for_inference(tiny_model(seed=4), "int8_fp32")
+    decoder = FlatDecoder(model)
+    generator = torch.Generator().manual_seed(3)
+    lengths = torch.randint(2, 12, (48,), generator=generator).tolist()  # 48 sentences x beam 4: large products
+    src = torch.zeros(len(lengths), max(lengths) + 1, dtype=torch.long)
+    for row, length in enumerate(lengths):
+        src[row, :length] = torch.randint(4, 60, (length,), generator=generator)
+        src[row, length] = 3  # EOS, then padding
+    options = SearchOptions(beam_size=4)
+    batched = search(decoder, src, options)
+    for row, length in enumerate(lengths):
+        assert search(decoder, src[row : row + 1, : length + 1], options) == [batched[row]]  # tokens and scores
 
 
 def test_bf16_on_a_cpu_without_bf16_arithmetic_warns_and_names_the_fast_mode(monkeypatch, caplog):

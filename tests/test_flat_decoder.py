@@ -19,11 +19,13 @@ SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0,
 def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam: int, device: str = "cpu",
                                         kernels: bool = False):
     """Exactly equal; with `kernels` (reduced precision on a CPU), through nmt.model.native's attention kernels
-    over bf16 caches, which sum in another order than torch's products: equal within a few bf16 roundings."""
+    over bf16 caches, which sum in another order than torch's products: equal within a few bf16 roundings
+    (int8_fp32 quantizes each row of activations, which turns such a rounding into a step of its scale)."""
     flat = FlatDecoder(model)
     if not kernels:
         flat.self_attention = flat.cross_attention = flat.log_softmax = None
-    tolerance = 0.03 if kernels else 0
+    int8_rows = any(getattr(module, "columns", None) is not None for module in model.modules())
+    tolerance = (0.1 if int8_rows else 0.03) if kernels else 0
     src = SRC.repeat(6, 1)[:sentences].to(device)
     torch.testing.assert_close(flat.encode(src), model.encode(src), atol=0, rtol=0)
     reference, state = model.init_state(src, beam), flat.init_state(src, beam)

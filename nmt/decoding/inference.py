@@ -17,7 +17,13 @@ from nmt.decoding.search import Decoder
 from nmt.errors import UsageError
 from nmt.model.flat_decoder import FlatDecoder
 from nmt.model.graphs import GraphDecoder
-from nmt.model.quantize import fbgemm_available, quantize_dynamic_int8, quantize_weights_int8, untie_output_projection
+from nmt.model.quantize import (
+    cpu_flags,
+    fbgemm_available,
+    quantize_dynamic_int8,
+    quantize_weights_int8,
+    untie_output_projection,
+)
 from nmt.model.transformer import Transformer
 
 log = logging.getLogger("nmt")
@@ -90,18 +96,6 @@ def cpu_has_native_bf16() -> bool | None:
 # measured fastest at beam 4, batch 32 on each kind (benchmarks/MACHINES.md). With AMX, bf16 GEMMs on packed
 # weights; with AVX-512 BF16 alone (AMD Zen 4), int8_fp32's int8 GEMMs measured faster than int8_bf16's.
 AUTO_PRECISION_BY_CPU = (("amx_bf16", "int8_bf16"), ("avx512_bf16", "int8_fp32"), ("avx2", "int8_fp32"))
-
-
-def cpu_flags() -> set[str]:
-    """The instruction-set flags of this CPU as Linux lists them (empty elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("flags"):
-                    return set(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return set()
 
 
 def auto_precision(device: torch.device) -> str:

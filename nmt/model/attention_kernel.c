@@ -387,3 +387,120 @@ int32_t decode_sentence_logits(const void *q, const void *shared, const uint16_t
     free(work);
     return 0;
 }
+
+/* quantize_rows_int8: each row of x (R, K) float32 to int8 on a symmetric scale of its own, max |x| / 127
+   (at least 1e-30): q = x / scale rounded to the nearest (ties to even, as torch.round), scales (R,). One
+   row at a time, every element by the same operations: a row's result does not depend on the others. */
+void quantize_rows_int8(const float *x, int8_t *q, float *scales, int64_t R, int64_t K) {
+    for (int64_t r = 0; r < R; r++) {
+        const float *row = x + r * K;
+        int8_t *out = q + r * K;
+        float top = 0.0f;
+        int64_t k = 0;
+        if (K >= W) {
+            vf m = splat(0.0f);
+            for (; k + W <= K; k += W) {
+                vf v = load(row + k);
+                m = vmax(m, vmax(v, -v));
+            }
+            top = largest(m);
+        }
+        for (; k < K; k++) top = fabsf(row[k]) > top ? fabsf(row[k]) : top;
+        float scale = (top > 1e-30f ? top : 1e-30f) / 127.0f;
+        scales[r] = scale;
+        k = 0;
+        for (; k + W <= K; k += W) {
+            vf v = load(row + k) / scale;
+            v = (v + 12582912.0f) - 12582912.0f; /* to the nearest integer, ties to even (|v| <= 127) */
+            vi n = __builtin_convertvector(v, vi);
+            for (int j = 0; j < W; j++) out[k + j] = (int8_t)n[j];
+        }
+        for (; k < K; k++) out[k] = (int8_t)nearbyintf(row[k] / scale);
+    }
+}
+
+/* scale_int8_products: int32 products (R, N) of rows quantized by quantize_rows_int8 and int8 weights, back
+   to float32 in place (out may be the products' own memory): products x the row's scale x the column's
+   scale, plus bias (N,) if not NULL, then a ReLU if relu. */
+void scale_int8_products(const int32_t *products, const float *row_scales, const float *column_scales,
+                         const float *bias, float *out, int64_t R, int64_t N, int32_t relu) {
+    for (int64_t r = 0; r < R; r++) {
+        const int32_t *p = products + r * N;
+        float *o = out + r * N, s = row_scales[r];
+        int64_t c = 0;
+        for (; c + W <= N; c += W) {
+            vi n;
+            memcpy(&n, p + c, sizeof n);
+            vf v = __builtin_convertvector(n, vf) * s;
+            v = v * load(column_scales + c);
+            if (bias) v = v + load(bias + c);
+            if (relu) v = vmax(v, splat(0.0f));
+            store(o + c, v);
+        }
+        for (; c < N; c++) {
+            float v = (float)p[c] * s;
+            v = v * column_scales[c];
+            if (bias) v = v + bias[c];
+            o[c] = relu && v < 0.0f ? 0.0f : v;
+        }
+    }
+}
+
+/* int8_row_products: int32 products (N,) of one int8 row (K,) and int8 weights (N, K): a decoding step at
+   batch 1, where a GEMM library's int8 kernel is slow. With AVX-512 VNNI: the row + 128 as unsigned bytes
+   (what vpdpbusd multiplies), less 128 x weight_sums[n] (the sum of weight row n), sixteen weight rows at
+   a time, their sixteen sums reduced together. The products are exact int32 sums, the same whichever
+   kernel computes them. Returns 1 where it cannot (a build without VNNI, K not a multiple of 64). */
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && W == 16
+#include <immintrin.h>
+
+static inline vi int_sums(const vi *a) { /* a[0..15] -> their 16 horizontal sums */
+    vi c[8], d[4], e[2];
+    for (int i = 0; i < 8; i++)
+        c[i] = SHUFFLE(a[2 * i], a[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+               SHUFFLE(a[2 * i], a[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    for (int i = 0; i < 4; i++)
+        d[i] = SHUFFLE(c[2 * i], c[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+               SHUFFLE(c[2 * i], c[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    for (int i = 0; i < 2; i++)
+        e[i] = SHUFFLE(d[2 * i], d[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+               SHUFFLE(d[2 * i], d[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+    return SHUFFLE(e[0], e[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+           SHUFFLE(e[0], e[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+int32_t int8_row_products(const int8_t *row, const int8_t *weights, const int32_t *weight_sums, int32_t *out,
+                          int64_t N, int64_t K) {
+    if (K % 64 || K > 64 * 64) return 1;
+    int64_t blocks = K / 64;
+    __m512i x[64];
+    for (int64_t b = 0; b < blocks; b++) /* x + 128 as unsigned bytes */
+        x[b] = _mm512_xor_si512(_mm512_loadu_si512(row + b * 64), _mm512_set1_epi8((char)0x80));
+    int64_t n0 = 0;
+    for (; n0 + 16 <= N; n0 += 16) {
+        vi a[16], bias;
+        for (int c = 0; c < 16; c++) {
+            const int8_t *w = weights + (n0 + c) * K;
+            __m512i acc = _mm512_setzero_si512();
+            for (int64_t b = 0; b < blocks; b++) acc = _mm512_dpbusd_epi32(acc, x[b], _mm512_loadu_si512(w + b * 64));
+            memcpy(&a[c], &acc, sizeof acc);
+        }
+        memcpy(&bias, weight_sums + n0, sizeof bias);
+        vi total = int_sums(a) - bias * 128;
+        memcpy(out + n0, &total, sizeof total);
+    }
+    for (; n0 < N; n0++) { /* the last weight rows, one at a time */
+        const int8_t *w = weights + n0 * K;
+        __m512i acc = _mm512_setzero_si512();
+        for (int64_t b = 0; b < blocks; b++) acc = _mm512_dpbusd_epi32(acc, x[b], _mm512_loadu_si512(w + b * 64));
+        out[n0] = _mm512_reduce_add_epi32(acc) - 128 * weight_sums[n0];
+    }
+    return 0;
+}
+#else
+int32_t int8_row_products(const int8_t *row, const int8_t *weights, const int32_t *weight_sums, int32_t *out,
+                          int64_t N, int64_t K) {
+    (void)row, (void)weights, (void)weight_sums, (void)out, (void)N, (void)K;
+    return 1;
+}
+#endif

@@ -41,7 +41,14 @@ from nmt.model.native import (
 )
 from nmt.model.quantize import DynamicInt8Linear, Int8Linear, bf16_linear_function
 from nmt.model.shortlist import Vocabularies
-from nmt.model.transformer import EncoderWeights, StepWeights, Transformer, decoder_step, encoder_stack
+from nmt.model.transformer import (
+    EncoderWeights,
+    StepWeights,
+    Transformer,
+    decoder_step,
+    encode_each_length,
+    encoder_stack,
+)
 
 Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)
 
@@ -227,8 +234,13 @@ class FlatDecoder:
 
     @torch.inference_mode()  # as nmt.decoding.search
     def encode(self, src: Tensor) -> Tensor:
-        """Transformer.encode, its encoder_stack over this decoder's functions of the weights: source (N, S) ->
-        memory (N, S, D)."""
+        """Transformer.encode, its encoder_stack over this decoder's functions of the weights: source (N, S),
+        padded at the end -> memory (N, S, D); on a CPU each length apart (encode_each_length)."""
+        if not src.is_cpu:
+            return self._encode(src)
+        return encode_each_length(self._encode, src, self.config.pad_id)
+
+    def _encode(self, src: Tensor) -> Tensor:
         config = self.config
         length = src.size(1)
         x = F.embedding(src, self.model.embed.weight) * self.embedding_scale  # the source's whole vocabulary

@@ -1,4 +1,5 @@
-"""C kernels for the CPU decoder's attention over bf16 caches (and its shortlist logits), compiled on first use.
+"""C kernels for the CPU decoder's attention over bf16 caches (and its shortlist logits and int8 products),
+compiled on first use.
 
 In a batched beam search on a CPU, a step's self-attention reads every cached key and value once, and
 that read bounds it: in float32, torch's batched products read the caches at about the speed of a copy
@@ -11,7 +12,10 @@ at a time (8 with AVX2); `decode_cross_attention` reads each sentence's encoder 
 all of its beams, up to the sentence's own length (so it needs sources padded at the end);
 `decode_log_softmax` turns a step's logits into log-probabilities one row at a time;
 `decode_sentence_logits` scores each sentence's own shortlist tokens (nmt.model.shortlist) after the shared
-ones, reading each sentence's output weights once for its beams. What they gain on AVX-512 and AVX2
+ones, reading each sentence's output weights once for its beams. For int8_fp32's rows quantized on their
+own scales (nmt.model.quantize): `quantize_rows_int8` and `scale_int8_products`, a pass over the rows each,
+and `int8_row_products`, one row by int8 weights with AVX-512 VNNI (faster than torch._int_mm at batch 1;
+the int32 products are exact either way). What they gain on AVX-512 and AVX2
 CPUs is in `benchmarks/EXPERIMENTS.md` (over float32 caches they gained nothing: the bytes read are what
 they save). The kernels run on the calling thread: translation on a CPU decodes in one-thread worker
 processes by default (`--workers`).
@@ -168,12 +172,16 @@ def library() -> ctypes.CDLL | None:
         loaded.decode_sentence_logits.argtypes = ([ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
                                                    + [ctypes.c_int64] + [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 5
                                                    + [ctypes.c_int32])
+        loaded.quantize_rows_int8.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
+        loaded.scale_int8_products.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
+        loaded.int8_row_products.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
     loaded.decode_self_attention.restype = loaded.decode_cross_attention.restype = ctypes.c_int32  # 1: no memory
     loaded.decode_sentence_logits.restype = ctypes.c_int32  # 1: no memory, 2: a sentence outside the batch
-    loaded.decode_log_softmax.restype = None
+    loaded.decode_log_softmax.restype = loaded.quantize_rows_int8.restype = loaded.scale_int8_products.restype = None
+    loaded.int8_row_products.restype = ctypes.c_int32  # 1: not for this size, or a build without VNNI
     return loaded
 
 
@@ -312,3 +320,58 @@ def sentence_logits_kernel() -> Callable[[Tensor, Tensor | None, Tensor, Tensor]
         return sentence_logits
 
     return bind
+
+
+@functools.cache
+def int8_rows_kernels() -> tuple[Callable[[Tensor], tuple[Tensor, Tensor]], Callable, Callable] | None:
+    """(quantize, scale_back, one_row): quantize_rows_int8, scale_int8_products (one pass over the rows
+    each, where torch takes six and four) and int8_row_products as functions of tensors, or None where the
+    kernels are unavailable."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def quantize(rows: Tensor) -> tuple[Tensor, Tensor]:
+        """rows (R, K) float32 -> (int8 (R, K), float32 scales (R, 1)): each row on its own scale."""
+        if not (rows.dtype == torch.float32 and rows.dim() == 2 and rows.is_cpu):
+            raise ValueError("quantize_rows_int8 needs 2-dimensional float32 CPU rows")
+        rows = rows.contiguous()
+        quantized = torch.empty(rows.shape, dtype=torch.int8)
+        scales = torch.empty(rows.size(0), 1)
+        loaded.quantize_rows_int8(rows.data_ptr(), quantized.data_ptr(), scales.data_ptr(), rows.size(0),
+                                  rows.size(1))
+        return quantized, scales
+
+    def scale_back(products: Tensor, row_scales: Tensor, column_scales: Tensor, bias: Tensor | None,
+                   relu: bool) -> Tensor:
+        """int32 products (R, N) -> float32 (R, N), in their own memory: x row_scales (R, 1) x
+        column_scales (N,) + bias (N,), then a ReLU if `relu`."""
+        count, width = products.shape
+        tensors = (products, row_scales, column_scales) + (() if bias is None else (bias,))
+        if not (products.dtype == torch.int32 and row_scales.dtype == column_scales.dtype == torch.float32
+                and all(t.is_cpu and t.is_contiguous() for t in tensors) and row_scales.numel() == count
+                and column_scales.numel() == width and (bias is None or (bias.dtype == torch.float32
+                                                                         and bias.numel() == width))):
+            raise ValueError("scale_int8_products needs contiguous CPU tensors: int32 products (R, N), float32 "
+                             "scales (R,) and (N,) and bias (N,)")
+        out = products.view(torch.float32)
+        loaded.scale_int8_products(products.data_ptr(), row_scales.data_ptr(), column_scales.data_ptr(),
+                                   0 if bias is None else bias.data_ptr(), out.data_ptr(), count, width, relu)
+        return out
+
+    def one_row(quantized: Tensor, weights: Tensor, weight_sums: Tensor) -> Tensor | None:
+        """One int8 row (1, K) x int8 weights (N, K) -> int32 products (1, N), exact; None where the kernel
+        does not take this size (or was built without VNNI): then torch._int_mm does."""
+        if not (quantized.dtype == weights.dtype == torch.int8 and weight_sums.dtype == torch.int32
+                and all(t.is_cpu and t.is_contiguous() for t in (quantized, weights, weight_sums))
+                and quantized.dim() == weights.dim() == 2 and quantized.shape == (1, weights.size(1))
+                and weight_sums.shape == weights.shape[:1]):
+            raise ValueError("int8_row_products needs contiguous CPU tensors: an int8 row (1, K), int8 weights "
+                             "(N, K) and int32 weight sums (N,)")
+        out = torch.empty(1, weights.size(0), dtype=torch.int32)
+        if loaded.int8_row_products(quantized.data_ptr(), weights.data_ptr(), weight_sums.data_ptr(),
+                                    out.data_ptr(), weights.size(0), weights.size(1)):
+            return None
+        return out
+
+    return quantize, scale_back, one_row

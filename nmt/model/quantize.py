@@ -12,14 +12,19 @@ number of rows; both kernels multiply by the same quantized values. Everything e
 GEMMs of int8_bf16 and of `--precision bf16` run on weights packed once for oneDNN (`bf16_linear_function`).
 
 int8_fp32 (DynamicInt8Linear), for any x86 CPU, AVX2 included, where bf16 arithmetic is emulated and
-slow: float32 activations, and for large products fbgemm's int8 GEMM, which quantizes the activations
-per call (one scale per call, 7 bits, so that AVX2's 16-bit pair sums cannot saturate). Small products
-(a step at batch 1, bound by reading the weights) go through the int8-weight kernel on bf16 rows.
+slow: float32 activations. On CPUs with VNNI (AVX-512 VNNI, AVX-VNNI), where int8 products are one
+instruction, each row of activations is quantized to int8 on a scale of its own, as CTranslate2 does, and
+multiplied by torch's int8 GEMM (torch._int_mm, exact int32 sums) at every row count: a sentence's result
+does not depend on the rows it is batched with. Elsewhere, for large products fbgemm's int8 GEMM, which
+quantizes the activations per call (one scale per call, 7 bits, so that AVX2's 16-bit pair sums cannot
+saturate), and for small ones (a step at batch 1, bound by reading the weights) the int8-weight kernel on
+bf16 rows: results there move with the batch.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from collections.abc import Callable
 
@@ -28,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.errors import UsageError
+from nmt.model.native import int8_rows_kernels
 
 # At or below this many rows the int8 kernel wins (measured on a 2-core AVX-512 EPYC; see benchmarks/).
 INT8_KERNEL_MAX_ROWS = 16
@@ -160,15 +166,30 @@ class DynamicInt8Linear(nn.Module):
         self.register_buffer("scale", scale)
         self.register_buffer("bias", None if bias is None else bias.detach().float())
         self.in_features, self.out_features = weight.shape[1], weight.shape[0]
-        self.packed = FbgemmWeights(quantized, scale.float(), self.bias)  # packed by quantize_dynamic_int8
+        # torch._int_mm's layout (in, out) and float32 scales where rows are quantized on their own scales
+        self.columns = quantized.t().contiguous() if int8_rows_available() else None
+        self.column_scale = scale.float()
+        self.weight_sums = quantized.sum(dim=1, dtype=torch.int32)  # for the one-row kernel
+        self.packed = None if self.columns is not None else FbgemmWeights(quantized, scale.float(), self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        out = dynamic_int8_linear(x.reshape(-1, self.in_features), self.packed, self.quantized, self.scale, self.bias)
-        return out.view(*x.shape[:-1], self.out_features)
+        return self.function()(x.reshape(-1, self.in_features)).view(*x.shape[:-1], self.out_features)
 
     def function(self, outputs: Tensor | None = None, relu: bool = False) -> Callable[[Tensor], Tensor]:
         """This layer as a function of rows (R, in) -> (R, out); with `outputs` (O,), of those output
         channels alone; with `relu`, followed by a ReLU (all channels only)."""
+        if self.columns is not None:
+            if outputs is None:
+                return functools.partial(rows_int8_linear, columns=self.columns, scale=self.column_scale,
+                                         bias=self.bias, relu=relu, weights=self.quantized,
+                                         weight_sums=self.weight_sums)
+            if relu:
+                raise ValueError("a ReLU is fused over all output channels only")
+            return functools.partial(rows_int8_linear, columns=self.columns.index_select(1, outputs),
+                                     scale=self.column_scale.index_select(0, outputs),
+                                     bias=None if self.bias is None else self.bias.index_select(0, outputs),
+                                     weights=self.quantized.index_select(0, outputs),
+                                     weight_sums=self.weight_sums.index_select(0, outputs))
         if outputs is None:
             return functools.partial(dynamic_int8_linear, packed=self.packed, quantized=self.quantized,
                                      scale=self.scale, bias=self.bias, relu=relu)
@@ -182,6 +203,57 @@ class DynamicInt8Linear(nn.Module):
                                  scale=self.scale.index_select(0, outputs),
                                  bias=None if self.bias is None else self.bias.index_select(0, outputs),
                                  scale_outputs=True)
+
+
+def rows_int8_linear(rows: Tensor, columns: Tensor, scale: Tensor, bias: Tensor | None, relu: bool = False,
+                     weights: Tensor | None = None, weight_sums: Tensor | None = None) -> Tensor:
+    """(R, in) float32 -> (R, out) float32: each row quantized to int8 (symmetric) on a scale of its own,
+    multiplied by the int8 weights `columns` (in, out) with int32 sums, scaled back by the row's scale and
+    the output channels' `scale` (out,); relu: followed by a ReLU. Every row's result is what it would be
+    alone. The C kernels (nmt.model.native) quantize and scale back in a pass each, and multiply a single
+    row (a step at batch 1) by `weights` (out, in) with `weight_sums` (out,) faster than torch._int_mm; the
+    int32 products are exact either way. torch's operations do the same where the kernels are unavailable."""
+    kernels = int8_rows_kernels()
+    if kernels is None:
+        row_scale = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(127.0)  # (R, 1)
+        quantized = rows.div(row_scale).round_().to(torch.int8)
+        out = torch._int_mm(quantized, columns).float().mul_(row_scale).mul_(scale)
+        out = out if bias is None else out.add_(bias)
+        return out.relu_() if relu else out
+    quantize, scale_back, one_row = kernels
+    quantized, row_scale = quantize(rows)
+    products = one_row(quantized, weights, weight_sums) if rows.size(0) == 1 and weights is not None else None
+    if products is None:
+        products = torch._int_mm(quantized, columns)
+    return scale_back(products, row_scale, scale, bias, relu)
+
+
+@functools.cache
+def int8_rows_available() -> bool:
+    """Whether int8_fp32 quantizes each row on its own scale and multiplies with torch._int_mm: on CPUs
+    with VNNI (int8 products in one instruction, checked exact here on the extreme values), where it is
+    fast; elsewhere it is many times slower than fbgemm (measured on an AVX2 CPU). NMT_INT8_ROWS=0 turns it
+    off."""
+    if os.environ.get("NMT_INT8_ROWS") == "0" or not ({"avx512_vnni", "avx_vnni"} & cpu_flags()):
+        return False
+    try:
+        extreme = torch.tensor([[127, -127] * 32, [-127, 127] * 32], dtype=torch.int8)
+        exact = extreme.int() @ extreme.int().t()
+        return bool(torch.equal(torch._int_mm(extreme, extreme.t().contiguous()), exact))
+    except RuntimeError:  # a torch without _int_mm on CPU
+        return False
+
+
+def cpu_flags() -> set[str]:
+    """The instruction-set flags of this CPU as Linux lists them (empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
 
 
 def dynamic_int8_linear(rows: Tensor, packed: FbgemmWeights, quantized: Tensor, scale: Tensor, bias: Tensor | None,
@@ -248,6 +320,6 @@ def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
     # Packed now, in the parent, so that forked workers share them; the output projection on first use:
     # with a shortlist each batch packs its own rows and the whole matrix, slow to pack, is never used
     for module in model.modules():
-        if isinstance(module, DynamicInt8Linear) and module is not model.output_proj:
+        if isinstance(module, DynamicInt8Linear) and module.packed is not None and module is not model.output_proj:
             module.packed.get()
     return model

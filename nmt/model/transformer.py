@@ -157,6 +157,24 @@ def encoder_stack(layers: Sequence[EncoderWeights], x: Tensor, mask: Tensor | No
     return x.view(batch, length, -1)
 
 
+def encode_each_length(encode: Callable[[Tensor], Tensor], src: Tensor, pad_id: int) -> Tensor:
+    """Memory (N, S, D) of sources (N, S) padded at the end, `encode` (unpadded sources (n, L) -> (n, L, D))
+    run on the sentences of each length together, without padding: a sentence's memory is then what it
+    would be alone (attention over padded keys sums in another order, and int8 activations can turn such a
+    last-bit difference into another word). Padded positions are zeros. At inference on a CPU."""
+    lengths = (src != pad_id).sum(dim=1)
+    if bool((lengths == src.size(1)).all()):
+        return encode(src)
+    memory = None
+    for length in lengths.unique().tolist():
+        rows = (lengths == length).nonzero().squeeze(1)
+        encoded = encode(src.index_select(0, rows)[:, : max(1, length)])
+        if memory is None:
+            memory = encoded.new_zeros(src.size(0), src.size(1), encoded.size(2))
+        memory[rows, : max(1, length)] = encoded
+    return memory
+
+
 class EncoderLayer(nn.Module):
     """Self-attention and a feed-forward network: forward in training (dropout), encoder_stack over the same
     weights at inference."""
@@ -325,14 +343,21 @@ class Transformer(nn.Module):
     def encode(self, src: Tensor, mask: Tensor | None = None) -> Tensor:
         """Source tokens (B, S) -> memory (B, S, D); mask: source_mask(src), when the caller has it. In
         training through the layers' forward (dropout), else through encoder_stack."""
+        if not self.training:
+            if src.is_cpu:
+                return encode_each_length(self._inference_encode, src, self.config.pad_id)
+            return self._inference_encode(src, mask)
         x = self.embed_tokens(src)
         mask = self.source_mask(src) if mask is None else mask
-        if not self.training:
-            return self.encoder_norm(encoder_stack([layer.inference_weights() for layer in self.encoder_layers], x,
-                                                   mask, self.config.n_heads, self.config.pre_norm))
         for layer in self.encoder_layers:
             x = layer(x, mask)
         return self.encoder_norm(x)
+
+    def _inference_encode(self, src: Tensor, mask: Tensor | None = None) -> Tensor:
+        mask = self.source_mask(src) if mask is None else mask
+        return self.encoder_norm(encoder_stack([layer.inference_weights() for layer in self.encoder_layers],
+                                               self.embed_tokens(src), mask, self.config.n_heads,
+                                               self.config.pre_norm))
 
     def project(self, x: Tensor) -> Tensor:
         """Decoder output (.., D) -> vocabulary logits (.., V)."""
