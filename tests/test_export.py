@@ -30,7 +30,8 @@ def test_ctranslate2_greedy_equals_nmt_greedy_on_the_exported_model(tiny_checkpo
     theirs = [[processor.piece_to_id(piece) for piece in r.hypotheses[0]] for r in results]
     options = SearchOptions(beam_size=1, max_len_a=0, max_len_b=13, loop_guard=False)  # CTranslate2 has none
     checkpoint = load_checkpoint(tiny_checkpoint)
-    found = Translator.from_checkpoint(checkpoint, options)._search_batch([checkpoint.tokenizer().encode(line) for line in LINES])
+    sources = [checkpoint.tokenizer().encode(line) for line in LINES]
+    found = Translator.from_checkpoint(checkpoint, options)._search_batch(sources)
     eos = checkpoint.config.eos_id
     assert theirs == [[t for t in hypotheses[0].tokens if t != eos] for hypotheses in found]  # the same tokens
 

@@ -40,7 +40,8 @@ def test_a_release_keeps_its_position_tags_colours_and_dialogue_dashes():
     raw = FILM.read_bytes().decode("utf-8")
     assert translate_srt(raw, lambda lines: lines) == raw
     seen = []
-    out = translate_srt(raw, lambda lines: seen.extend(lines) or [line.upper() for line in lines])
+    out = translate_srt(raw, lambda lines: seen.extend(lines) or [line.upper() for line in lines],
+                        lambda source, target: [(i, i) for i in range(len(source.split()))])
     assert out.startswith("\ufeff1\r\n") and out.count("\r\n") == raw.count("\r\n")
     english, french = list(srt.parse(text)), list(srt.parse(out.removeprefix("\ufeff")))
     assert [(c.index, c.start, c.end) for c in french] == [(c.index, c.start, c.end) for c in english]
@@ -49,7 +50,9 @@ def test_a_release_keeps_its_position_tags_colours_and_dialogue_dashes():
     assert by_number[4] == "- IS THIS SEAT FREE?\n- YES, PLEASE SIT DOWN."
     assert by_number[7] == '<i><font color="#00ffff">WHERE ARE YOU GOING, SIR?</font></i>'
     assert by_number[13] == "{\\an8}<i>(WHISPERING) DON'T TELL ANYONE.</i>"
+    assert by_number[14] == "YOU SAID <i>NOTHING</i> TO HER?"  # a tag inside: around its aligned word
     assert "Is this seat free? Yes, please sit down." in seen and not any("<" in line or "{" in line for line in seen)
+    assert "You said nothing to her?" in seen
     assert "I was hoping that somebody would come tonight before the snow closes the road." in seen
 
 

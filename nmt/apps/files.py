@@ -33,7 +33,7 @@ def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list
     if kind == "srt":
         from nmt.apps.subtitles import translate_srt
 
-        return translate_srt(text, translate).encode()
+        return translate_srt(text, translate, align).encode()
     if kind == "html":
         from nmt.apps.webpages import translate_html
 

@@ -1,6 +1,6 @@
 """Subtitle files (SubRip, .srt) translated with their numbering, timings and layout kept.
 
-    french = translate_srt(english_srt_text, translate)   # translate: list of lines -> list of translations
+    french = translate_srt(english_srt_text, translate, align)   # translate: lines -> translations
 
 The `srt` library reads and writes the cues; only their text changes. A sentence often runs over several
 cues ("I think that..." / "...we should go."): consecutive cues are joined until one ends a sentence (at most
@@ -9,8 +9,11 @@ English length, cut at spaces, so that each cue keeps its share of the screen ti
 number of lines (the translation wrapped at the spaces nearest to even lines), the formatting tags around
 its whole text (<i>...</i> for off-screen voices, <font color=...>), the position tags it starts with
 ({\an8}) and the dash that opens each line of a dialogue ("- Coming?" / "- No.": a new speaker, so never
-joined to the cue before). A cue whose translation equals its text is written back exactly as it was, so
-a file with nothing to translate comes back byte for byte, with its line endings and byte order mark.
+joined to the cue before). Tags inside a cue ("I <i>never</i> said") go around the French words aligned
+with the English ones they held, as nmt.apps.webpages places them (`align`: an English text and its
+French -> word pairs; without it they are left out). A cue whose translation equals its text is written
+back exactly as it was, so a file with nothing to translate comes back byte for byte, with its line endings
+and byte order mark.
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ from dataclasses import dataclass
 from nmt.errors import UsageError
 from nmt.text.segment import split_sentences
 
+Align = Callable[[str, str], list[tuple[int, int]]]
+
 MAX_JOINED = 4  # cues translated as one sentence at most
 SENTENCE_END = re.compile(r"[.!?…♪\"”»)\]]\s*$")
 WRAPPER = re.compile(r"^(<([ibu]|font)\b[^>]*>)(.*)(</\2>)$", re.S | re.I)  # a tag around a cue's whole text
 OVERRIDES = re.compile(r"^(?:\{\\[^}]*\}\s*)+")  # SubStation position and style tags: {\an8}
+INNER_TAG = re.compile(r"</?(?:[ibu]|font)\b[^>]*>", re.I)  # formatting inside a cue's text
 DASH = re.compile(r"^([-\u2010-\u2014]\s*)(?=\S)")  # the dash a speaker's line in a dialogue starts with
 PAUSES = set(",;:.!?…")  # where a cut between cues or lines reads best
 
@@ -38,11 +44,12 @@ class _Cue:
     sentence_lines: bool  # every line a sentence of its own
     prefix: str = ""  # position tags before it all
     dashes: list[str] | None = None  # each line's dialogue dash, where every line has one
+    markup: str = ""  # its text with the tags inside it, where it has some
 
 
-def translate_srt(source: str, translate: Callable[[list[str]], list[str]]) -> str:
+def translate_srt(source: str, translate: Callable[[list[str]], list[str]], align: Align | None = None) -> str:
     """`source`, a SubRip file's text, with every cue's text translated by `translate` (in order, one line
-    each way); an unreadable file is a UsageError."""
+    each way), tags inside cues placed by `align`; an unreadable file is a UsageError."""
     import srt
 
     bom = "\ufeff" if source.startswith("\ufeff") else ""
@@ -61,7 +68,7 @@ def translate_srt(source: str, translate: Callable[[list[str]], list[str]]) -> s
         shares = _share(translation, [len(plain[i].text) for i in group])
         for i, text in zip(group, shares, strict=True):
             if text != plain[i].text:  # else the cue stays exactly as written
-                cues[i].content = _layout(text, plain[i])
+                cues[i].content = _layout(_marked(text, plain[i], align), plain[i])
     return bom + srt.compose(cues, reindex=False, strict=False, eol=eol)
 
 
@@ -81,8 +88,21 @@ def _plain(content: str) -> _Cue:
         dashes = [dash.group() for dash in dashes]
     else:
         dashes = None
-    return _Cue(" ".join(line for line in lines if line), max(1, len(lines)), wrappers,
-                len(lines) > 1 and all(SENTENCE_END.search(line) for line in lines), prefix, dashes)
+    joined = " ".join(line for line in lines if line)
+    markup = joined if INNER_TAG.search(joined) else ""
+    text = " ".join(INNER_TAG.sub("", joined).split()) if markup else joined
+    sentence_lines = len(lines) > 1 and all(SENTENCE_END.search(INNER_TAG.sub("", line)) for line in lines)
+    return _Cue(text, max(1, len(lines)), wrappers, sentence_lines, prefix, dashes, markup)
+
+
+def _marked(text: str, cue: _Cue, align: Align | None) -> str:
+    """A cue's share of the translation with the tags its English had inside it, around the aligned words."""
+    if not cue.markup or align is None:
+        return text
+    from nmt.apps.webpages import translate_html
+
+    marked = translate_html(cue.markup, lambda texts: [text for _ in texts], align)
+    return marked.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")  # the text as subtitles write it
 
 
 def _sentences(cues: list[_Cue]) -> list[list[int]]:
@@ -131,6 +151,12 @@ def _share(text: str, lengths: list[int]) -> list[str]:
 
 
 def _layout(text: str, cue: _Cue) -> str:
+    """_wrapped, with the spaces inside tags kept from being cut at."""
+    inside = re.sub(r"<[^>]*>", lambda tag: tag.group().replace(" ", "\0"), text)
+    return _wrapped(inside, cue).replace("\0", " ")
+
+
+def _wrapped(text: str, cue: _Cue) -> str:
     """`text` wrapped onto the cue's number of lines, in its tag: a sentence a line where the cue had that and
     the translation as many sentences, else cut at the spaces nearest to even lines."""
     sentences = split_sentences(text) if cue.sentence_lines else []
