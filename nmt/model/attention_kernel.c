@@ -446,61 +446,50 @@ void scale_int8_products(const int32_t *products, const float *row_scales, const
     }
 }
 
-/* int8_row_products: int32 products (N,) of one int8 row (K,) and int8 weights (N, K): a decoding step at
-   batch 1, where a GEMM library's int8 kernel is slow. With AVX-512 VNNI: the row + 128 as unsigned bytes
-   (what vpdpbusd multiplies), less 128 x weight_sums[n] (the sum of weight row n), sixteen weight rows at
-   a time, their sixteen sums reduced together. The products are exact int32 sums, the same whichever
-   kernel computes them. Returns 1 where it cannot (a build without VNNI, K not a multiple of 64). */
+/* int8_few_rows_products: int32 products (R, N) of R int8 rows (R, K), R <= 8, and int8 weights packed by
+   nmt.model.quantize.vnni_pack: for each block of 16 weight rows and each 4 of the K columns, 64 bytes,
+   the 16 rows' 4 values + 128 as unsigned bytes (weight rows past N are padding). Each block of weights is
+   read once for all the rows: vpdpbusd multiplies it by 4 bytes of a row broadcast to every lane, which
+   leaves each lane the sum of its own weight row (no sums across lanes); less 128 x the row's sum.
+   For the few rows of a decoding step at batch 1 or 2 (a beam of 1-8), where a GEMM library's int8 kernel
+   is slow. The products are exact int32 sums, the same whichever kernel computes them. Returns 1 where it
+   cannot (a build without AVX-512 VNNI, K not a multiple of 4, R outside 1-8). */
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && W == 16
 #include <immintrin.h>
 
-static inline vi int_sums(const vi *a) { /* a[0..15] -> their 16 horizontal sums */
-    vi c[8], d[4], e[2];
-    for (int i = 0; i < 8; i++)
-        c[i] = SHUFFLE(a[2 * i], a[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-               SHUFFLE(a[2 * i], a[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-    for (int i = 0; i < 4; i++)
-        d[i] = SHUFFLE(c[2 * i], c[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
-               SHUFFLE(c[2 * i], c[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-    for (int i = 0; i < 2; i++)
-        e[i] = SHUFFLE(d[2 * i], d[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
-               SHUFFLE(d[2 * i], d[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
-    return SHUFFLE(e[0], e[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-           SHUFFLE(e[0], e[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-}
-
-int32_t int8_row_products(const int8_t *row, const int8_t *weights, const int32_t *weight_sums, int32_t *out,
-                          int64_t N, int64_t K) {
-    if (K % 64 || K > 64 * 64) return 1;
-    int64_t blocks = K / 64;
-    __m512i x[64];
-    for (int64_t b = 0; b < blocks; b++) /* x + 128 as unsigned bytes */
-        x[b] = _mm512_xor_si512(_mm512_loadu_si512(row + b * 64), _mm512_set1_epi8((char)0x80));
-    int64_t n0 = 0;
-    for (; n0 + 16 <= N; n0 += 16) {
-        vi a[16], bias;
-        for (int c = 0; c < 16; c++) {
-            const int8_t *w = weights + (n0 + c) * K;
-            __m512i acc = _mm512_setzero_si512();
-            for (int64_t b = 0; b < blocks; b++) acc = _mm512_dpbusd_epi32(acc, x[b], _mm512_loadu_si512(w + b * 64));
-            memcpy(&a[c], &acc, sizeof acc);
-        }
-        memcpy(&bias, weight_sums + n0, sizeof bias);
-        vi total = int_sums(a) - bias * 128;
-        memcpy(out + n0, &total, sizeof total);
+int32_t int8_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
+                               int64_t K) {
+    if (K % 4 || R < 1 || R > 8) return 1;
+    int64_t groups = K / 4;
+    int32_t sums[8];
+    for (int64_t r = 0; r < R; r++) {
+        int32_t sum = 0;
+        for (int64_t k = 0; k < K; k++) sum += rows[r * K + k];
+        sums[r] = sum * 128;
     }
-    for (; n0 < N; n0++) { /* the last weight rows, one at a time */
-        const int8_t *w = weights + n0 * K;
-        __m512i acc = _mm512_setzero_si512();
-        for (int64_t b = 0; b < blocks; b++) acc = _mm512_dpbusd_epi32(acc, x[b], _mm512_loadu_si512(w + b * 64));
-        out[n0] = _mm512_reduce_add_epi32(acc) - 128 * weight_sums[n0];
+    for (int64_t n0 = 0; n0 < N; n0 += 16) {
+        const uint8_t *block = packed + n0 / 16 * groups * 64;
+        __m512i acc[8];
+        for (int r = 0; r < 8; r++) acc[r] = _mm512_setzero_si512();
+        for (int64_t g = 0; g < groups; g++) {
+            __m512i w = _mm512_loadu_si512(block + g * 64);
+            for (int r = 0; r < 8; r++) {
+                if (r >= R) break;
+                int32_t four;
+                memcpy(&four, rows + r * K + g * 4, sizeof four);
+                acc[r] = _mm512_dpbusd_epi32(acc[r], w, _mm512_set1_epi32(four));
+            }
+        }
+        __mmask16 valid = N - n0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (N - n0)) - 1);
+        for (int r = 0; r < R; r++)
+            _mm512_mask_storeu_epi32(out + r * N + n0, valid, _mm512_sub_epi32(acc[r], _mm512_set1_epi32(sums[r])));
     }
     return 0;
 }
 #else
-int32_t int8_row_products(const int8_t *row, const int8_t *weights, const int32_t *weight_sums, int32_t *out,
-                          int64_t N, int64_t K) {
-    (void)row, (void)weights, (void)weight_sums, (void)out, (void)N, (void)K;
+int32_t int8_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
+                               int64_t K) {
+    (void)rows, (void)packed, (void)out, (void)R, (void)N, (void)K;
     return 1;
 }
 #endif

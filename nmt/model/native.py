@@ -14,8 +14,8 @@ all of its beams, up to the sentence's own length (so it needs sources padded at
 `decode_sentence_logits` scores each sentence's own shortlist tokens (nmt.model.shortlist) after the shared
 ones, reading each sentence's output weights once for its beams. For int8_fp32's rows quantized on their
 own scales (nmt.model.quantize): `quantize_rows_int8` and `scale_int8_products`, a pass over the rows each,
-and `int8_row_products`, one row by int8 weights with AVX-512 VNNI (faster than torch._int_mm at batch 1;
-the int32 products are exact either way). What they gain on AVX-512 and AVX2
+and `int8_few_rows_products`, up to 8 rows by int8 weights in a VNNI layout with AVX-512 VNNI (faster than
+torch._int_mm for a step at batch 1; the int32 products are exact either way). What they gain on AVX-512 and AVX2
 CPUs is in `benchmarks/EXPERIMENTS.md` (over float32 caches they gained nothing: the bytes read are what
 they save). The kernels run on the calling thread: translation on a CPU decodes in one-thread worker
 processes by default (`--workers`).
@@ -174,14 +174,14 @@ def library() -> ctypes.CDLL | None:
                                                    + [ctypes.c_int32])
         loaded.quantize_rows_int8.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
         loaded.scale_int8_products.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
-        loaded.int8_row_products.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2
+        loaded.int8_few_rows_products.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
     loaded.decode_self_attention.restype = loaded.decode_cross_attention.restype = ctypes.c_int32  # 1: no memory
     loaded.decode_sentence_logits.restype = ctypes.c_int32  # 1: no memory, 2: a sentence outside the batch
     loaded.decode_log_softmax.restype = loaded.quantize_rows_int8.restype = loaded.scale_int8_products.restype = None
-    loaded.int8_row_products.restype = ctypes.c_int32  # 1: not for this size, or a build without VNNI
+    loaded.int8_few_rows_products.restype = ctypes.c_int32  # 1: not for these sizes, or a build without VNNI
     return loaded
 
 
@@ -324,9 +324,9 @@ def sentence_logits_kernel() -> Callable[[Tensor, Tensor | None, Tensor, Tensor]
 
 @functools.cache
 def int8_rows_kernels() -> tuple[Callable[[Tensor], tuple[Tensor, Tensor]], Callable, Callable] | None:
-    """(quantize, scale_back, one_row): quantize_rows_int8, scale_int8_products (one pass over the rows
-    each, where torch takes six and four) and int8_row_products as functions of tensors, or None where the
-    kernels are unavailable."""
+    """(quantize, scale_back, few_rows): quantize_rows_int8, scale_int8_products (one pass over the rows
+    each, where torch takes six and four) and int8_few_rows_products as functions of tensors, or None where
+    the kernels are unavailable."""
     loaded = library()
     if loaded is None:
         return None
@@ -359,19 +359,22 @@ def int8_rows_kernels() -> tuple[Callable[[Tensor], tuple[Tensor, Tensor]], Call
                                    0 if bias is None else bias.data_ptr(), out.data_ptr(), count, width, relu)
         return out
 
-    def one_row(quantized: Tensor, weights: Tensor, weight_sums: Tensor) -> Tensor | None:
-        """One int8 row (1, K) x int8 weights (N, K) -> int32 products (1, N), exact; None where the kernel
-        does not take this size (or was built without VNNI): then torch._int_mm does."""
-        if not (quantized.dtype == weights.dtype == torch.int8 and weight_sums.dtype == torch.int32
-                and all(t.is_cpu and t.is_contiguous() for t in (quantized, weights, weight_sums))
-                and quantized.dim() == weights.dim() == 2 and quantized.shape == (1, weights.size(1))
-                and weight_sums.shape == weights.shape[:1]):
-            raise ValueError("int8_row_products needs contiguous CPU tensors: an int8 row (1, K), int8 weights "
-                             "(N, K) and int32 weight sums (N,)")
-        out = torch.empty(1, weights.size(0), dtype=torch.int32)
-        if loaded.int8_row_products(quantized.data_ptr(), weights.data_ptr(), weight_sums.data_ptr(),
-                                    out.data_ptr(), weights.size(0), weights.size(1)):
+    def few_rows(quantized: Tensor, packed: Tensor, outputs: int) -> Tensor | None:
+        """int8 rows (R, K) x int8 weights packed by nmt.model.quantize.vnni_pack (`outputs` of them) ->
+        int32 products (R, outputs), exact; None where the kernel does not take these sizes (more than 8 rows,
+        or a build without AVX-512 VNNI): then torch._int_mm does."""
+        count, width = quantized.shape
+        if not (quantized.dtype == torch.int8 and packed.dtype == torch.uint8 and quantized.is_cpu and packed.is_cpu
+                and quantized.is_contiguous() and packed.is_contiguous()
+                and packed.numel() == (outputs + 15) // 16 * 16 * width):
+            raise ValueError("int8_few_rows_products needs contiguous CPU tensors: int8 rows (R, K) and the weights "
+                             "as vnni_pack packs them")
+        if count > 8:
+            return None
+        out = torch.empty(count, outputs, dtype=torch.int32)
+        if loaded.int8_few_rows_products(quantized.data_ptr(), packed.data_ptr(), out.data_ptr(), count, outputs,
+                                         width):
             return None
         return out
 
-    return quantize, scale_back, one_row
+    return quantize, scale_back, few_rows

@@ -169,7 +169,8 @@ class DynamicInt8Linear(nn.Module):
         # torch._int_mm's layout (in, out) and float32 scales where rows are quantized on their own scales
         self.columns = quantized.t().contiguous() if int8_rows_available() else None
         self.column_scale = scale.float()
-        self.weight_sums = quantized.sum(dim=1, dtype=torch.int32)  # for the one-row kernel
+        few_rows = self.columns is not None and self.in_features % 4 == 0 and int8_rows_kernels() is not None
+        self.vnni = vnni_pack(quantized) if few_rows else None  # for the few-rows kernel
         self.packed = None if self.columns is not None else FbgemmWeights(quantized, scale.float(), self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -181,15 +182,14 @@ class DynamicInt8Linear(nn.Module):
         if self.columns is not None:
             if outputs is None:
                 return functools.partial(rows_int8_linear, columns=self.columns, scale=self.column_scale,
-                                         bias=self.bias, relu=relu, weights=self.quantized,
-                                         weight_sums=self.weight_sums)
+                                         bias=self.bias, relu=relu, packed=self.vnni)
             if relu:
                 raise ValueError("a ReLU is fused over all output channels only")
             return functools.partial(rows_int8_linear, columns=self.columns.index_select(1, outputs),
                                      scale=self.column_scale.index_select(0, outputs),
                                      bias=None if self.bias is None else self.bias.index_select(0, outputs),
-                                     weights=self.quantized.index_select(0, outputs),
-                                     weight_sums=self.weight_sums.index_select(0, outputs))
+                                     packed=None if self.vnni is None else vnni_pack(
+                                         self.quantized.index_select(0, outputs)))
         if outputs is None:
             return functools.partial(dynamic_int8_linear, packed=self.packed, quantized=self.quantized,
                                      scale=self.scale, bias=self.bias, relu=relu)
@@ -206,13 +206,13 @@ class DynamicInt8Linear(nn.Module):
 
 
 def rows_int8_linear(rows: Tensor, columns: Tensor, scale: Tensor, bias: Tensor | None, relu: bool = False,
-                     weights: Tensor | None = None, weight_sums: Tensor | None = None) -> Tensor:
+                     packed: Tensor | None = None) -> Tensor:
     """(R, in) float32 -> (R, out) float32: each row quantized to int8 (symmetric) on a scale of its own,
     multiplied by the int8 weights `columns` (in, out) with int32 sums, scaled back by the row's scale and
     the output channels' `scale` (out,); relu: followed by a ReLU. Every row's result is what it would be
-    alone. The C kernels (nmt.model.native) quantize and scale back in a pass each, and multiply a single
-    row (a step at batch 1) by `weights` (out, in) with `weight_sums` (out,) faster than torch._int_mm; the
-    int32 products are exact either way. torch's operations do the same where the kernels are unavailable."""
+    alone. The C kernels (nmt.model.native) quantize and scale back in a pass each, and multiply up to 8 rows
+    (a step at batch 1) by the weights `packed` (vnni_pack) faster than torch._int_mm; the int32 products
+    are exact either way. torch's operations do the same where the kernels are unavailable."""
     kernels = int8_rows_kernels()
     if kernels is None:
         row_scale = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(127.0)  # (R, 1)
@@ -220,12 +220,23 @@ def rows_int8_linear(rows: Tensor, columns: Tensor, scale: Tensor, bias: Tensor 
         out = torch._int_mm(quantized, columns).float().mul_(row_scale).mul_(scale)
         out = out if bias is None else out.add_(bias)
         return out.relu_() if relu else out
-    quantize, scale_back, one_row = kernels
+    quantize, scale_back, few_rows = kernels
     quantized, row_scale = quantize(rows)
-    products = one_row(quantized, weights, weight_sums) if rows.size(0) == 1 and weights is not None else None
+    products = few_rows(quantized, packed, columns.size(1)) if packed is not None else None
     if products is None:
         products = torch._int_mm(quantized, columns)
     return scale_back(products, row_scale, scale, bias, relu)
+
+
+def vnni_pack(quantized: Tensor) -> Tensor:
+    """int8 weights (out, in) in the layout of the few-rows kernel (nmt.model.native): for each block of 16
+    output channels (padded with zeros) and each 4 inputs, 64 bytes: the 16 channels' 4 values + 128, as
+    unsigned bytes."""
+    outputs, inputs = quantized.shape
+    padded = torch.zeros((outputs + 15) // 16 * 16, inputs, dtype=torch.int16)
+    padded[:outputs] = quantized
+    unsigned = (padded + 128).to(torch.uint8)
+    return unsigned.view(-1, 16, inputs // 4, 4).permute(0, 2, 1, 3).contiguous()
 
 
 @functools.cache
