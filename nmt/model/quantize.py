@@ -14,7 +14,7 @@ GEMMs of int8_bf16 and of `--precision bf16` run on weights packed once for oneD
 int8_fp32 (DynamicInt8Linear), for any x86 CPU, AVX2 included, where bf16 arithmetic is emulated and
 slow: float32 activations. On CPUs with VNNI (AVX-512 VNNI, AVX-VNNI), where int8 products are one
 instruction, each row of activations is quantized to int8 on a scale of its own, as CTranslate2 does, and
-multiplied by torch's int8 GEMM (torch._int_mm, exact int32 sums) at every row count: a sentence's result
+multiplied with exact int32 sums (torch._int_mm; a C kernel for a step's few rows): a sentence's result
 does not depend on the rows it is batched with. Elsewhere, for large products fbgemm's int8 GEMM, which
 quantizes the activations per call (one scale per call, 7 bits, so that AVX2's 16-bit pair sums cannot
 saturate), and for small ones (a step at batch 1, bound by reading the weights) the int8-weight kernel on
