@@ -688,7 +688,7 @@ def tune(
         raise UsageError("--clause-split must be at least 1")
     best, table = tune_decoding(checkpoint, pairs, beam_list, lenpen_list, no_repeat_ngram=no_repeat_ngram)
     for beam, lenpen, bleu in table:
-        typer.echo(f"beam {beam} lenpen {lenpen:.2f}: BLEU {bleu:.2f} on {valid}")
+        typer.echo(f"beam {beam} lenpen {lenpen:.2f}: BLEU {bleu:.2f} on {valid} ({len(pairs.source)} pairs)")
     if half:
         from nmt.decoding.search import SearchOptions
         from nmt.training.tune import half_precision_bleu_change
