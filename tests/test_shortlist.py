@@ -16,7 +16,7 @@ from nmt.decoding.translate import Translator
 from nmt.errors import CheckpointError
 from nmt.model.checkpoint import load_checkpoint, save_checkpoint
 from nmt.model.flat_decoder import FlatDecoder
-from nmt.model.shortlist import Shortlist, Vocabularies, build_shortlist
+from nmt.model.shortlist import Shortlist, Vocabularies, build_shortlist, count_cooccurrences
 from nmt.text.tokenizer import EOS_ID
 from tests.conftest import tiny_model
 
@@ -37,7 +37,7 @@ def test_each_source_token_keeps_its_most_associated_targets_then_eos():
 def test_counting_in_chunks_changes_nothing():
     whole = build_shortlist(PAIRS, vocab_size=40, per_token=4, frequent=3)
     for chunk_pairs in (1, 2, 5):
-        chunked = build_shortlist(PAIRS, vocab_size=40, per_token=4, frequent=3, chunk_pairs=chunk_pairs)
+        chunked = count_cooccurrences(PAIRS, vocab_size=40, chunk_pairs=chunk_pairs).shortlist(4, 3)
         assert torch.equal(chunked.table, whole.table) and torch.equal(chunked.frequent, whole.frequent)
 
 

@@ -123,9 +123,42 @@ def shortlist_from_text(tokenizer: Tokenizer, sources: list[str], targets: list[
 
 
 def build_shortlist(pairs: Iterable[tuple[list[int], list[int]]], vocab_size: int, per_token: int = 20,
-                    frequent: int = 1000, chunk_pairs: int = 100_000) -> Shortlist:
+                    frequent: int = 1000) -> Shortlist:
     """Count over tokenized (source ids, target ids) pairs which tokens occur in the same pair, and keep
     for each source id its `per_token` most associated target ids (EOS where it has fewer)."""
+    return count_cooccurrences(pairs, vocab_size).shortlist(per_token, frequent)
+
+
+@dataclass(frozen=True)
+class Cooccurrences:
+    """In how many training pairs each (source id, target id) occurs together, and each id alone."""
+
+    source: Tensor  # (L,) the source id of each linked (source, target) pair of ids
+    target: Tensor  # (L,)
+    together: Tensor  # (L,) pairs holding both
+    source_count: Tensor  # (V,) pairs holding each source id
+    target_count: Tensor  # (V,) pairs holding each target id
+
+    def shortlist(self, per_token: int, frequent: int) -> Shortlist:
+        """Each source id's `per_token` most associated target ids, and the `frequent` most frequent ids."""
+        vocab_size = self.source_count.size(0)
+        source, target = self.source, self.target
+        association = self.together / (self.source_count[source] * self.target_count[target]).double().sqrt()
+        # group the pairs (s, t) by s, most associated first; rank = position within its group
+        order = association.argsort(descending=True, stable=True)
+        order = order[source[order].argsort(stable=True)]
+        source, target = source[order], target[order]
+        per_source = torch.bincount(source, minlength=vocab_size)
+        rank = torch.arange(len(source)) - (per_source.cumsum(0) - per_source)[source]
+        kept = rank < per_token
+        table = torch.full((vocab_size, per_token), EOS_ID, dtype=torch.long)
+        table[source[kept], rank[kept]] = target[kept]
+        return Shortlist(table, self.target_count.topk(min(frequent, vocab_size)).indices)
+
+
+def count_cooccurrences(pairs: Iterable[tuple[list[int], list[int]]], vocab_size: int,
+                        chunk_pairs: int = 100_000) -> Cooccurrences:
+    """The co-occurrence counts of tokenized (source ids, target ids) pairs, a chunk of pairs at a time."""
     keys, counts = torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long)
     source_count = torch.zeros(vocab_size, dtype=torch.long)
     target_count = torch.zeros(vocab_size, dtype=torch.long)
@@ -142,18 +175,7 @@ def build_shortlist(pairs: Iterable[tuple[list[int], list[int]]], vocab_size: in
         chunk_keys, chunk_counts = links.unique(return_counts=True)
         keys, merged = torch.cat([keys, chunk_keys]).unique(return_inverse=True)
         counts = torch.zeros(len(keys), dtype=torch.long).index_add_(0, merged, torch.cat([counts, chunk_counts]))
-    source, target = keys // vocab_size, keys % vocab_size
-    association = counts / (source_count[source] * target_count[target]).double().sqrt()
-    # group the pairs (s, t) by s, most associated first; rank = position within its group
-    order = association.argsort(descending=True, stable=True)
-    order = order[source[order].argsort(stable=True)]
-    source, target = source[order], target[order]
-    per_source = torch.bincount(source, minlength=vocab_size)
-    rank = torch.arange(len(source)) - (per_source.cumsum(0) - per_source)[source]
-    kept = rank < per_token
-    table = torch.full((vocab_size, per_token), EOS_ID, dtype=torch.long)
-    table[source[kept], rank[kept]] = target[kept]
-    return Shortlist(table, target_count.topk(min(frequent, vocab_size)).indices)
+    return Cooccurrences(keys // vocab_size, keys % vocab_size, counts, source_count, target_count)
 
 
 def _cooccurring(source_ids: Tensor, source_lengths: list[int], target_ids: Tensor, target_lengths: list[int],
