@@ -719,9 +719,11 @@ def build_shortlist(
     _configure_logging(False)
     import dataclasses
 
+    import torch
+
     from nmt.data.sources import DataSpec, parse_names, training_pairs
     from nmt.model.checkpoint import load_checkpoint, save_checkpoint
-    from nmt.model.shortlist import build_shortlist, shortlist_from_text
+    from nmt.model.shortlist import TokenChunk, count_chunks, shortlist_from_text
 
     if per_token < 1 or frequent < 0:
         raise UsageError("--per-token must be at least 1 and --frequent not negative")
@@ -736,7 +738,8 @@ def build_shortlist(
             raise UsageError(f"{prepared} was tokenized with another sentencepiece model than {model}'s")
         corpus = TokenCorpus(folder.folder)
         count = len(corpus)
-        shortlist = build_shortlist(corpus.iter_pairs(), checkpoint.config.vocab_size, per_token, frequent)
+        chunks = (TokenChunk(*map(torch.from_numpy, arrays)) for arrays in corpus.flat_chunks())
+        shortlist = count_chunks(chunks, checkpoint.config.vocab_size).shortlist(per_token, frequent)
     else:
         spec = DataSpec(names=parse_names(data) if data else (), src_file=src_file, tgt_file=tgt_file)
         pairs = training_pairs(spec)

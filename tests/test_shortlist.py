@@ -29,9 +29,18 @@ PAIRS = [([10, 5], [20, 30]), ([10], [20, 30, 31]), ([11, 5], [21, 30]), ([11, 1
 def test_each_source_token_keeps_its_most_associated_targets_then_eos():
     shortlist = build_shortlist(PAIRS, vocab_size=40, per_token=3, frequent=1)
     assert shortlist.table[10, 0] == 20 and shortlist.table[11, 0] == 21
-    assert shortlist.table[12].tolist() == [22, 30, EOS_ID]  # met 2 targets: the third place is EOS
+    # 12 met 22 and the shared 30, which no list holds: the other places are EOS
+    assert shortlist.table[12].tolist() == [22, EOS_ID, EOS_ID]
     assert (shortlist.table[13] == EOS_ID).all()  # never seen
     assert shortlist.frequent.tolist() == [30]
+
+
+def test_a_token_keeps_the_targets_met_most_often_not_the_rarest():
+    # 7 meets 25 in 3 of its 4 pairs (25 is in 10 more) and 26 once (26's only pair): p(25 | 7) is the
+    # higher, though 26 occurs more exclusively with 7
+    pairs = [([7], [25])] * 3 + [([7], [26])] + [([8], [25])] * 10
+    assert build_shortlist(pairs, vocab_size=40, per_token=1, frequent=0).table[7].tolist() == [25]
+    assert build_shortlist(pairs, vocab_size=40, per_token=2, frequent=0).table[7].tolist() == [25, 26]
 
 
 def test_counting_in_chunks_changes_nothing():
@@ -45,16 +54,17 @@ def test_each_sentence_adds_its_sources_and_their_partners_to_the_shared_special
     shortlist = build_shortlist(PAIRS, vocab_size=40, per_token=1, frequent=1)
     assert shortlist.shared_ids.tolist() == [0, 1, 2, 3, 30]  # the specials and the frequent 30
     vocabularies = shortlist.vocabularies(torch.tensor([[10, 12, EOS_ID], [5, EOS_ID, 0], [0, 0, 0]]))
-    # 10 -> 20 and 12 -> 22; 5's best partner is the shared 30; the third sentence adds nothing
-    assert vocabularies.counts.tolist() == [4, 1, 0]
+    # 10 -> 20 and 12 -> 22; 5 met 20, 21 and 31 once each beside the shared 30: the tie goes to 21 and
+    # 31, the rarer; of those two the lower id; the third sentence adds nothing
+    assert vocabularies.counts.tolist() == [4, 2, 0]
     assert [vocabularies.extra[start : start + count].tolist()
             for start, count in zip(vocabularies.starts.tolist(), vocabularies.counts.tolist(), strict=True)] == \
-        [[10, 12, 20, 22], [5], []]
+        [[10, 12, 20, 22], [5, 21], []]
     assert vocabularies.width == 64  # 5 shared + 4: a whole chunk of beam search's top-k
     table = vocabularies.table(pad_id=0)  # (N, width)
     assert table[:, :5].tolist() == [[0, 1, 2, 3, 30]] * 3
-    assert table[0, 5:9].tolist() == [10, 12, 20, 22] and table[1, 5].item() == 5
-    assert (table[0, 9:] == 0).all() and (table[1, 6:] == 0).all() and (table[2, 5:] == 0).all()
+    assert table[0, 5:9].tolist() == [10, 12, 20, 22] and table[1, 5:7].tolist() == [5, 21]
+    assert (table[0, 9:] == 0).all() and (table[1, 7:] == 0).all() and (table[2, 5:] == 0).all()
     wide = build_shortlist(PAIRS, vocab_size=200, per_token=1, frequent=1).vocabularies(torch.arange(4, 70)[None])
     assert wide.width == 128  # 5 shared + 65 own (the frequent 30 counts once)
 

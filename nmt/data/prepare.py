@@ -360,11 +360,16 @@ class TokenCorpus:
     def __len__(self) -> int:
         return len(self.source_lengths)
 
-    def iter_pairs(self, chunk: int = 100_000):
-        """Every pair's (source ids, target ids) as lists, in order, a chunk of pairs read at a time."""
+    def flat_chunks(self, chunk: int = 200_000) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """The pairs in order, `chunk` at a time, flat: (source ids, source lengths, target ids, target lengths)
+        as int64 arrays, read straight from the memory maps."""
+        so, to = self.source_offsets, self.target_offsets
         for start in range(0, len(self), chunk):
-            sources, targets = self.pairs(range(start, min(start + chunk, len(self))))
-            yield from zip((ids.tolist() for ids in sources), (ids.tolist() for ids in targets), strict=True)
+            end = min(start + chunk, len(self))
+            yield (np.asarray(self.source[so[start] : so[end]], dtype=np.int64),
+                   np.asarray(self.source_lengths[start:end], dtype=np.int64),
+                   np.asarray(self.target[to[start] : to[end]], dtype=np.int64),
+                   np.asarray(self.target_lengths[start:end], dtype=np.int64))
 
     def pairs(self, indices) -> tuple[list[np.ndarray], list[np.ndarray]]:
         so, to = self.source_offsets, self.target_offsets

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -140,10 +141,17 @@ class Cooccurrences:
     target_count: Tensor  # (V,) pairs holding each target id
 
     def shortlist(self, per_token: int, frequent: int) -> Shortlist:
-        """Each source id's `per_token` most associated target ids, and the `frequent` most frequent ids."""
+        """The `frequent` most frequent target ids, and for each source id the `per_token` target ids beyond
+        them that occur in the most pairs with it (the highest p(t | s)); ties go to the rarer target id."""
         vocab_size = self.source_count.size(0)
-        source, target = self.source, self.target
-        association = self.together / (self.source_count[source] * self.target_count[target]).double().sqrt()
+        common = self.target_count.topk(min(frequent, vocab_size)).indices
+        shared = torch.zeros(vocab_size, dtype=torch.bool)
+        shared[: EOS_ID + 1] = True
+        shared[common] = True
+        own = ~shared[self.target]
+        source, target, together = self.source[own], self.target[own], self.together[own]
+        # together counts first, then the cosine of the two ids' occurrences (below 1) breaks ties
+        association = together + together / (self.source_count[source] * self.target_count[target]).double().sqrt()
         # group the pairs (s, t) by s, most associated first; rank = position within its group
         order = association.argsort(descending=True, stable=True)
         order = order[source[order].argsort(stable=True)]
@@ -153,41 +161,73 @@ class Cooccurrences:
         kept = rank < per_token
         table = torch.full((vocab_size, per_token), EOS_ID, dtype=torch.long)
         table[source[kept], rank[kept]] = target[kept]
-        return Shortlist(table, self.target_count.topk(min(frequent, vocab_size)).indices)
+        return Shortlist(table, common)
 
 
-def count_cooccurrences(pairs: Iterable[tuple[list[int], list[int]]], vocab_size: int,
-                        chunk_pairs: int = 100_000) -> Cooccurrences:
+def count_cooccurrences(pairs: Iterable[tuple[Sequence[int], Sequence[int]]], vocab_size: int,
+                        chunk_pairs: int = 200_000) -> Cooccurrences:
     """The co-occurrence counts of tokenized (source ids, target ids) pairs, a chunk of pairs at a time."""
+    pairs = iter(pairs)
+    chunks = (TokenChunk.of([source for source, _ in chunk], [target for _, target in chunk])
+              for chunk in iter(lambda: list(itertools.islice(pairs, chunk_pairs)), []))
+    return count_chunks(chunks, vocab_size)
+
+
+@dataclass(frozen=True)
+class TokenChunk:
+    """Pairs given flat: each side's ids, sentence after sentence, and each sentence's length (int64)."""
+
+    source_ids: Tensor
+    source_lengths: Tensor
+    target_ids: Tensor
+    target_lengths: Tensor
+
+    @classmethod
+    def of(cls, sources: list[Sequence[int]], targets: list[Sequence[int]]) -> TokenChunk:
+        def flat(sentences: list[Sequence[int]]) -> tuple[Tensor, Tensor]:
+            lengths = torch.tensor([len(ids) for ids in sentences], dtype=torch.long)
+            return torch.tensor([i for ids in sentences for i in ids], dtype=torch.long), lengths
+        return cls(*flat(sources), *flat(targets))
+
+
+def count_chunks(chunks: Iterable[TokenChunk], vocab_size: int) -> Cooccurrences:
+    """count_cooccurrences over chunks of pairs given flat (TokenChunk). A chunk's counts are the sparse
+    product of its two incidence matrices, sources (V, P) by targets (P, V), each 1 where a sentence holds
+    an id: several times faster than listing every (source id, target id) of every pair."""
     keys, counts = torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long)
     source_count = torch.zeros(vocab_size, dtype=torch.long)
     target_count = torch.zeros(vocab_size, dtype=torch.long)
-    pairs = iter(pairs)
-    while chunk := list(itertools.islice(pairs, chunk_pairs)):
-        sources = [sorted(set(source)) for source, _ in chunk]
-        targets = [sorted(set(target)) for _, target in chunk]
-        source_ids = torch.tensor([i for ids in sources for i in ids], dtype=torch.long)
-        target_ids = torch.tensor([i for ids in targets for i in ids], dtype=torch.long)
-        source_count += torch.bincount(source_ids, minlength=vocab_size)
-        target_count += torch.bincount(target_ids, minlength=vocab_size)
-        links = _cooccurring(source_ids, [len(ids) for ids in sources], target_ids, [len(ids) for ids in targets],
-                             vocab_size)
-        chunk_keys, chunk_counts = links.unique(return_counts=True)
+    for chunk in chunks:
+        sentences = chunk.source_lengths.size(0)
+        source_pair, source_id = _occurrences(chunk.source_ids, chunk.source_lengths, vocab_size)
+        target_pair, target_id = _occurrences(chunk.target_ids, chunk.target_lengths, vocab_size)
+        source_count += torch.bincount(source_id, minlength=vocab_size)
+        target_count += torch.bincount(target_id, minlength=vocab_size)
+        by_id = (source_id * sentences + source_pair).argsort()  # the source incidence transposed: rows are ids
+        sources = _csr(source_id[by_id], source_pair[by_id], vocab_size, sentences)
+        targets = _csr(target_pair, target_id, sentences, vocab_size)
+        product = sources @ targets  # (V, V): in how many of the chunk's pairs each (s, t) occurs
+        rows = torch.repeat_interleave(torch.arange(vocab_size), product.crow_indices().diff())
+        chunk_keys = rows * vocab_size + product.col_indices()
         keys, merged = torch.cat([keys, chunk_keys]).unique(return_inverse=True)
-        counts = torch.zeros(len(keys), dtype=torch.long).index_add_(0, merged, torch.cat([counts, chunk_counts]))
+        counts = torch.zeros(len(keys), dtype=torch.long).index_add_(
+            0, merged, torch.cat([counts, product.values().round().long()]))
     return Cooccurrences(keys // vocab_size, keys % vocab_size, counts, source_count, target_count)
 
 
-def _cooccurring(source_ids: Tensor, source_lengths: list[int], target_ids: Tensor, target_lengths: list[int],
-                 vocab_size: int) -> Tensor:
-    """Pairs given as concatenated id lists and their lengths -> s * vocab_size + t for every source id s
-    and target id t of the same pair."""
-    source_lengths, target_lengths = torch.tensor(source_lengths), torch.tensor(target_lengths)
-    target_starts = target_lengths.cumsum(0) - target_lengths
-    pair = torch.repeat_interleave(torch.arange(len(source_lengths)), source_lengths)  # of each source id
-    repeats = target_lengths[pair]  # each source id meets every target id of its pair
-    source = torch.repeat_interleave(source_ids, repeats)
-    link_starts = repeats.cumsum(0) - repeats
-    within = torch.arange(int(repeats.sum())) - torch.repeat_interleave(link_starts, repeats)
-    target = target_ids[torch.repeat_interleave(target_starts[pair], repeats) + within]
-    return source * vocab_size + target
+def _occurrences(ids: Tensor, lengths: Tensor, vocab_size: int) -> tuple[Tensor, Tensor]:
+    """Flat ids and sentence lengths -> (sentence, id) of each distinct id of each sentence, sorted."""
+    sentence = torch.repeat_interleave(torch.arange(lengths.size(0)), lengths)
+    distinct = (sentence * vocab_size + ids).unique()
+    return distinct // vocab_size, distinct % vocab_size
+
+
+def _csr(rows: Tensor, columns: Tensor, height: int, width: int) -> Tensor:
+    """A 0/1 float32 CSR matrix (height, width) with ones at (rows, columns), sorted by row then column.
+    float32 counts stay exact up to 2**24 pairs a chunk."""
+    crow = torch.zeros(height + 1, dtype=torch.long)
+    crow[1:] = torch.bincount(rows, minlength=height).cumsum(0)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta", UserWarning)
+        return torch.sparse_csr_tensor(crow, columns, torch.ones(columns.size(0)), (height, width),
+                                       check_invariants=False)
