@@ -73,8 +73,7 @@ def test_each_sentence_adds_its_sources_and_their_partners_to_the_shared_special
                                                ("int8_fp32", True), ("int8_fp32 fbgemm", True),
                                                ("int8_fp32 fbgemm", False)])
 @pytest.mark.parametrize("tied", [True, False])
-def test_restricted_decoder_gives_each_sentence_the_full_log_probs_renormalized_over_its_list(precision, tied, kernel,
-                                                                                             monkeypatch):
+def test_restricted_decoder_gives_each_sentence_the_full_log_probs_over_its_list(precision, tied, kernel, monkeypatch):
     if precision.endswith("fbgemm"):  # the tiny model's products are all small
         monkeypatch.setattr("nmt.model.quantize.FBGEMM_MIN_PRODUCT", 0)
         precision = precision.split()[0]
@@ -85,8 +84,13 @@ def test_restricted_decoder_gives_each_sentence_the_full_log_probs_renormalized_
     elif flat.sentence_logits is None:
         pytest.skip("no C kernels on this CPU")
     shared = torch.tensor([0, 1, 2, 3, 7, 11, 19])
-    vocabularies = Vocabularies(shared, torch.tensor([23, 42, 59, 8, 13]), torch.tensor([0, 3, 5]),
-                                torch.tensor([3, 2, 0]), 64)
+    extra, starts, counts = torch.tensor([23, 42, 59, 8, 13]), torch.tensor([0, 3, 5]), torch.tensor([3, 2, 0])
+    # the "sample" of unlisted ids is every unshared id, each standing for itself (log weight 0): the mass a
+    # list leaves out is then counted exactly, and the log-probabilities are the full vocabulary's
+    unshared = torch.ones(model.config.vocab_size, dtype=torch.bool).index_fill_(0, shared, False).nonzero()[:, 0]
+    own = [set(extra[start : start + count].tolist()) for start, count in zip(starts, counts, strict=True)]
+    rest_bias = torch.tensor([[-math.inf if i in ids else 0.0 for i in unshared.tolist()] for ids in own])
+    vocabularies = Vocabularies(shared, extra, starts, counts, 64, torch.cat([shared, unshared]), rest_bias)
     restricted = flat.restricted(vocabularies)
     src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0], [4, 3, 0, 0]])
     ids, lengths = vocabularies.table(pad_id=0), torch.tensor([10, 9, 7])  # (N, 64); shared + own tokens
@@ -99,8 +103,7 @@ def test_restricted_decoder_gives_each_sentence_the_full_log_probs_renormalized_
         assert log_probs.shape == (local.size(0), 64)
         listed = torch.arange(10)[None, :] < lengths.repeat_interleave(2)[:, None]  # (R, 10)
         expected = full.gather(1, rows_ids).float().masked_fill(~listed, -math.inf)
-        torch.testing.assert_close(log_probs[:, :10], expected - expected.logsumexp(dim=1, keepdim=True),
-                                   atol=1e-4 if precision == "fp32" else 2e-2, rtol=0)
+        torch.testing.assert_close(log_probs[:, :10], expected, atol=1e-4 if precision == "fp32" else 2e-2, rtol=0)
         assert (log_probs[:, 10:] == -math.inf).all()  # padding
         local = log_probs[:, 4:].argmax(dim=1) + 4  # feed tokens other than the specials, own ones too
         if step == 2:  # a finished sentence leaves the batch: the others keep their own tokens
@@ -129,8 +132,8 @@ def test_a_shortlist_of_the_whole_vocabulary_translates_as_without(checkpoint):
 
 
 class Masked:
-    """The full model with every token outside each sentence's vocabulary forbidden: what a shortlist must
-    decode as."""
+    """The full model with every token outside each sentence's vocabulary forbidden, normalized over the list
+    and the sampled estimate of what it leaves out: what a shortlist must decode as."""
 
     def __init__(self, decoder: FlatDecoder, vocabularies: Vocabularies):
         self.decoder, self.config = decoder, decoder.config
@@ -138,6 +141,8 @@ class Masked:
         listed = torch.arange(vocabularies.width)[None, :] < vocabularies.shared.size(0) + vocabularies.counts[:, None]
         self.forbidden = torch.ones(table.size(0), decoder.config.vocab_size, dtype=torch.bool)  # (N, V)
         self.forbidden[torch.arange(table.size(0))[:, None].expand_as(table)[listed], table[listed]] = False
+        self.sample = vocabularies.scored[vocabularies.shared.size(0):]  # (K,)
+        self.rest_bias = vocabularies.rest_bias  # (N, K)
 
     fixed_rows = False
 
@@ -148,8 +153,29 @@ class Masked:
 
     def decode_step(self, tokens, state):
         log_probs, state = self.decoder.decode_step(tokens, state)
-        forbidden = self.forbidden[state.sentences].repeat_interleave(tokens.size(0) // state.sentences.size(0), 0)
-        return log_probs.masked_fill(forbidden, -math.inf).log_softmax(dim=-1), state
+        owners = state.sentences.repeat_interleave(tokens.size(0) // state.sentences.size(0))
+        listed = log_probs.masked_fill(self.forbidden[owners], -math.inf)
+        rest = log_probs[:, self.sample] + self.rest_bias[owners]  # the sampled estimate of what is left out
+        return listed - torch.cat([listed, rest], dim=1).logsumexp(dim=1, keepdim=True), state
+
+
+def test_the_sample_of_unlisted_ids_stands_for_what_each_sentence_s_list_leaves_out(monkeypatch):
+    monkeypatch.setattr("nmt.model.shortlist.REST_SAMPLE", 8)
+    shortlist = build_shortlist(PAIRS, vocab_size=40, per_token=2, frequent=1)  # shared: 0-3 and 30
+    sample = shortlist.sample_ids
+    assert len(sample) == 8 and sample.tolist() == sorted(set(sample.tolist()))
+    assert not set(sample.tolist()) & {0, 1, 2, 3, 30}
+    assert torch.equal(build_shortlist(PAIRS, vocab_size=40, per_token=2, frequent=1).sample_ids, sample)  # fixed
+    src = torch.tensor([sample[:2].tolist(), [5, 5]])  # sentence 0 lists two sampled ids itself
+    vocabularies = shortlist.vocabularies(src)
+    assert torch.equal(vocabularies.scored, torch.cat([shortlist.shared_ids, sample]))
+    listed = [set(vocabularies.extra[start : start + count].tolist())
+              for start, count in zip(vocabularies.starts.tolist(), vocabularies.counts.tolist(), strict=True)]
+    weight = math.log(35 / 8)  # 35 unshared ids, 8 drawn
+    for row, ids in enumerate(listed):
+        expected = [-math.inf if i in ids else weight for i in sample.tolist()]
+        assert vocabularies.rest_bias[row].tolist() == pytest.approx(expected)
+    assert (vocabularies.rest_bias[0, :2] == -math.inf).all()
 
 
 @pytest.mark.parametrize("beam", [1, 3])

@@ -167,10 +167,8 @@ class FlatDecoder:
         weights padded to the longest list)."""
         restricted = copy.copy(self)
         device = self.embedding.device
-        restricted.project = self.shared_projection(vocabularies.shared)
-        restricted.vocabularies = vocabularies = Vocabularies(
-            *(t.to(device) for t in (vocabularies.shared, vocabularies.extra, vocabularies.starts,
-                                     vocabularies.counts)), vocabularies.width)
+        restricted.project = self.shared_projection(vocabularies.scored)
+        restricted.vocabularies = vocabularies = vocabularies.to(device)
         restricted.token_ids = vocabularies.table(self.config.pad_id)  # (N, width)
         if self.sentence_logits is not None:
             weights, bias = self.output_rows_bf16
@@ -269,12 +267,28 @@ class FlatDecoder:
         x = decoder_step(self.layers, x, *attention, config.n_heads, config.pre_norm)
         state.step += 1
         x = self.final_norm(x)
-        logits = self.project(x)  # (R, V), or (R, F) the shared tokens of a shortlist
-        if self.vocabularies is not None:
-            logits = self.with_own_tokens(x, logits, state)  # (R, width)
+        logits = self.project(x)  # (R, V), or (R, F + K) a shortlist's shared tokens and sample
+        if self.vocabularies is None:
+            return self.normalized(logits), state
+        shared = self.vocabularies.shared.size(0)
+        listed = self.with_own_tokens(x, logits[:, :shared].contiguous(), state)  # (R, width)
+        return self.less_the_rest(self.normalized(listed), listed, logits[:, shared:], owners), state
+
+    def normalized(self, logits: Tensor) -> Tensor:
         if self.log_softmax is not None:
-            return self.log_softmax(logits), state
-        return F.log_softmax(logits, dim=-1, dtype=torch.float32), state
+            return self.log_softmax(logits)
+        return F.log_softmax(logits, dim=-1, dtype=torch.float32)
+
+    def less_the_rest(self, log_probs: Tensor, logits: Tensor, sample: Tensor, owners: Tensor) -> Tensor:
+        """Log-probabilities (R, width) normalized over each row's list -> as if normalized over the whole
+        vocabulary: the mass of the ids a list leaves out is estimated from the logits of the sample of
+        unshared ids (R, K) (Shortlist.sample_ids) that are not in the row's list, each standing for
+        unshared / K ids. Normalized over its list alone, a row whose list misses likely tokens would score
+        too high, and beam search would favour it: beam 4 lost 0.3 BLEU that way (benchmarks/SPEED.md)."""
+        eos = self.config.eos_id  # a shared id, at its own column
+        listed = logits[:, eos].float() - log_probs[:, eos]  # (R,) log of the list's mass
+        rest = (sample.float() + self.vocabularies.rest_bias.index_select(0, owners)).logsumexp(dim=1)  # (R,)
+        return log_probs - F.softplus(rest - listed)[:, None]
 
 
 def padded_at_the_end(mask: Tensor | None) -> bool:
