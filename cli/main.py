@@ -711,8 +711,9 @@ def build_shortlist(
     tgt_file: str = typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
     prepared: str = typer.Option(None, "--prepared", help="A folder `nmt prepare` made with the model's "
                                  "sentencepiece model: its token ids are counted, nothing is tokenized again."),
-    per_token: int = typer.Option(20, "--per-token", help="Target tokens kept per source token."),
-    frequent: int = typer.Option(1000, "--frequent", help="Most frequent target tokens, always kept."),
+    per_token: int = typer.Option(300, "--per-token", help="Target tokens each source token adds (those met most "
+                                  "often with it, beyond the frequent ones)."),
+    frequent: int = typer.Option(3000, "--frequent", help="Most frequent target tokens, which every sentence keeps."),
 ) -> None:
     """Count which target tokens go with each source token in training pairs, and store the lexical
     shortlist this gives in a checkpoint, for `nmt translate --shortlist`."""

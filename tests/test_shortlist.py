@@ -288,3 +288,13 @@ def test_a_shortlist_from_a_prepared_folder_counts_the_same_pairs_as_from_their_
     both = nmt("shortlist", "--model", str(tiny_checkpoint), "--prepared", folder, "--data", "multi30k", "--out",
                str(tmp_path / "x.pt"))
     assert both.returncode == 2 and b"not both" in both.stderr
+
+
+def test_nmt_shortlist_defaults_to_the_chosen_sizes():
+    import inspect
+
+    from cli.main import build_shortlist as command
+    from nmt.model.shortlist import FREQUENT, PER_TOKEN
+
+    parameters = inspect.signature(command).parameters
+    assert (parameters["per_token"].default.default, parameters["frequent"].default.default) == (PER_TOKEN, FREQUENT)
