@@ -250,6 +250,16 @@ def test_cli_builds_a_shortlist_into_the_checkpoint_and_translates_with_it(tiny_
     assert no_cache.returncode == 2 and no_cache.stderr.decode().startswith("error: --shortlist needs")
 
 
+def test_a_checkpoint_stores_its_shortlist_in_int16_and_loads_it_whole(checkpoint, tmp_path):
+    shortlist = build_shortlist(PAIRS, vocab_size=checkpoint.config.vocab_size, per_token=3, frequent=2)
+    save_checkpoint(tmp_path / "listed.pt", dataclasses.replace(checkpoint, shortlist=shortlist))
+    stored = torch.load(tmp_path / "listed.pt", weights_only=True)["shortlist"]
+    assert stored["table"].dtype == stored["frequent"].dtype == torch.int16
+    loaded = load_checkpoint(tmp_path / "listed.pt").shortlist
+    assert torch.equal(loaded.table, shortlist.table) and torch.equal(loaded.frequent, shortlist.frequent)
+    assert loaded.table.dtype == torch.int64
+
+
 def test_a_shortlist_of_another_vocabulary_is_a_checkpoint_error(checkpoint, tmp_path):
     path = tmp_path / "mismatched.pt"
     wrong = Shortlist(torch.full((checkpoint.config.vocab_size + 1, 2), EOS_ID), torch.tensor([5]))

@@ -95,8 +95,8 @@ class Vocabularies:
 
 @dataclass(frozen=True)
 class Shortlist:
-    table: Tensor  # (V, per_token) target ids per source id, int64 (int32 in checkpoints)
-    frequent: Tensor  # (F,) the most frequent target ids, int64 (int32 in checkpoints)
+    table: Tensor  # (V, per_token) target ids per source id, int64 (int16 or int32 in checkpoints)
+    frequent: Tensor  # (F,) the most frequent target ids, int64 (int16 or int32 in checkpoints)
 
     @functools.cached_property
     def shared_ids(self) -> Tensor:
@@ -150,7 +150,10 @@ class Shortlist:
                             self.scored_ids, rest_bias)
 
     def to_dict(self) -> dict[str, Tensor]:
-        return {"table": self.table.to(torch.int32), "frequent": self.frequent.to(torch.int32)}
+        """As stored in checkpoints: ids in int16 where the vocabulary allows (300 per piece of 16,000 pieces
+        take 9.6 MB), else int32."""
+        dtype = torch.int16 if self.table.size(0) <= torch.iinfo(torch.int16).max + 1 else torch.int32
+        return {"table": self.table.to(dtype), "frequent": self.frequent.to(dtype)}
 
     @classmethod
     def from_dict(cls, stored: dict) -> Shortlist:
