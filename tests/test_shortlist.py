@@ -16,7 +16,7 @@ from nmt.decoding.translate import Translator
 from nmt.errors import CheckpointError
 from nmt.model.checkpoint import load_checkpoint, save_checkpoint
 from nmt.model.flat_decoder import FlatDecoder
-from nmt.model.shortlist import Shortlist, Vocabularies, build_shortlist, count_cooccurrences
+from nmt.model.shortlist import Shortlist, TokenChunk, Vocabularies, build_shortlist, count_chunks, count_cooccurrences
 from nmt.text.tokenizer import EOS_ID
 from tests.conftest import tiny_model
 
@@ -43,11 +43,22 @@ def test_a_token_keeps_the_targets_met_most_often_not_the_rarest():
     assert build_shortlist(pairs, vocab_size=40, per_token=2, frequent=0).table[7].tolist() == [25, 26]
 
 
-def test_counting_in_chunks_changes_nothing():
+def test_counting_in_chunks_changes_nothing_and_counts_each_pair_once():
     whole = build_shortlist(PAIRS, vocab_size=40, per_token=4, frequent=3)
     for chunk_pairs in (1, 2, 5):
         chunked = count_cooccurrences(PAIRS, vocab_size=40, chunk_pairs=chunk_pairs).shortlist(4, 3)
         assert torch.equal(chunked.table, whole.table) and torch.equal(chunked.frequent, whole.frequent)
+    generator = torch.Generator().manual_seed(3)
+    pairs = [(torch.randint(4, 40, (n,), generator=generator).tolist(),
+              torch.randint(4, 40, (n + 2,), generator=generator).tolist())
+             for n in torch.randint(1, 12, (200,), generator=generator).tolist()]
+    expected = {}
+    for source, target in pairs:
+        for key in {(s, t) for s in source for t in target}:
+            expected[key] = expected.get(key, 0) + 1
+    counted = count_chunks([TokenChunk.of(*zip(*pairs, strict=True))], vocab_size=40)
+    assert dict(zip(zip(counted.source.tolist(), counted.target.tolist(), strict=True), counted.together.tolist(),
+                    strict=True)) == expected
 
 
 def test_each_sentence_adds_its_sources_and_their_partners_to_the_shared_specials_and_frequent():
