@@ -5,7 +5,8 @@
 
 Decoding over a sentence's shortlist gives the same greedy translation as over the whole vocabulary
 whenever the shortlist holds every token of that translation (the best token of each step is then in the
-list), and nearly always the same beam translation (log-probabilities are normalized over the list). So
+list), and nearly always the same beam translation (log-probabilities are normalized as over the whole
+vocabulary, the mass the list leaves out estimated from a fixed sample of unlisted tokens). So
 the share of sentences whose full-vocabulary translation lies within their list bounds what a shortlist
 can cost, without decoding once per candidate size: the sentences outside it are the only ones whose
 translation can change. This counts the co-occurrences of `--pairs` training pairs drawn at random from

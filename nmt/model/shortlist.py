@@ -116,6 +116,12 @@ class Shortlist:
         return unshared[drawn].sort().values
 
     @functools.cached_property
+    def sample_weight(self) -> float:
+        """log(unshared ids / K): how many ids each sampled one stands for, as a log."""
+        sampled = self.sample_ids.size(0)
+        return math.log(self.unshared.sum().item() / sampled) if sampled else 0.0
+
+    @functools.cached_property
     def scored_ids(self) -> Tensor:
         """(F + K,): the shared ids, then the sample: what every row of every batch scores."""
         return torch.cat([self.shared_ids, self.sample_ids])
@@ -142,10 +148,8 @@ class Shortlist:
         counts = torch.bincount(sentence, minlength=sentences)
         shared = self.shared_ids.size(0)
         width = shared + int(counts.max()) if sentences else shared
-        sampled = self.sample_ids.size(0)
         left_out = ~listed[:, self.sample_ids]  # (N, K)
-        weight = math.log(self.unshared.sum().item() / sampled) if sampled else 0.0
-        rest_bias = torch.full(left_out.shape, -math.inf).masked_fill_(left_out, weight)
+        rest_bias = torch.full(left_out.shape, -math.inf).masked_fill_(left_out, self.sample_weight)
         return Vocabularies(self.shared_ids, extra, counts.cumsum(0) - counts, counts, width + -width % TOP_K_CHUNK,
                             self.scored_ids, rest_bias)
 
