@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES := data/examples.en
 
-.PHONY: setup test test-all test-browser lint run bench bench-more model model-general clean
+.PHONY: setup test test-all test-browser lint run bench bench-more model model-general general-landmark clean
 
 # The editable install leaves nmt's own modules uncompiled (pip compiles a regular install's): where
 # Python may not write bytecode (PYTHONDONTWRITEBYTECODE, a read-only checkout) every command compiled
@@ -103,9 +103,12 @@ model: setup
 # test .gz files, from its publisher or the WMT14 fr-en training data) mixed with the embedded corpora,
 # the recipe chosen by the proxies of benchmarks/general_recipe.py. About 10 hours of training on 2 CPU cores:
 # rerunning resumes from $(GENERAL_RUN)/last.pt (a finished step is not redone: the cache, the run's end).
-# Each step's time and peak memory go to $(GENERAL_RUN)/steps.jsonl.
+# Each step's time and peak memory go to $(GENERAL_RUN)/steps.jsonl. A session whose machine may not come back
+# runs `make general-landmark`, which keeps the run's slim resume point (weights in fp16, no optimizer moments,
+# about 20 MB) in $(GENERAL_LANDED) to commit; where the run folder is gone, model-general resumes from it.
 EUROPARL ?= ../shared/data/europarl
 GENERAL_RUN := runs/general
+GENERAL_LANDED := data/runs/general-last.pt
 GENERAL_CORPUS := --data 'tatoeba*12,multi30k*3,news-commentary*6' --src-file $(EUROPARL)/train.en.gz \
 	--tgt-file $(EUROPARL)/train.fr.gz
 GENERAL_DATA := $(GENERAL_CORPUS) --augment --augment-swap 0.25
@@ -115,6 +118,8 @@ model-general: export NMT_EUROPARL_DIR = $(abspath $(EUROPARL))
 model-general: setup
 	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make model-general EUROPARL=DIR"; exit 2; }
 	mkdir -p $(GENERAL_RUN)
+	@test -f $(GENERAL_RUN)/last.pt || ! test -f $(GENERAL_LANDED) || \
+		{ cp $(GENERAL_LANDED) $(GENERAL_RUN)/last.pt && echo "resuming from the landed $(GENERAL_LANDED)"; }
 	$(BIN)/python -c "from nmt.data.corpus import parse_test_set as t; \
 		e, d = t('europarl:dev'), t('tatoeba:dev'); \
 		open('$(GENERAL_RUN)/valid.en', 'w').writelines(l + '\n' for l in e.source[:300] + d.source[:300]); \
@@ -134,6 +139,11 @@ model-general: setup
 	for test in europarl:test news-commentary:dev_newsdiscuss tatoeba:dev multi30k:test_2016_flickr robustness:test; do \
 		$(TIMED) eval-$$test -- $(BIN)/nmt eval --model data/models/general.pt --test $$test \
 			--format jsonl >> $(GENERAL_RUN)/scores.jsonl || exit 1; done
+
+general-landmark:
+	$(BIN)/python -c "from nmt.training.train import write_slim_resume_point as w; \
+		s = w('$(GENERAL_RUN)/last.pt', '$(GENERAL_LANDED)').train_state['progress']; \
+		print(f'$(GENERAL_LANDED): update {s[\"step\"]}, {s[\"elapsed\"] / 60:.1f} training minutes')"
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -36,6 +36,7 @@ from nmt.training.train import (
     linear_decay_in_time,
     lock_run_folder,
     paper_peak_lr,
+    write_slim_resume_point,
 )
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
@@ -203,6 +204,38 @@ def test_resume_gives_the_same_parameters_as_a_straight_run(corpus, tmp_path):
     assert split.train_state["progress"]["step"] == 20
     for name, tensor in straight.weights.items():
         assert torch.equal(tensor, split.weights[name]), name
+
+
+def test_a_slim_resume_point_resumes_the_run_where_it_stood_with_a_short_rewarm(corpus, tmp_path):
+    common = ("--max-tokens", "600", "--valid-every", "1000", "--log-every", "1", "--warmup", "2", "--lr", "1e-3")
+    first = tmp_path / "first"
+    assert nmt(*train_args(corpus, first, *common, "--max-steps", "10")).returncode == 0
+    slim = write_slim_resume_point(first / "last.pt", tmp_path / "slim.pt")
+    assert "optimizer" not in slim.train_state and slim.weights["embed.weight"].dtype == torch.float16
+    full = load_checkpoint(first / "last.pt")
+    moments = sum(t.numel() * t.element_size() for state in full.train_state["optimizer"]["state"].values()
+                  for t in state.values() if t.dim())
+    weights = sum(t.numel() * t.element_size() for t in full.weights.values())
+    assert sum(t.numel() * t.element_size() for t in slim.weights.values()) * 6 == weights + moments
+    moved = tmp_path / "moved"  # another machine: the run folder is gone, the slim point came along
+    moved.mkdir()
+    shutil.copy(tmp_path / "slim.pt", moved / "last.pt")
+    args = train_args(corpus, moved, *common, "--max-steps", "230")
+    args.remove("--quiet")
+    resumed = nmt(*args)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "no optimizer moments" in resumed.stderr
+    state = load_checkpoint(moved / "last.pt").train_state
+    assert state["progress"]["step"] == 230 and state["schedule"]["rewarm_from"] == 10
+    rates = [m["lr"] for m in map(json.loads, (moved / "metrics.jsonl").read_text().splitlines()) if "lr" in m]
+    planned = [inverse_sqrt(step, 2) * 1e-3 for step in range(11, 231)]
+    assert len(rates) == len(planned) and rates[0] < planned[0] / 50  # the ramp starts low...
+    assert rates[99] == pytest.approx(planned[99] / 2, rel=0.02)  # ...is halfway after 100 updates...
+    assert rates[201:] == pytest.approx(planned[201:])  # ...and then back on the run's own line
+    weights_only = tmp_path / "weights.pt"
+    assert nmt("average", str(first / "last.pt"), "--out", str(weights_only)).returncode == 0
+    with pytest.raises(UsageError, match="holds no training state"):
+        write_slim_resume_point(weights_only, tmp_path / "again.pt")
 
 
 def test_resume_keeps_the_stored_schedule_and_refuses_another_model_or_schedule(corpus, tmp_path):

@@ -46,6 +46,7 @@ from nmt.training.allocator import keep_freed_memory
 log = logging.getLogger("nmt")
 
 MAX_SKIPPED_IN_A_ROW = 50  # updates skipped for a loss or gradients that are not finite, before giving up
+REWARM = 200  # updates over which a run resumed without its optimizer moments ramps its rate up again
 
 # Options whose change on resume alters the run (others, such as --max-steps, just extend it).
 # (The model's shape and the schedule are checked harder: a change is an error, see Trainer._resumable/_schedule.)
@@ -212,15 +213,40 @@ def linear_decay_in_time(step: int, warmup: int, elapsed: float, budget: float) 
 
 def rate_factor(schedule: dict, elapsed=None):
     """The stored schedule as LambdaLR's factor of the peak rate, by the step counted from 0; `elapsed()`,
-    the seconds trained so far, for a linear decay over --max-minutes."""
+    the seconds trained so far, for a linear decay over --max-minutes. A run resumed from a slim resume point
+    (no optimizer moments) ramps its rate up again over REWARM updates from the step it resumed at."""
     warmup = schedule["warmup"]
     if "minutes" in schedule:
         budget = 60 * schedule["minutes"]
-        return lambda step: linear_decay_in_time(step + 1, warmup, elapsed(), budget)
-    if schedule.get("decay", "inverse-sqrt") == "linear":
+
+        def factor(step: int) -> float:
+            return linear_decay_in_time(step + 1, warmup, elapsed(), budget)
+    elif schedule.get("decay", "inverse-sqrt") == "linear":
         total = schedule["total"]
-        return lambda step: linear_decay(step + 1, warmup, total)
-    return lambda step: inverse_sqrt(step + 1, warmup)
+
+        def factor(step: int) -> float:
+            return linear_decay(step + 1, warmup, total)
+    else:
+        def factor(step: int) -> float:
+            return inverse_sqrt(step + 1, warmup)
+    if "rewarm_from" not in schedule:
+        return factor
+    start = schedule["rewarm_from"]
+    return lambda step: factor(step) * min(1.0, max(step + 1 - start, 1) / REWARM)
+
+
+def write_slim_resume_point(last: str | Path, out: str | Path) -> Checkpoint:
+    """A run's last.pt without its optimizer moments, its weights in fp16: a sixth of the size, small enough
+    to keep in a repository or copy between machines. Put in a run folder as last.pt it resumes the run where
+    it stood (step, schedule, data position, RNG), Adam starting its moments afresh under a short re-warmup."""
+    checkpoint = load_checkpoint(last)
+    if checkpoint.train_state is None:
+        raise UsageError(f"{last} holds no training state: not a run's last.pt")
+    state = {key: value for key, value in checkpoint.train_state.items() if key not in ("optimizer", "scaler")}
+    weights = {name: t.half() if t.is_floating_point() else t for name, t in checkpoint.weights.items()}
+    slim = dataclasses.replace(checkpoint, weights=weights, train_state=state)
+    save_checkpoint(out, slim)
+    return slim
 
 
 @dataclass
@@ -509,15 +535,23 @@ class Trainer:
             if "total" in stored and (config.max_steps or config.max_epochs) and planned > stored["total"]:
                 raise UsageError(f"{self.out}'s learning rate reaches zero at step {stored['total']}: add "
                                  "--reset-schedule to decay to zero at the new end instead")
-            return stored
+            return self._rewarmed(stored, resumed)
         warmup = config.warmup or max(1, min(4000, planned // 10))
         schedule = {"lr": config.lr or paper_peak_lr(model_config.d_model, warmup), "warmup": warmup,
                     "decay": config.decay or "inverse-sqrt"}
-        if config.decay != "linear":
+        if config.decay == "linear" and (config.max_steps or config.max_epochs):
+            schedule["total"] = planned
+        elif config.decay == "linear":
+            schedule["minutes"] = config.max_minutes  # to zero when the time budget is spent
+        return self._rewarmed(schedule, resumed)
+
+    @staticmethod
+    def _rewarmed(schedule: dict, resumed: Checkpoint | None) -> dict:
+        """`schedule`, ramping up again from the resumed step where the checkpoint holds no optimizer moments
+        (write_slim_resume_point's): fresh moments under the full rate would jolt the weights."""
+        if resumed is None or "optimizer" in resumed.train_state:
             return schedule
-        if config.max_steps or config.max_epochs:
-            return {**schedule, "total": planned}
-        return {**schedule, "minutes": config.max_minutes}  # to zero when the time budget is spent
+        return {**schedule, "rewarm_from": resumed.train_state["progress"]["step"]}
 
     def _resume(self, checkpoint: Checkpoint, model, optimizer, scheduler) -> dict:
         previous = checkpoint.training.get("config", {})
@@ -527,7 +561,11 @@ class Trainer:
             log.warning("resuming with changed options (the run is no longer one recipe): %s", "; ".join(changed))
         model.load_state_dict(checkpoint.weights)
         train_state = checkpoint.train_state
-        optimizer.load_state_dict(train_state["optimizer"])
+        if "optimizer" in train_state:
+            optimizer.load_state_dict(train_state["optimizer"])
+        else:
+            log.warning("%s holds no optimizer moments (a slim resume point): Adam starts them afresh and the rate "
+                        "ramps up again over %d updates", self.out / "last.pt", REWARM)
         scheduler.load_state_dict(train_state["scheduler"])
         if self.config.reset_schedule:  # the stored state keeps the step; the new schedule applies from here
             scheduler.base_lrs = [self.schedule["lr"] for _ in scheduler.base_lrs]
