@@ -1,4 +1,5 @@
-"""The shipped model (data/models/en-fr.pt): it loads, translates, scores, and exports faithfully."""
+"""Every shipped model (data/models/models.json): it loads, translates, scores above its domain's floor, and
+exports faithfully; the default one translates the README's examples."""
 
 from __future__ import annotations
 
@@ -8,21 +9,32 @@ import sys
 
 import pytest
 
+from nmt.apps.shipped import shipped_models
 from nmt.data.corpus import data_dir, load_embedded
 from nmt.decoding.configuration import MAX_PIECE_TOKENS
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator
 from nmt.model.checkpoint import load_checkpoint
 
-SHIPPED = data_dir() / "models" / "en-fr.pt"
 NMT = [sys.executable, "-m", "nmt_cli.main"]
+MODELS = sorted(shipped_models())
+
+# Each model's own domain, the first lines of a test set there, and a floor a broken or untrained model
+# cannot reach (those score below 5) but the model clears by a margin
+FLOORS = {"captions": ("multi30k:test_2016_flickr", 50, 35.0)}
 
 
-def test_the_shipped_model_is_small_and_carries_its_decoding_defaults():
-    assert SHIPPED.stat().st_size < 30 * 2**20
-    checkpoint = load_checkpoint(SHIPPED)
+def test_every_shipped_model_has_a_floor():
+    assert set(MODELS) <= set(FLOORS)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_shipped_model_is_small_and_carries_its_decoding_defaults(name):
+    path = shipped_models()[name]["path"]
+    assert path.stat().st_size <= 30e6
+    checkpoint = load_checkpoint(path)
     assert checkpoint.decoding["beam_size"] > 1 and "lenpen" in checkpoint.decoding
-    assert checkpoint.train_state is None
+    assert checkpoint.train_state is None and checkpoint.shortlist is not None
 
 
 def test_translates_the_readme_examples_without_a_model_flag():
@@ -38,24 +50,27 @@ def test_translates_the_readme_examples_without_a_model_flag():
     assert "gare" in lines[3].lower()
 
 
-def test_scores_above_a_floor_on_test_2016():
-    result = subprocess.run(NMT + ["eval", "--test", "multi30k:test_2016_flickr", "--limit", "50", "--json"],
-                            capture_output=True, text=True)
+@pytest.mark.parametrize("name", MODELS)
+def test_a_shipped_model_scores_above_its_floor_in_its_domain(name):
+    test_set, lines, floor = FLOORS[name]
+    result = subprocess.run(NMT + ["eval", "--model", name, "--test", test_set, "--limit", str(lines), "--format",
+                                   "jsonl"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["bleu"] > 35.0  # a broken or untrained model scores below 5
+    assert json.loads(result.stdout)["bleu"] > floor
 
 
-def test_ctranslate2_greedy_matches_nmt_greedy_on_the_embedded_test_sets(tmp_path):
+@pytest.mark.parametrize("name", MODELS)
+def test_ctranslate2_greedy_matches_nmt_greedy_on_the_embedded_test_sets(name, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2")
     import sentencepiece
 
     from nmt.apps.export import export_ctranslate2
 
-    checkpoint = load_checkpoint(SHIPPED)
+    checkpoint = load_checkpoint(shipped_models()[name]["path"])
     out = export_ctranslate2(checkpoint, tmp_path / "ct2")
     sources = [line for split in ("test_2016_flickr", "test_2017_flickr")
                for line in load_embedded("multi30k", split).source[:200]]
-    # whole sentences with names as text, as CTranslate2 translates them (the shipped model cuts long ones into
+    # whole sentences with names as text, as CTranslate2 translates them (a shipped model cuts long ones into
     # clauses and puts names behind placeholders)
     whole = Translator.from_checkpoint(checkpoint, SearchOptions(beam_size=1), max_piece_tokens=MAX_PIECE_TOKENS,
                                        protect_names=False)
