@@ -206,6 +206,7 @@ def test_resume_gives_the_same_parameters_as_a_straight_run(corpus, tmp_path):
         assert torch.equal(tensor, split.weights[name]), name
 
 
+@pytest.mark.slow  # 230 updates
 def test_a_slim_resume_point_resumes_the_run_where_it_stood_with_a_short_rewarm(corpus, tmp_path):
     common = ("--max-tokens", "600", "--valid-every", "1000", "--log-every", "1", "--warmup", "2", "--lr", "1e-3")
     first = tmp_path / "first"
