@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Literal, TextIO
@@ -127,6 +127,21 @@ DATA_OPTIONS = {
     "augment_swap": typer.Option(None, "--augment-swap", help="With --augment: the share of the pairs that share a "
                                  "name or number with their translation that get a variant with it replaced by an "
                                  "entity. Default 1 (all); lower on a large corpus, where such pairs are common."),
+}
+
+# How `nmt prepare` and `nmt train` tokenize a corpus, declared once so that both make the same cache; None
+# where not given: nmt.training.train.TrainConfig's defaults apply to both
+PREPARATION_OPTIONS = {
+    "vocab_size": typer.Option(None, "--vocab-size", help="Sentencepiece pieces. Default 8000."),
+    "spm": typer.Option(None, "--spm", help="Use this sentencepiece model instead of training one."),
+    "spm_sample": typer.Option(None, "--spm-sample", help="Sentences sentencepiece trains on, sampled uniformly "
+                               "from the whole corpus. Default 1000000."),
+    "max_len": typer.Option(None, "--max-len", help="Drop pairs with a side longer than this many tokens. "
+                            "Default 250."),
+    "max_ratio": typer.Option(None, "--max-ratio", help="Drop pairs whose longer side is over this many times "
+                              "the shorter (+5 tokens). Default 3."),
+    "cache_dir": typer.Option(None, "--cache-dir", help="Prepared corpora. Default $NMT_CACHE_DIR, else "
+                              "~/.cache/nmt/prepared."),
 }
 
 
@@ -438,18 +453,14 @@ def train(
                                        "(decoding time grows with them; the encoder runs once a sentence)."),
     pre_norm: bool = typer.Option(None, "--pre-norm/--post-norm", help="LayerNorm placement. Default post-norm."),
     dropout: float = typer.Option(None, "--dropout", help="Default 0.1."),
-    vocab_size: int = typer.Option(None, "--vocab-size", help="Sentencepiece pieces. Default 8000."),
-    spm: str = typer.Option(None, "--spm", help="Reuse this sentencepiece model."),
-    spm_sample: int = typer.Option(None, "--spm-sample", help="Sentences sentencepiece trains on, sampled "
-                                   "uniformly from the whole corpus. Default 1000000."),
+    vocab_size: int = PREPARATION_OPTIONS["vocab_size"],
+    spm: str = PREPARATION_OPTIONS["spm"],
+    spm_sample: int = PREPARATION_OPTIONS["spm_sample"],
     prepare_workers: int = typer.Option(None, "--prepare-workers", help="Processes that tokenize the corpus "
                                         "(once: see `nmt prepare`). Default one per CPU core."),
-    cache_dir: str = typer.Option(None, "--cache-dir", help="Prepared corpora. Default $NMT_CACHE_DIR, else "
-                                  "~/.cache/nmt/prepared."),
-    max_len: int = typer.Option(None, "--max-len", help="Drop pairs with a side longer than this many tokens. "
-                                "Default 250."),
-    max_ratio: float = typer.Option(None, "--max-ratio", help="Drop pairs whose longer side is over this many times "
-                                    "the shorter (+5 tokens). Default 3."),
+    cache_dir: str = PREPARATION_OPTIONS["cache_dir"],
+    max_len: int = PREPARATION_OPTIONS["max_len"],
+    max_ratio: float = PREPARATION_OPTIONS["max_ratio"],
     max_positions: int = typer.Option(None, "--max-positions", help="Longest sequence the model's positions cover. "
                                       "Default 512."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Padded tokens per batch. Default 4096."),
@@ -529,15 +540,14 @@ def prepare(
     valid_tgt: str = DATA_OPTIONS["valid_tgt"],
     augment: bool = DATA_OPTIONS["augment"],
     augment_swap: float = DATA_OPTIONS["augment_swap"],
-    vocab_size: int = typer.Option(8000, "--vocab-size", help="Sentencepiece pieces."),
-    spm: str = typer.Option(None, "--spm", help="Use this sentencepiece model instead of training one."),
-    spm_sample: int = typer.Option(1_000_000, "--spm-sample", help="Sentences sentencepiece trains on."),
-    max_len: int = typer.Option(250, "--max-len", help="Drop pairs with a side longer than this many tokens."),
-    max_ratio: float = typer.Option(3.0, "--max-ratio", help="Drop pairs whose longer side is over this many "
-                                    "times the shorter (+5 tokens)."),
-    seed: int = typer.Option(1, "--seed", help="Sentencepiece sample and held-out validation pairs."),
+    vocab_size: int = PREPARATION_OPTIONS["vocab_size"],
+    spm: str = PREPARATION_OPTIONS["spm"],
+    spm_sample: int = PREPARATION_OPTIONS["spm_sample"],
+    max_len: int = PREPARATION_OPTIONS["max_len"],
+    max_ratio: float = PREPARATION_OPTIONS["max_ratio"],
+    seed: int = typer.Option(None, "--seed", help="Sentencepiece sample and held-out validation pairs. Default 1."),
     workers: int = typer.Option(None, "--workers", help="Tokenizing processes. Default one per CPU core."),
-    cache_dir: str = typer.Option(None, "--cache-dir", help="Default $NMT_CACHE_DIR, else ~/.cache/nmt/prepared."),
+    cache_dir: str = PREPARATION_OPTIONS["cache_dir"],
 ) -> None:
     """Tokenize a training corpus once into a memory-mapped cache that `nmt train` (with the same data options)
     then opens in seconds, on every start, resume and rank. Prints the cache folder."""
@@ -550,12 +560,15 @@ def prepare(
             spm_model = Path(spm).read_bytes()
         except OSError as exc:
             raise UsageError(f"cannot read the sentencepiece model {spm}: {exc.strerror}") from None
-    # the names of `nmt train`'s options (TrainConfig), so that both make the same cache
-    options = SimpleNamespace(data=data, src_file=src_file, tgt_file=tgt_file, hf_dataset=hf_dataset,
-                              hf_config=hf_config, streaming=streaming, valid_src=valid_src, valid_tgt=valid_tgt,
-                              augment=augment, augment_swap=augment_swap, seed=seed, vocab_size=vocab_size,
-                              spm_sample=spm_sample, max_len=max_len, max_ratio=max_ratio, prepare_workers=workers,
-                              cache_dir=cache_dir)
+    from nmt.training.train import TrainConfig
+
+    # the names of `nmt train`'s options (TrainConfig) and, where not given, its defaults: both make one cache
+    given = dict(data=data, src_file=src_file, tgt_file=tgt_file, hf_dataset=hf_dataset, hf_config=hf_config,
+                 streaming=streaming, valid_src=valid_src, valid_tgt=valid_tgt, augment=augment,
+                 augment_swap=augment_swap, seed=seed, vocab_size=vocab_size, spm_sample=spm_sample, max_len=max_len,
+                 max_ratio=max_ratio, prepare_workers=workers, cache_dir=cache_dir)
+    defaults = {field.name: field.default for field in fields(TrainConfig)}
+    options = SimpleNamespace(**{name: defaults[name] if value is None else value for name, value in given.items()})
     typer.echo(str(prepare_training_data(options, spm_model).folder))
 
 

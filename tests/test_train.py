@@ -685,6 +685,22 @@ def test_a_prepared_folder_trains_offline_with_its_own_validation_pairs(corpus, 
     assert not_prepared.returncode == 2 and "is not a folder that `nmt prepare` made" in not_prepared.stderr
 
 
+def test_prepare_and_train_with_the_same_data_options_share_one_cache(corpus, tmp_path):
+    """Each command's defaults for the options it does not get are TrainConfig's: the cache `nmt prepare` makes
+    is the one `nmt train` opens, with nothing tokenized again."""
+    data = ("--src-file", str(corpus / "train.en"), "--tgt-file", str(corpus / "train.fr"), "--spm",
+            str(corpus / "spm.model"))
+    env = {"NMT_CACHE_DIR": str(tmp_path / "cache")}
+    made = nmt("prepare", *data, env=env)
+    assert made.returncode == 0, made.stderr
+    folder = made.stdout.strip().splitlines()[-1]
+    trained = nmt("train", *data, "--preset", "tiny", "--max-steps", "1", "--max-tokens", "600", "--threads", "1",
+                  "--valid-every", "1000", "--out", str(tmp_path / "run"), env=env)
+    assert trained.returncode == 0, trained.stderr
+    assert f"prepared corpus {folder}:" in trained.stderr and "tokenized" not in trained.stderr
+    assert [path.name for path in (tmp_path / "cache").iterdir()] == [Path(folder).name]
+
+
 def test_tokens_per_update_sets_the_accumulation_from_the_number_of_ranks():
     from nmt.training.train import batches_per_update
 
