@@ -140,7 +140,7 @@ model-general: setup
 		$(TIMED) eval-$$test -- $(BIN)/nmt eval --model data/models/general.pt --test $$test \
 			--format jsonl >> $(GENERAL_RUN)/scores.jsonl || exit 1; done
 
-general-landmark:
+general-landmark: setup
 	$(BIN)/python -c "from nmt.training.train import write_slim_resume_point as w; \
 		s = w('$(GENERAL_RUN)/last.pt', '$(GENERAL_LANDED)').train_state['progress']; \
 		print(f'$(GENERAL_LANDED): update {s[\"step\"]}, {s[\"elapsed\"] / 60:.1f} training minutes')"
