@@ -237,6 +237,10 @@ def test_a_slim_resume_point_resumes_the_run_where_it_stood_with_a_short_rewarm(
     assert nmt("average", str(first / "last.pt"), "--out", str(weights_only)).returncode == 0
     with pytest.raises(UsageError, match="holds no training state"):
         write_slim_resume_point(weights_only, tmp_path / "again.pt")
+    (tmp_path / "weights").mkdir()
+    shutil.copy(weights_only, tmp_path / "weights" / "last.pt")
+    refused = nmt(*train_args(corpus, tmp_path / "weights", *common, "--max-steps", "20"))
+    assert refused.returncode == 2 and "has no training state to resume from" in refused.stderr
 
 
 def test_resume_keeps_the_stored_schedule_and_refuses_another_model_or_schedule(corpus, tmp_path):
