@@ -16,6 +16,7 @@ from nmt.decoding.translate import Translator
 from nmt.errors import CheckpointError
 from nmt.model.checkpoint import load_checkpoint, save_checkpoint
 from nmt.model.flat_decoder import FlatDecoder
+from nmt.model.quantize import cpu_flags
 from nmt.model.shortlist import Shortlist, TokenChunk, Vocabularies, build_shortlist, count_chunks, count_cooccurrences
 from nmt.text.tokenizer import EOS_ID
 from tests.conftest import tiny_model
@@ -85,10 +86,16 @@ def test_each_sentence_adds_its_sources_and_their_partners_to_the_shared_special
                                                ("int8_fp32 fbgemm", False)])
 @pytest.mark.parametrize("tied", [True, False])
 def test_restricted_decoder_gives_each_sentence_the_full_log_probs_over_its_list(precision, tied, kernel, monkeypatch):
-    if precision.endswith("fbgemm"):  # the tiny model's products are all small
+    fbgemm = precision.endswith("fbgemm")
+    if fbgemm:  # the tiny model's products are all small
         monkeypatch.setattr("nmt.model.quantize.FBGEMM_MIN_PRODUCT", 0)
         precision = precision.split()[0]
     model = cast_for_inference(tiny_model(seed=5, tie_embeddings=tied), precision)
+    # fbgemm without VNNI (AVX2 alone) takes another kernel (pairs of u8 x s8 products summed in int16, which
+    # saturates: the likely cause): the shared and the whole projections then differed by up to 0.031 on an
+    # AVX2-only EPYC, against under 0.02 with VNNI
+    vnni = bool(cpu_flags() & {"avx512_vnni", "avx_vnni", "amx_int8"})
+    tolerance = 1e-4 if precision == "fp32" else 2e-2 if vnni or not fbgemm else 4e-2
     flat = FlatDecoder(model)
     if not kernel:
         flat.sentence_logits = None  # the batched product over padded weights (fp32, other devices)
@@ -114,7 +121,7 @@ def test_restricted_decoder_gives_each_sentence_the_full_log_probs_over_its_list
         assert log_probs.shape == (local.size(0), 64)
         listed = torch.arange(10)[None, :] < lengths.repeat_interleave(2)[:, None]  # (R, 10)
         expected = full.gather(1, rows_ids).float().masked_fill(~listed, -math.inf)
-        torch.testing.assert_close(log_probs[:, :10], expected, atol=1e-4 if precision == "fp32" else 2e-2, rtol=0)
+        torch.testing.assert_close(log_probs[:, :10], expected, atol=tolerance, rtol=0)
         assert (log_probs[:, 10:] == -math.inf).all()  # padding
         local = log_probs[:, 4:].argmax(dim=1) + 4  # feed tokens other than the specials, own ones too
         if step == 2:  # a finished sentence leaves the batch: the others keep their own tokens
