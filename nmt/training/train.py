@@ -35,7 +35,7 @@ from nmt.data.sources import DataSpec, validation_pairs
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator  # at start, not at the first validation: code changed mid-run stays out
 from nmt.errors import DataError, Interrupted, NmtError, UsageError, signal_name, stop_signals_handled_by
-from nmt.model.checkpoint import Checkpoint, load_checkpoint, model_weights, save_checkpoint
+from nmt.model.checkpoint import Checkpoint, cast_weights, load_checkpoint, model_weights, save_checkpoint
 from nmt.model.config import PRESETS, ModelConfig
 from nmt.model.loss import TranslationLoss
 from nmt.model.transformer import Transformer
@@ -243,8 +243,7 @@ def write_slim_resume_point(last: str | Path, out: str | Path) -> Checkpoint:
     if checkpoint.train_state is None:
         raise UsageError(f"{last} holds no training state: not a run's last.pt")
     state = {key: value for key, value in checkpoint.train_state.items() if key not in ("optimizer", "scaler")}
-    weights = {name: t.half() if t.is_floating_point() else t for name, t in checkpoint.weights.items()}
-    slim = dataclasses.replace(checkpoint, weights=weights, train_state=state)
+    slim = dataclasses.replace(checkpoint, weights=cast_weights(checkpoint.weights, torch.float16), train_state=state)
     save_checkpoint(out, slim)
     return slim
 

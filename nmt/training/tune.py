@@ -13,7 +13,7 @@ import torch
 from nmt.data.corpus import ParallelText
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator
-from nmt.model.checkpoint import Checkpoint, save_checkpoint
+from nmt.model.checkpoint import Checkpoint, cast_weights, save_checkpoint
 from nmt.text.metrics import score
 
 log = logging.getLogger("nmt")
@@ -41,7 +41,7 @@ def write_release(checkpoint: Checkpoint, decoding: dict, out: str, half: bool) 
     """The checkpoint with `decoding` defaults, no training state, weights in fp16 if `half`."""
     weights = checkpoint.weights
     if half:
-        weights = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
+        weights = cast_weights(weights, torch.float16)
     training = dict(checkpoint.training)
     save_checkpoint(out, Checkpoint(checkpoint.config, weights, checkpoint.spm_model,
                                     {**checkpoint.decoding, **decoding}, training, shortlist=checkpoint.shortlist))
