@@ -67,7 +67,7 @@ bench: $(VENV)/.bench
 
 # Everything else (about 40 minutes more): decoder and training throughput, the targets over repeated
 # whole-process rounds, the BLEU of each precision on every test set, hostile input (long and blank lines),
-# the GPU tables where CUDA is present.
+# where decoding time goes by operation against CTranslate2 (perf), the GPU tables where CUDA is present.
 bench-more: $(VENV)/.bench
 	$(BIN)/python benchmarks/decode.py
 	$(BIN)/python benchmarks/train.py --steps 6 --presets small,base
@@ -76,6 +76,8 @@ bench-more: $(VENV)/.bench
 	$(BIN)/python benchmarks/hostile.py
 	$(BIN)/python benchmarks/beam_parity.py
 	$(BIN)/python benchmarks/serve.py --requests 500 --clients 32
+	@if command -v perf >/dev/null; then $(BIN)/python benchmarks/op_profile.py; \
+		else echo 'no perf (Debian: linux-perf): benchmarks/op_profile.py not run'; fi
 	@if $(BIN)/python -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then \
 		$(BIN)/python benchmarks/gpu.py; else echo 'no CUDA device: benchmarks/gpu.py not run'; fi
 
