@@ -110,8 +110,6 @@ class Sampling:
 
 
 def nmt_child(model: str, beam: int, batch: int, lines: list[str]) -> tuple[list[str], float]:
-    import torch  # noqa: F401  (imported before timing: the profile starts after loading)
-
     from nmt.decoding.configuration import DecodingConfig, DecodingFlags
     from nmt.decoding.translate import Translator
     from nmt.model.checkpoint import load_checkpoint
@@ -131,13 +129,13 @@ def nmt_child(model: str, beam: int, batch: int, lines: list[str]) -> tuple[list
 def ct2_child(model: str, beam: int, batch: int, lines: list[str]) -> tuple[list[str], float]:
     import ctranslate2
     import sentencepiece
+    from results import translate_options
 
     from nmt.apps.export import export_ctranslate2
-    from nmt.decoding.configuration import DecodingFlags, search_options
     from nmt.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(model)
-    options = search_options(checkpoint, DecodingFlags(beam=beam))
+    options = translate_options(checkpoint, beam)  # the length penalty nmt translate --beam BEAM uses
     exported = Path(tempfile.mkdtemp()) / "ct2"
     export_ctranslate2(checkpoint, exported)
     processor = sentencepiece.SentencePieceProcessor(model_file=str(exported / "sentencepiece.model"))
@@ -158,14 +156,13 @@ def ct2_child(model: str, beam: int, batch: int, lines: list[str]) -> tuple[list
     return out, seconds
 
 
-def profiled(engine: str, model: str, beam: int, batch: int, sentences: list[str], folder: Path) -> dict:
-    """Run one engine's child under perf; its output lines, seconds and samples per group."""
+def profiled(engine: str, model: str, beam: int, batch: int, source: Path, folder: Path) -> dict:
+    """Run one engine's child on the lines of `source` under perf; its output lines, seconds and samples per
+    group."""
     control, ack, data = folder / f"{engine}.ctl", folder / f"{engine}.ack", folder / f"{engine}.data"
     for fifo in (control, ack):
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo)
-    source = folder / "source.txt"
-    source.write_text("".join(line + "\n" for line in sentences))
     command = ["perf", "record", "-e", "cpu-clock", "-F", "2000", "-D", "-1", "--control",
                f"fifo:{control},{ack}", "-o", str(data), "--", sys.executable, __file__, "--child", engine,
                "--model", model, "--beam", str(beam), "--batch", str(batch), "--source", str(source)]
@@ -213,8 +210,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(args.keep or scratch)
         folder.mkdir(parents=True, exist_ok=True)
+        source = folder / "source.txt"
+        source.write_text("".join(line + "\n" for line in sources))
         for engine in (NMT_CHILD, CT2_CHILD):
-            result = results[engine] = profiled(engine, model, args.beam, args.batch, sources, folder)
+            result = results[engine] = profiled(engine, model, args.beam, args.batch, source, folder)
             tokens = sum(len(ids) for ids in tokenizer.encode_batch(result["out"]))
             result.update(tokens=tokens, bleu=sacrebleu.corpus_bleu(result["out"], [references]).score)
             print(engine, f"{result['seconds']:.2f} s, {tokens} target tokens", flush=True)
