@@ -131,7 +131,8 @@ model-general: setup
 		--valid-tgt $(GENERAL_RUN)/valid.fr --preset small \
 		--precision auto --max-minutes $(GENERAL_MINUTES) --decay linear --warmup 1000 --lr 1.5e-3 --max-tokens 4096 \
 		--threads 2 --valid-every 2000 --save-every 500 --keep-last 5 --log-every 100 --out $(GENERAL_RUN)
-	$(TIMED) average -- $(BIN)/nmt average $(GENERAL_RUN)/step*.pt --out $(GENERAL_RUN)/averaged.pt
+	$(TIMED) average -- $(BIN)/nmt average $(GENERAL_RUN)/step*.pt --valid europarl:dev,tatoeba:dev --limit 500 \
+		--out $(GENERAL_RUN)/averaged.pt
 	$(TIMED) tune -- $(BIN)/nmt tune --model $(GENERAL_RUN)/averaged.pt \
 		--valid europarl:dev,tatoeba:dev --limit 500 --beams 4,5 --lenpens 0.6,1.0,1.2 --no-repeat-ngram 4 \
 		--protect-names \

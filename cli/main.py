@@ -655,12 +655,42 @@ def evaluate(
 def average(
     checkpoints: list[Path] = typer.Argument(..., help="Checkpoints of one model to average."),
     out: Path = typer.Option(..., "--out", help="Where to write the averaged checkpoint."),
+    valid: str = typer.Option(None, "--valid", help="Average the latest k checkpoints for the k (1 to all) with the "
+                              "best greedy BLEU on these sets (CORPUS:SPLIT, comma-separated), instead of all."),
+    limit: int = typer.Option(None, "--limit", help="With --valid: the first N pairs of each set only."),
 ) -> None:
     """Average the weights of several checkpoints (e.g. OUT/step*.pt of one run)."""
     from nmt.training.train import average_checkpoints
 
-    average_checkpoints(checkpoints, out)
-    typer.echo(f"averaged {len(checkpoints)} checkpoints into {out}")
+    if valid is None:
+        average_checkpoints(checkpoints, out)
+        typer.echo(f"averaged {len(checkpoints)} checkpoints into {out}")
+        return
+    _configure_logging(False)
+    from nmt.model.checkpoint import save_checkpoint
+    from nmt.training.tune import choose_average
+
+    pairs = _validation_pairs(valid, limit)
+    averaged, table = choose_average(checkpoints, pairs)
+    for count, bleu in table:
+        typer.echo(f"the latest {count} averaged: greedy BLEU {bleu:.2f} on {valid} ({len(pairs.source)} pairs)")
+    save_checkpoint(out, averaged)
+    typer.echo(f"averaged the latest {averaged.training['summary']['averaged']} of {len(checkpoints)} checkpoints "
+               f"into {out}")
+
+
+def _validation_pairs(valid: str, limit: int | None):
+    """The pairs of comma-separated CORPUS:SPLIT sets, the first `limit` of each."""
+    from nmt.data.corpus import ParallelText, parse_test_set
+
+    if limit is not None and limit < 1:
+        raise UsageError("--limit must be at least 1")
+    pairs = ParallelText([], [])
+    for name in valid.split(","):
+        each = parse_test_set(name.strip())
+        pairs.source.extend(each.source[:limit])
+        pairs.target.extend(each.target[:limit])
+    return pairs
 
 
 @app.command()
@@ -680,7 +710,6 @@ def tune(
 ) -> None:
     """Pick beam size and length penalty by validation BLEU and store them in the checkpoint."""
     _configure_logging(False)
-    from nmt.data.corpus import ParallelText, parse_test_set
     from nmt.model.checkpoint import load_checkpoint
     from nmt.training.tune import tune_decoding, write_release
 
@@ -690,11 +719,7 @@ def tune(
     except ValueError:
         raise UsageError("--beams and --lenpens take comma-separated numbers") from None
     checkpoint = load_checkpoint(model)
-    pairs = ParallelText([], [])
-    for name in valid.split(","):
-        each = parse_test_set(name.strip())
-        pairs.source.extend(each.source[:limit])
-        pairs.target.extend(each.target[:limit])
+    pairs = _validation_pairs(valid, limit)
     if no_repeat_ngram < 0:
         raise UsageError("--no-repeat-ngram must not be negative")
     if clause_split is not None and clause_split < 1:

@@ -167,6 +167,17 @@ def test_tiny_model_learns_through_the_cli_and_its_checkpoints_translate(corpus,
     a, b = (load_checkpoint(out / f"step00000{n}.pt").weights for n in (30, 60))
     avg = load_checkpoint(tmp_path / "avg.pt").weights
     torch.testing.assert_close(avg["embed.weight"], (a["embed.weight"] + b["embed.weight"]) / 2)
+    # by validation: the latest checkpoint alone or both, whichever scores better, and the file is that one
+    chosen = nmt("average", str(out / "step0000060.pt"), str(out / "step0000030.pt"), "--valid", "multi30k:valid",
+                 "--limit", "20", "--out", str(tmp_path / "chosen.pt"))
+    assert chosen.returncode == 0, chosen.stderr
+    bleus = [float(line.split("greedy BLEU ")[1].split()[0]) for line in chosen.stdout.splitlines()
+             if line.startswith("the latest ")]
+    assert len(bleus) == 2
+    count = 1 if bleus[0] > bleus[1] else 2
+    assert f"averaged the latest {count} of 2 checkpoints" in chosen.stdout
+    expected = b["embed.weight"] if count == 1 else (a["embed.weight"] + b["embed.weight"]) / 2
+    torch.testing.assert_close(load_checkpoint(tmp_path / "chosen.pt").weights["embed.weight"], expected)
 
 
 def test_plot_draws_several_runs_against_minutes_and_refuses_other_axes(tmp_path):

@@ -929,19 +929,33 @@ def train(config: TrainConfig) -> dict:
 
 def average_checkpoints(paths: list[str | Path], out: str | Path) -> None:
     """Average the weights of several checkpoints of one model (training state dropped)."""
+    save_checkpoint(out, averaged_checkpoint(load_for_averaging(paths)))
+
+
+def load_for_averaging(paths: list[str | Path]) -> list[tuple[str | Path, Checkpoint]]:
+    """Each path with its checkpoint, all of one model, oldest first (by the step each was saved at)."""
     if not paths:
         raise UsageError("nothing to average: give checkpoint files")
-    checkpoints = [load_checkpoint(p) for p in paths]
-    first = checkpoints[0]
-    if any(c.config != first.config for c in checkpoints):
+    loaded = [(path, load_checkpoint(path)) for path in paths]
+    if any(c.config != loaded[0][1].config for _, c in loaded):
         raise UsageError("checkpoints of different model configurations cannot be averaged")
+    return sorted(loaded, key=lambda pair: saved_at_step(pair[1]))
+
+
+def saved_at_step(checkpoint: Checkpoint) -> int:
+    return checkpoint.training.get("summary", {}).get("step", 0)
+
+
+def averaged_checkpoint(loaded: list[tuple[str | Path, Checkpoint]]) -> Checkpoint:
+    """One checkpoint whose floating-point weights are the mean of the loaded checkpoints' (oldest first)."""
+    checkpoints = [c for _, c in loaded]
+    first, newest = checkpoints[0], checkpoints[-1]
     averaged = {}
     for name, tensor in first.weights.items():
         if tensor.is_floating_point():
             averaged[name] = sum(c.weights[name].double() for c in checkpoints).div(len(checkpoints)).to(tensor.dtype)
         else:
             averaged[name] = tensor
-    newest = max(checkpoints, key=lambda c: c.training.get("summary", {}).get("step", 0))
     summary = dict(newest.training.get("summary", {}), averaged=len(checkpoints))
-    training = dict(newest.training, summary=summary, averaged_from=[str(p) for p in paths])
-    save_checkpoint(out, Checkpoint(first.config, averaged, first.spm_model, first.decoding, training))
+    training = dict(newest.training, summary=summary, averaged_from=[str(path) for path, _ in loaded])
+    return Checkpoint(first.config, averaged, first.spm_model, first.decoding, training)

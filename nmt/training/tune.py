@@ -1,12 +1,15 @@
 """Tune decoding defaults (beam size, length penalty) on a validation set and store them in a checkpoint,
-where `nmt translate` and `nmt eval` use them when the flags are absent.
+where `nmt translate` and `nmt eval` use them when the flags are absent; and choose how many of a run's
+latest checkpoints to average by the same validation.
 
     best = tune_decoding(checkpoint, pairs, beams=[4, 5], lenpens=[0.6, 1.0])   # -> ({...}, table)
+    averaged, table = choose_average(paths, pairs)                                # table: [(count, BLEU), ...]
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import torch
 
@@ -15,6 +18,7 @@ from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator
 from nmt.model.checkpoint import Checkpoint, cast_weights, save_checkpoint
 from nmt.text.metrics import score
+from nmt.training.train import averaged_checkpoint, load_for_averaging
 
 log = logging.getLogger("nmt")
 
@@ -35,6 +39,23 @@ def tune_decoding(checkpoint: Checkpoint, pairs: ParallelText, beams: list[int],
     beam, lenpen, _ = max(table, key=lambda row: row[2])
     best = {"beam_size": beam, "lenpen": lenpen}
     return ({**best, "no_repeat_ngram": no_repeat_ngram} if no_repeat_ngram else best), table
+
+
+def choose_average(paths: list[str | Path], pairs: ParallelText) -> tuple[Checkpoint, list[tuple[int, float]]]:
+    """The average of the latest k checkpoints, for the k (1 to all) with the best greedy BLEU on `pairs`
+    (the more checkpoints on a tie), and every k's BLEU. Where the run's rate was still high at the oldest
+    checkpoints, averaging them all can score below fewer."""
+    loaded = load_for_averaging(paths)
+    candidates, table = {}, []
+    for count in range(1, len(loaded) + 1):
+        candidate = averaged_checkpoint(loaded[-count:])
+        translator = Translator(candidate.build_model(), candidate.tokenizer(), SearchOptions(beam_size=1))
+        bleu = score([t.text for t in translator.translate(pairs.source)], pairs.target).bleu
+        log.info("the latest %d checkpoint(s) averaged: greedy BLEU %.2f", count, bleu)
+        candidates[count] = candidate
+        table.append((count, bleu))
+    count, _ = max(table, key=lambda row: (row[1], row[0]))
+    return candidates[count], table
 
 
 def write_release(checkpoint: Checkpoint, decoding: dict, out: str, half: bool) -> None:
