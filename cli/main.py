@@ -748,7 +748,8 @@ def build_shortlist(
     src_file: str = typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok)."),
     tgt_file: str = typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
     prepared: str = typer.Option(None, "--prepared", help="A folder `nmt prepare` made with the model's "
-                                 "sentencepiece model: its token ids are counted, nothing is tokenized again."),
+                                 "sentencepiece model: its token ids are counted, nothing is tokenized again; the "
+                                 "counts are kept there, for lists of other sizes."),
     per_token: int = typer.Option(300, "--per-token", help="Target tokens each source token adds (those met most "
                                   "often with it, beyond the frequent ones)."),
     frequent: int = typer.Option(3000, "--frequent", help="Most frequent target tokens, which every sentence keeps."),
@@ -758,11 +759,9 @@ def build_shortlist(
     _configure_logging(False)
     import dataclasses
 
-    import torch
-
     from nmt.data.sources import DataSpec, parse_names, training_pairs
     from nmt.model.checkpoint import load_checkpoint, save_checkpoint
-    from nmt.model.shortlist import TokenChunk, count_chunks, shortlist_from_text
+    from nmt.model.shortlist import count_prepared, shortlist_from_text
 
     if per_token < 1 or frequent < 0:
         raise UsageError("--per-token must be at least 1 and --frequent not negative")
@@ -775,10 +774,8 @@ def build_shortlist(
         folder = open_prepared(prepared)
         if folder.tokenizer.model_bytes != checkpoint.spm_model:
             raise UsageError(f"{prepared} was tokenized with another sentencepiece model than {model}'s")
-        corpus = TokenCorpus(folder.folder)
-        count = len(corpus)
-        chunks = (TokenChunk(*map(torch.from_numpy, arrays)) for arrays in corpus.flat_chunks())
-        shortlist = count_chunks(chunks, checkpoint.config.vocab_size).shortlist(per_token, frequent)
+        count = len(TokenCorpus(folder.folder))
+        shortlist = count_prepared(folder.folder, checkpoint.config.vocab_size).shortlist(per_token, frequent)
     else:
         spec = DataSpec(names=parse_names(data) if data else (), src_file=src_file, tgt_file=tgt_file)
         pairs = training_pairs(spec)

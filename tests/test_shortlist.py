@@ -6,10 +6,13 @@ import dataclasses
 import math
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+from nmt.data.prepare import kept_beside
 from nmt.decoding.inference import cast_for_inference
 from nmt.decoding.search import SearchOptions, search
 from nmt.decoding.translate import Translator
@@ -313,9 +316,35 @@ def test_a_shortlist_from_a_prepared_folder_counts_the_same_pairs_as_from_their_
     assert b"from 300 pairs" in from_ids.stdout
     text, ids = load_checkpoint(tmp_path / "text.pt").shortlist, load_checkpoint(tmp_path / "ids.pt").shortlist
     assert torch.equal(text.table, ids.table) and torch.equal(text.frequent, ids.frequent)
+    # the counts are kept in the folder: lists of other sizes come from them, the same as counted afresh
+    assert (Path(folder) / "cooccurrences.npz").is_file()
+    other = ("--per-token", "3", "--frequent", "20")
+    again = nmt("shortlist", "--model", str(tiny_checkpoint), "--prepared", folder, "--out", str(tmp_path / "kept.pt"),
+                *other)
+    afresh = nmt("shortlist", "--model", str(tiny_checkpoint), "--src-file", str(tmp_path / "a.en"), "--tgt-file",
+                 str(tmp_path / "a.fr"), "--out", str(tmp_path / "afresh.pt"), *other)
+    assert again.returncode == 0 and afresh.returncode == 0, again.stderr.decode()
+    kept, counted = (load_checkpoint(tmp_path / name).shortlist for name in ("kept.pt", "afresh.pt"))
+    assert torch.equal(kept.table, counted.table) and torch.equal(kept.frequent, counted.frequent)
     both = nmt("shortlist", "--model", str(tiny_checkpoint), "--prepared", folder, "--data", "multi30k", "--out",
                str(tmp_path / "x.pt"))
     assert both.returncode == 2 and b"not both" in both.stderr
+
+
+def test_arrays_kept_beside_a_prepared_folder_are_made_once_and_remade_when_unreadable(tmp_path, caplog):
+    made = []
+
+    def make():
+        made.append(1)
+        return {"counts": np.arange(5, dtype=np.int64)}
+
+    first, second = (kept_beside(tmp_path, "counts.npz", make) for _ in range(2))
+    assert len(made) == 1 and np.array_equal(first["counts"], second["counts"])
+    (tmp_path / "counts.npz").write_bytes(b"half a file")
+    assert np.array_equal(kept_beside(tmp_path, "counts.npz", make)["counts"], np.arange(5))
+    assert len(made) == 2 and "unreadable" in caplog.text
+    assert np.array_equal(np.load(tmp_path / "counts.npz")["counts"], np.arange(5))  # rewritten whole
+    assert [p.name for p in tmp_path.iterdir()] == ["counts.npz"]  # no temporary file left
 
 
 def test_nmt_shortlist_defaults_to_the_chosen_sizes():

@@ -27,9 +27,10 @@ import os
 import random
 import shutil
 import time
+import zipfile
 import zlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -138,6 +139,30 @@ def open_prepared(folder: str | Path) -> Prepared:
         raise DataError(f"{folder / 'spm.model'} is not a sentencepiece model") from None
     valid = ParallelText(*_read_valid(folder)) if (folder / "valid.en").is_file() else ParallelText([], [])
     return Prepared(folder, tokenizer, valid)
+
+
+def kept_beside(folder: Path, name: str, make: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Arrays computed from a prepared folder's tokens, made once and kept in the folder as NAME (.npz, written
+    under a temporary name and renamed, read without pickle). A folder that cannot be written gets a warning
+    and the arrays are made again next time."""
+    path = folder / name
+    if path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                return dict(stored)
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            log.warning("%s is unreadable (%s): making it again", path, exc)
+    arrays = make()
+    temporary = folder / f".{name}.tmp{os.getpid()}"
+    try:
+        with open(temporary, "wb") as file:
+            np.savez(file, **arrays)
+        os.replace(temporary, path)
+    except OSError as exc:
+        log.warning("cannot keep %s in %s (%s): it will be made again next time", name, folder, exc.strerror or exc)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return arrays
 
 
 def _wait_for(folder: Path, poll: float = 1.0) -> None:
