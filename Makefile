@@ -48,10 +48,11 @@ lint: setup
 	$(BIN)/ruff check nmt cli tests benchmarks
 
 run: setup
-	@if $(BIN)/python -c "from nmt.data.corpus import data_dir; import sys; sys.exit(not (data_dir() / 'models' / 'en-fr.pt').is_file())"; then \
+	@if $(BIN)/python -c "from nmt.apps.shipped import model_path; model_path(None)" 2>/dev/null; then \
 		$(BIN)/nmt translate < $(EXAMPLES); \
 	else \
-		echo "The shipped model data/models/en-fr.pt is missing: 'make model' rebuilds it (see README)."; \
+		echo "The default shipped model (data/models/models.json) is missing: 'make model' rebuilds the captions" \
+			"model, 'make model-general' the general one (see README)."; \
 	fi
 
 # Benchmarks also compare with CTranslate2 and HF transformers: installed here only, not for the tests.

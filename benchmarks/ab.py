@@ -71,7 +71,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tree_a", help="a folder holding the nmt package to compare")
     parser.add_argument("tree_b")
-    parser.add_argument("--model", default=None, help="default: the shipped model")
+    parser.add_argument("--model", default=None, help="A checkpoint or a shipped model's name; default the "
+                        "default shipped model.")
     parser.add_argument("--test-set", default="multi30k:test_2016_flickr")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--batch", type=int, default=32)
@@ -82,9 +83,9 @@ def main() -> None:
     args = parser.parse_args()
     if (os.cpu_count() or 1) < 2:
         sys.exit("error: ab.py runs both trees at once and needs two cores")
-    from nmt.data.corpus import data_dir
+    from results import model_file
 
-    model = args.model or str(data_dir() / "models" / "en-fr.pt")
+    model = model_file(args.model)
     arguments = [model, args.test_set, str(args.beam), str(args.batch), str(args.sentences), args.precision,
                  "1" if args.shortlist else "0"]
     trees = [args.tree_a, args.tree_b]

@@ -18,7 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nmt.data.corpus import data_dir, parse_test_set  # noqa: E402
+from results import model_file  # noqa: E402
+
+from nmt.data.corpus import parse_test_set  # noqa: E402
 from nmt.decoding.alignment import cross_attention, word_alignment  # noqa: E402
 from nmt.model.checkpoint import load_checkpoint  # noqa: E402
 
@@ -35,10 +37,11 @@ def anchors(source: str, target: str) -> dict[int, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
+    parser.add_argument("--model", help="A checkpoint, or a shipped model's name; default the default shipped model.")
     parser.add_argument("--valid", default="multi30k:valid")
     parser.add_argument("--out", default=str(Path(__file__).parent / "ALIGNMENT.md"))
     args = parser.parse_args()
+    args.model = model_file(args.model)
     checkpoint = load_checkpoint(args.model)
     model, tokenizer = checkpoint.build_model("cpu"), checkpoint.tokenizer()
     pairs = parse_test_set(args.valid)

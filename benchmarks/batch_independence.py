@@ -15,9 +15,8 @@ import os
 import subprocess
 import sys
 
-from results import cpu_name, write_section
+from results import cpu_name, model_file, write_section
 
-from nmt.apps.shipped import is_model_name, model_path
 from nmt.data.corpus import parse_test_set
 
 
@@ -31,12 +30,12 @@ def translate(model: str, precision: str, text: str, alone: bool, int8_rows: boo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="captions")
+    parser.add_argument("--model", help="A checkpoint, or a shipped model's name; default the default shipped model.")
     parser.add_argument("--test-sets", default="multi30k:test_2016_flickr,europarl:dev")
     parser.add_argument("--lines", type=int, default=300)
     parser.add_argument("--precisions", default="int8_fp32,int8_bf16,fp32")
     args = parser.parse_args()
-    model = str(model_path(args.model)) if is_model_name(args.model) else args.model
+    model = model_file(args.model)
     modes = [(precision, True) for precision in args.precisions.split(",")]
     if "int8_fp32" in args.precisions.split(","):
         modes.append(("int8_fp32", False))  # NMT_INT8_ROWS=0: fbgemm's scale per call

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from results import cpu_name, write_section
+from results import cpu_name, model_file, write_section
 
 from nmt.apps.export import export_ctranslate2
-from nmt.data.corpus import data_dir, parse_test_set
+from nmt.data.corpus import parse_test_set
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator
 from nmt.model.checkpoint import load_checkpoint
@@ -42,13 +42,15 @@ def main() -> None:
     import ctranslate2
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="default: the shipped model")
+    parser.add_argument("--model", default=None, help="A checkpoint or a shipped model's name; default the "
+                        "default shipped model.")
     parser.add_argument("--test-sets", default="multi30k:valid,tatoeba:dev")
     parser.add_argument("--beams", default="4,5")
     parser.add_argument("--lenpens", default="0.6,1.0,1.2")
     args = parser.parse_args()
     torch.set_num_threads(2)
-    checkpoint = load_checkpoint(args.model or data_dir() / "models" / "en-fr.pt")
+    model = model_file(args.model)
+    checkpoint = load_checkpoint(model)
     tokenizer = checkpoint.tokenizer()
     rows, bleu = [], sacrebleu.BLEU()
     with tempfile.TemporaryDirectory() as folder:
@@ -69,7 +71,7 @@ def main() -> None:
                                 f"{bleu_ours - bleu_theirs:+.2f} | {same:.1%} |")
     write_section("Beam search: nmt and CTranslate2 on the same weights", [
         f"`python benchmarks/beam_parity.py` on {cpu_name()}, {time.strftime('%Y-%m-%d')}, "
-        f"{'model ' + args.model if args.model else 'the shipped model'}, "
+        f"{'model ' + args.model if args.model else 'the default shipped model'}, "
         f"CTranslate2 {ctranslate2.__version__}: cased sacreBLEU ({bleu.get_signature()}), float32, "
         "the same beam, length penalty and length cap. nmt translates a line a sentence at a time, CTranslate2 "
         "the whole line: the few multi-sentence lines of tatoeba:dev differ for that reason.",
@@ -77,7 +79,7 @@ def main() -> None:
         "| test set | beam | lenpen | nmt BLEU | CTranslate2 BLEU | difference | identical lines |",
         "|---|---|---|---|---|---|---|",
         *rows,
-    ], model=args.model or data_dir() / "models" / "en-fr.pt")
+    ], model=model)
 
 
 if __name__ == "__main__":

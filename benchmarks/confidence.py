@@ -15,7 +15,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nmt.data.corpus import data_dir, parse_test_set  # noqa: E402
+from results import model_file  # noqa: E402
+
+from nmt.data.corpus import parse_test_set  # noqa: E402
 from nmt.decoding.search import SearchOptions  # noqa: E402
 from nmt.decoding.translate import Translator  # noqa: E402
 from nmt.model.checkpoint import load_checkpoint  # noqa: E402
@@ -41,10 +43,11 @@ def main() -> None:
     from sacrebleu.metrics import CHRF
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
+    parser.add_argument("--model", help="A checkpoint, or a shipped model's name; default the default shipped model.")
     parser.add_argument("--sets", default="multi30k:valid,tatoeba:dev")
     parser.add_argument("--out", default=str(Path(__file__).parent / "CONFIDENCE.md"))
     args = parser.parse_args()
+    args.model = model_file(args.model)
     checkpoint = load_checkpoint(args.model)
     options = SearchOptions(**{k: v for k, v in checkpoint.decoding.items() if k in ("beam_size", "lenpen")})
     translator = Translator.from_checkpoint(checkpoint, options)

@@ -30,6 +30,7 @@ from results import (
     ct2_threads_note,
     ct2_threads_slowdown,
     left_out_note,
+    model_file,
     modes_left_out,
     shown_path,
     translate_options,
@@ -38,7 +39,7 @@ from results import (
 )
 
 from nmt.apps.export import export_ctranslate2
-from nmt.data.corpus import data_dir, parse_test_set
+from nmt.data.corpus import parse_test_set
 from nmt.decoding.configuration import default_workers
 from nmt.decoding.translate import Translator
 from nmt.model.checkpoint import load_checkpoint
@@ -148,9 +149,10 @@ def target_tokens(tokenizer, lines: list[str]) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
+    parser.add_argument("--model", help="A checkpoint, or a shipped model's name; default the default shipped model.")
     parser.add_argument("--sentences", type=int, default=1000, help="batch-32 rows (batch 1 rows use a tenth)")
     args = parser.parse_args()
+    args.model = model_file(args.model)
     torch.set_num_threads(2)
     checkpoint = load_checkpoint(args.model)
     tokenizer = checkpoint.tokenizer()

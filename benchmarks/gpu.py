@@ -22,10 +22,10 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from results import cpu_name, translate_options, write_section
+from results import cpu_name, model_file, translate_options, write_section
 
 from nmt.apps.export import export_ctranslate2
-from nmt.data.corpus import data_dir, parse_test_set
+from nmt.data.corpus import parse_test_set
 from nmt.decoding.translate import Translator
 from nmt.model.checkpoint import load_checkpoint
 
@@ -75,15 +75,15 @@ def timed(translate, sources: list[str], repeats: int) -> tuple[list, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="checkpoint; default: the shipped model")
+    parser.add_argument("--model", help="A checkpoint, or a shipped model's name; default the default shipped model.")
     parser.add_argument("--sentences", type=int, default=1000, help="batch-32 rows (batch-1 rows use a tenth)")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per in-process row (median)")
     parser.add_argument("--cli", default=f"{sys.executable} -m nmt_cli.main", help="how to run nmt")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("benchmarks/gpu.py needs a CUDA device")
-    shown = "the shipped model (data/models/en-fr.pt)" if args.model is None else args.model
-    args.model = args.model or str(data_dir() / "models" / "en-fr.pt")
+    shown = "the default shipped model" if args.model is None else args.model
+    args.model = model_file(args.model)
     checkpoint = load_checkpoint(args.model)
     tokenizer = checkpoint.tokenizer()
     test = parse_test_set("multi30k:test_2016_flickr")

@@ -177,7 +177,7 @@ def profiled(engine: str, model: str, beam: int, batch: int, source: Path, folde
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="Default: the default shipped model.")
+    parser.add_argument("--model", help="A checkpoint, or a shipped model's name; default the default shipped model.")
     parser.add_argument("--test-set", default="multi30k:test_2016_flickr")
     parser.add_argument("--sentences", type=int, default=500)
     parser.add_argument("--beam", type=int, default=4)
@@ -196,13 +196,12 @@ def main() -> None:
         sys.exit("op_profile.py needs Linux perf (Debian: apt install linux-perf)")
 
     import sacrebleu
-    from results import cpu_name, shown_path, write_section
+    from results import cpu_name, model_file, shown_path, write_section
 
-    from nmt.apps.shipped import model_path
     from nmt.data.corpus import parse_test_set
     from nmt.model.checkpoint import load_checkpoint
 
-    model = args.model or str(model_path(None))
+    model = model_file(args.model)
     test = parse_test_set(args.test_set)
     sources, references = test.source[: args.sentences], test.target[: args.sentences]
     tokenizer = load_checkpoint(model).tokenizer()

@@ -19,9 +19,9 @@ import time
 from dataclasses import replace
 
 import torch
-from results import cpu_name, left_out_note, modes_left_out, shown_path, vector_extensions, write_section
+from results import cpu_name, left_out_note, model_file, modes_left_out, shown_path, vector_extensions, write_section
 
-from nmt.data.corpus import data_dir, parse_test_set
+from nmt.data.corpus import parse_test_set
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator
 from nmt.model.checkpoint import load_checkpoint
@@ -34,9 +34,10 @@ MODES = ("fp32", "bf16", "int8", "int8_bf16", "int8_fp32")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
+    parser.add_argument("--model", help="A checkpoint, or a shipped model's name; default the default shipped model.")
     parser.add_argument("--sentences", type=int, default=None, help="only the first N of each test set")
     args = parser.parse_args()
+    args.model = model_file(args.model)
     torch.set_num_threads(2)
     checkpoint = load_checkpoint(args.model)
     tuned = SearchOptions(**checkpoint.decoding)

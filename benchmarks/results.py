@@ -8,6 +8,7 @@ import platform
 import sys
 from pathlib import Path
 
+from nmt.apps.shipped import is_model_name, model_path
 from nmt.decoding.configuration import DecodingFlags, search_options
 from nmt.decoding.inference import cpu_flags, cpu_has_native_bf16
 from nmt.decoding.search import SearchOptions
@@ -23,6 +24,12 @@ def shown_path(path: str | Path) -> str:
         return str(resolved.relative_to(ROOT))
     except ValueError:
         return resolved.name
+
+
+def model_file(model: str | None) -> str:
+    """A benchmark's --model as a file: a path as given, a shipped model's name, or None for the default
+    shipped model (data/models/models.json), the one `nmt translate` uses with no --model."""
+    return str(model_path(model)) if model is None or is_model_name(model) else model
 
 
 def provenance(model: str | Path | None) -> str:

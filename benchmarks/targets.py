@@ -25,6 +25,7 @@ from results import (
     ct2_threads_note,
     ct2_threads_slowdown,
     left_out_note,
+    model_file,
     modes_left_out,
     shown_path,
     translate_options,
@@ -33,7 +34,7 @@ from results import (
 )
 
 from nmt.apps.export import export_ctranslate2
-from nmt.data.corpus import data_dir, parse_test_set
+from nmt.data.corpus import parse_test_set
 from nmt.model.checkpoint import load_checkpoint
 
 # CTranslate2 int8 with intra_threads=2 runs batch 1 at 100-200 tok/s here (over a minute per pass of the
@@ -60,10 +61,11 @@ def ratio(rate: dict[str, float], name: str, reference: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=str(data_dir() / "models" / "en-fr.pt"))
+    parser.add_argument("--model", help="A checkpoint, or a shipped model's name; default the default shipped model.")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--test-set", default="multi30k:test_2016_flickr", help="an embedded test set (nmt eval)")
     args = parser.parse_args()
+    args.model = model_file(args.model)
     checkpoint = load_checkpoint(args.model)
     options = translate_options(checkpoint)
     tokenizer = checkpoint.tokenizer()
