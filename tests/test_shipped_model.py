@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from nmt.apps.shipped import shipped_models
+from nmt.apps.shipped import default_model_name, shipped_models
 from nmt.data.corpus import data_dir, load_embedded
 from nmt.decoding.configuration import MAX_PIECE_TOKENS
 from nmt.decoding.search import SearchOptions
@@ -18,6 +18,9 @@ from nmt.model.checkpoint import load_checkpoint
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
 MODELS = sorted(shipped_models())
+# the slow checks (a test set translated, an export compared) run on the default model in `make test`, on the
+# others in `make test-all`, so that shipping one more model does not lengthen the quick suite
+CHECKED = [pytest.param(name, marks=() if name == default_model_name() else pytest.mark.slow) for name in MODELS]
 
 # Each model's own domain, the first lines of a test set there, and a floor a broken or untrained model
 # cannot reach (those score below 5) but the model clears by a margin
@@ -50,7 +53,7 @@ def test_translates_the_readme_examples_without_a_model_flag():
     assert "gare" in lines[3].lower()
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", CHECKED)
 def test_a_shipped_model_scores_above_its_floor_in_its_domain(name):
     test_set, lines, floor = FLOORS[name]
     result = subprocess.run(NMT + ["eval", "--model", name, "--test", test_set, "--limit", str(lines), "--format",
@@ -59,7 +62,7 @@ def test_a_shipped_model_scores_above_its_floor_in_its_domain(name):
     assert json.loads(result.stdout)["bleu"] > floor
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", CHECKED)
 def test_ctranslate2_greedy_matches_nmt_greedy_on_the_embedded_test_sets(name, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2")
     import sentencepiece
