@@ -46,14 +46,14 @@ def choose_average(paths: list[str | Path], pairs: ParallelText) -> tuple[Checkp
     (the more checkpoints on a tie), and every k's BLEU. Where the run's rate was still high at the oldest
     checkpoints, averaging them all can score below fewer."""
     loaded = load_for_averaging(paths)
-    best, table = None, []
+    best, best_bleu, table = None, -1.0, []
     for count in range(1, len(loaded) + 1):
         candidate = averaged_checkpoint(loaded[-count:])
         translator = Translator(candidate.build_model(), candidate.tokenizer(), SearchOptions(beam_size=1))
         bleu = score([t.text for t in translator.translate(pairs.source)], pairs.target).bleu
         log.info("the latest %d checkpoint(s) averaged: greedy BLEU %.2f", count, bleu)
-        if best is None or bleu >= max(b for _, b in table):  # only the best kept: a big model's weights are large
-            best = candidate
+        if bleu >= best_bleu:  # only the best kept (a big model's weights are large); a tie to the larger count
+            best, best_bleu = candidate, bleu
         table.append((count, bleu))
     return best, table
 
