@@ -61,7 +61,8 @@ def test_nmt_translate_writes_the_page_in_french_with_its_markup_kept(tmp_path):
     for kept in ("<pre>do_not_translate = True</pre>", '<p class="notranslate">Keep this sentence.</p>',
                  '<script>var message = "A dog runs.";</script>', "<style>p { color: #333; }</style>"):
         assert kept in french
-    assert "<h1>Our small garden</h1>" not in french and "&amp;" in french
+    assert "<h1>Our small garden</h1>" not in french
+    assert not re.search(r"&(?!\w+;|#\d+;)", french)  # an ampersand the model kept comes back escaped
     assert re.search(r"<b>\w+</b>", french) and re.search(r'<a href="/door.html" title="Door">[^<]+</a>', french)
 
 
