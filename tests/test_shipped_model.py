@@ -24,7 +24,8 @@ CHECKED = [pytest.param(name, marks=() if name == default_model_name() else pyte
 
 # Each model's own domain, the first lines of a test set there, and a floor a broken or untrained model
 # cannot reach (those score below 5) but the model clears by a margin
-FLOORS = {"captions": ("multi30k:test_2016_flickr", 50, 35.0)}
+FLOORS = {"captions": ("multi30k:test_2016_flickr", 50, 35.0),
+          "general": ("news-commentary:dev_newsdiscuss", 50, 12.9)}
 
 
 def test_every_shipped_model_has_a_floor():
