@@ -29,8 +29,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The suite less its slow tests (servers, DDP, whole CLI runs over 4 s each): about 2.5 minutes on 2 cores.
+# the quick suite in two worker processes (pytest-xdist): its tests mostly wait on CLI subprocesses
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 # Everything, as CI runs it: the slow tests too, then the web page in a browser.
 test-all: setup
