@@ -28,8 +28,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# The suite less its slow tests (servers, DDP, whole CLI runs over 4 s each): about 2.5 minutes on 2 cores.
-# the quick suite in two worker processes (pytest-xdist): its tests mostly wait on CLI subprocesses
+# The suite less its slow tests (servers, DDP, whole CLI runs over 4 s each), in two pytest-xdist workers (its
+# tests mostly wait on CLI subprocesses): about 3 minutes on 2 cores.
 test: setup
 	$(BIN)/python -m pytest -n 2
 
