@@ -61,7 +61,7 @@ $(VENV)/.bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	touch $@
 
-# The side-by-side tables (6-16 minutes on 2 cores, by VM: 15.6 on a 2.0 GHz Zen 1 EPYC): the shipped model
+# The side-by-side tables (12 minutes on 2 cores with the general model, a 2.45 GHz Zen 3 EPYC): the shipped model
 # against CTranslate2 and HF generate(), and the base dimensions with a forced output length.
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/engines.py

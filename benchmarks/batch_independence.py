@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 
-from results import cpu_name, model_file, write_section
+from results import cpu_name, model_file, vector_extensions, write_section
 
 from nmt.data.corpus import parse_test_set
 
@@ -56,7 +56,7 @@ def main() -> None:
     lines = [f"{cpu_name()}. Lines whose translation alone (`--batch-size 1`) differs from their translation in "
              f"the default batches, first {args.lines} lines of each set, beam and options as shipped.", "", *rows]
     print("\n".join(lines))
-    write_section("Batch independence: a sentence alone and in a batch", lines, model)
+    write_section(f"Batch independence: a sentence alone and in a batch ({vector_extensions()} CPU)", lines, model)
 
 
 if __name__ == "__main__":

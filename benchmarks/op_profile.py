@@ -196,7 +196,7 @@ def main() -> None:
         sys.exit("op_profile.py needs Linux perf (Debian: apt install linux-perf)")
 
     import sacrebleu
-    from results import cpu_name, model_file, shown_path, write_section
+    from results import cpu_name, model_file, shown_path, vector_extensions, write_section
 
     from nmt.data.corpus import parse_test_set
     from nmt.model.checkpoint import load_checkpoint
@@ -243,8 +243,8 @@ def main() -> None:
                         for (library, function), share in result["others"].most_common(5))
         if top:
             lines += ["", f"{names[engine]}, the largest functions in {OTHER}: {top}."]
-    write_section(f"Profile: where decoding time goes, nmt and CTranslate2 ({cpu_name().split(' (')[0]})", lines,
-                  model=model)
+    write_section(f"Profile: where decoding time goes, nmt and CTranslate2 ({vector_extensions()} CPU, "
+                  f"{'greedy' if args.beam == 1 else f'beam {args.beam}'}, batch {args.batch})", lines, model=model)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""BLEU of every CPU `--precision` mode against fp32 on each embedded test set: the shipped model, 2 threads.
+"""BLEU of every CPU `--precision` mode against fp32 on each test set: the shipped model, 2 threads.
 
     python benchmarks/precision.py        # rewrites benchmarks/RESULTS.md's precision section
 
@@ -19,16 +19,25 @@ import time
 from dataclasses import replace
 
 import torch
-from results import cpu_name, left_out_note, model_file, modes_left_out, shown_path, vector_extensions, write_section
+from results import (
+    cpu_name,
+    left_out_note,
+    model_file,
+    modes_left_out,
+    shown_path,
+    translate_options,
+    vector_extensions,
+    write_section,
+)
 
 from nmt.data.corpus import parse_test_set
-from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator
 from nmt.model.checkpoint import load_checkpoint
 from nmt.model.quantize import INT8_KERNEL_MAX_ROWS
 from nmt.text.metrics import score
 
-TEST_SETS = ("multi30k:test_2016_flickr", "multi30k:test_2017_flickr", "news-commentary:dev_newsdiscuss")
+TEST_SETS = ("multi30k:test_2016_flickr", "multi30k:test_2017_flickr", "news-commentary:dev_newsdiscuss", "tatoeba:dev",
+             "europarl:test")
 MODES = ("fp32", "bf16", "int8", "int8_bf16", "int8_fp32")
 
 
@@ -40,7 +49,7 @@ def main() -> None:
     args.model = model_file(args.model)
     torch.set_num_threads(2)
     checkpoint = load_checkpoint(args.model)
-    tuned = SearchOptions(**checkpoint.decoding)
+    tuned = translate_options(checkpoint)  # the stored beam, length penalty and n-gram block
     searches = [(f"beam {tuned.beam_size}", tuned), ("greedy", replace(tuned, beam_size=1))]
     rows, signature = [], ""
     skipped = modes_left_out(MODES)

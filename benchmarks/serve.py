@@ -25,7 +25,7 @@ import httpx
 import sacrebleu
 
 sys.path.insert(0, os.path.dirname(__file__))
-from results import cpu_name, write_section  # noqa: E402
+from results import cpu_name, model_file, write_section  # noqa: E402
 
 from nmt.data.corpus import parse_test_set  # noqa: E402
 
@@ -142,7 +142,7 @@ def main() -> None:
              f"{statistics.median(rows[0][2]):.3f} s. Translations identical in both loads: {same} of "
              f"{len(together)} distinct sentences. BLEU: sacreBLEU's default (cased, 13a) over the distinct sentences "
              "against their references."]
-    write_section("Serve: batching across requests", lines)
+    write_section("Serve: batching across requests", lines, model=model_file(None))  # the server's default
     print("\n".join(lines))
 
 
