@@ -101,7 +101,8 @@ def whole_process(command: list[str], text: str) -> tuple[list[str], float, floa
 
 
 def nmt_flags(cached: bool, shortlist: bool) -> list[str]:
-    return [*([] if cached else ["--no-cache"]), *(["--shortlist"] if shortlist else [])]
+    """Both ways said: by default nmt decodes a beam search over the shortlist (where the model has one)."""
+    return [*([] if cached else ["--no-cache"]), "--shortlist" if shortlist else "--no-shortlist"]
 
 
 def nmt_command(model: str, beam: int, batch: int, precision: str, cached: bool = True,

@@ -87,7 +87,7 @@ def resolve_decoding(models: list[Path] | None, flags: DecodingFlags, workers: i
     from nmt.decoding.configuration import DecodingConfig
 
     checkpoint, others = load_models(models)
-    config = DecodingConfig.resolve(flags, checkpoint, workers=workers)
+    config = DecodingConfig.resolve(flags, checkpoint, workers=workers, ensemble=bool(others))
     if flags.verbose:
         typer.echo(f"decoding: {config.summary()}", err=True)
     return checkpoint, others, config

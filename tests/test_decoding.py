@@ -232,6 +232,7 @@ def test_int8_fp32_layer_matches_its_float_weights_on_both_fbgemm_kernels(monkey
     from nmt.model.quantize import FBGEMM_MIN_PRODUCT, DynamicInt8Linear
 
     monkeypatch.setattr(quantize, "int8_rows_available", lambda: False)
+    monkeypatch.setattr(quantize, "int7_rows_available", lambda: False)
     torch.manual_seed(8)
     linear = torch.nn.Linear(256, 512)
     layer = DynamicInt8Linear(linear.weight, linear.bias)
@@ -279,13 +280,41 @@ def test_int8_fp32_rows_give_each_row_what_it_would_get_alone(monkeypatch):
             monkeypatch.undo()
 
 
+def test_int8_fp32_without_vnni_gives_each_row_what_it_would_get_alone(monkeypatch):
+    """Without VNNI (AVX2): 7-bit rows on their own scales, exact products from the C kernel up to 8 rows and
+    from fbgemm above (each row followed by the bounds that fix its quantization): a row's output is bit
+    for bit the same alone and in any batch, and close to the float layer's."""
+    from nmt.model import quantize
+    from nmt.model.quantize import DynamicInt8Linear
+
+    if not quantize.int7_rows_available():
+        pytest.skip("no fbgemm or no AVX2 kernels")
+    monkeypatch.setattr(quantize, "int8_rows_available", lambda: False)
+    torch.manual_seed(8)
+    for inputs, outputs in ((256, 512), (1024, 256), (256, 1000)):
+        linear = torch.nn.Linear(inputs, outputs)
+        layer = DynamicInt8Linear(linear.weight, linear.bias)
+        assert layer.exact is not None and layer.packed is None
+        x = torch.randn(40, inputs) * torch.linspace(0.1, 10, 40)[:, None]  # rows of very different scales
+        many = layer(x)  # fbgemm
+        for row in (0, 17, 35):
+            assert torch.equal(layer(x[row : row + 1]), many[row : row + 1])  # the C kernel
+            assert torch.equal(layer(x[row : row + 5]), many[row : row + 5])
+            assert torch.equal(layer(x[row : row + 12]), many[row : row + 12])  # fbgemm again
+        torch.testing.assert_close(many, linear(x).detach(), atol=0.05 * 10, rtol=0.05)
+        channels = torch.tensor([0, 7, 100, outputs - 1])
+        assert torch.equal(layer.function(channels)(x), many[:, channels])
+        assert torch.equal(layer.function(channels)(x[:1]), many[:1, channels])
+        assert torch.equal(layer.function(relu=True)(x), many.relu())
+
+
 def test_int8_fp32_translates_a_sentence_alike_alone_and_in_a_batch():
     from nmt.decoding.inference import cast_for_inference
     from nmt.model import quantize
     from nmt.model.flat_decoder import FlatDecoder
 
-    if not quantize.int8_rows_available():
-        pytest.skip("no VNNI: int8_fp32's fbgemm scales activations per batch here")
+    if not (quantize.int8_rows_available() or quantize.int7_rows_available()):
+        pytest.skip("no row scales here: int8_fp32's fbgemm scales activations per batch")
     model = cast_for_inference(tiny_model(seed=4), "int8_fp32")
     decoder = FlatDecoder(model)
     generator = torch.Generator().manual_seed(3)
@@ -337,12 +366,41 @@ def test_decoding_is_fast_by_default_and_exact_on_request():
     from nmt.decoding.configuration import decoding_mode
     from nmt.errors import UsageError
 
-    assert decoding_mode(None, None) == ("auto", False)
+    assert decoding_mode(None, None) == ("auto", None)  # the shortlist: decided by shortlist_pays
     assert decoding_mode("bf16", True) == ("bf16", True)
     assert decoding_mode(None, None, exact=True) == decoding_mode("fp32", False, exact=True) == ("fp32", False)
     for precision, shortlist in (("int8_fp32", None), (None, True)):
         with pytest.raises(UsageError, match="--exact"):
             decoding_mode(precision, shortlist, exact=True)
+
+
+def test_the_shortlist_is_on_by_default_for_beam_search_in_reduced_precision(tiny_checkpoint, tmp_path):
+    import dataclasses
+
+    from nmt.decoding.configuration import DecodingConfig, DecodingFlags
+    from nmt.model.checkpoint import load_checkpoint
+    from nmt.model.native import library
+    from nmt.model.shortlist import Shortlist
+
+    checkpoint = load_checkpoint(tiny_checkpoint)  # stores beam 2
+    vocab = checkpoint.config.vocab_size
+    listed = dataclasses.replace(checkpoint, shortlist=Shortlist(torch.zeros(vocab, 2, dtype=torch.long),
+                                                                 torch.arange(4, 9)))
+
+    def shortlist(chosen, **flags) -> bool:
+        return DecodingConfig.resolve(DecodingFlags(device="cpu", **flags), chosen, workers=1).shortlist
+
+    assert not shortlist(checkpoint) and not shortlist(checkpoint, precision="int8_fp32")  # none to use
+    assert shortlist(listed, precision="int8_fp32") == (library() is not None)  # the C kernels score the lists
+    assert not shortlist(listed, precision="int8_fp32", beam=1)  # greedy: slower over per-sentence lists
+    assert not shortlist(listed, precision="fp32") and not shortlist(listed, exact=True)
+    assert not shortlist(listed, precision="int8_fp32", shortlist=False)  # --no-shortlist
+    assert shortlist(listed, precision="fp32", beam=1, shortlist=True)  # --shortlist, wherever asked
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("cat\tchat\n")
+    assert not shortlist(listed, precision="int8_fp32", glossary=glossary)
+    assert not DecodingConfig.resolve(DecodingFlags(device="cpu", precision="int8_fp32"), listed, workers=1,
+                                      ensemble=True).shortlist
 
 
 def test_the_decoding_configuration_is_flags_over_the_models_defaults_over_the_librarys(tiny_checkpoint):

@@ -24,8 +24,10 @@ def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam
     flat = FlatDecoder(model)
     if not kernels:
         flat.self_attention = flat.cross_attention = flat.log_softmax = None
+    # rows on their own scales: with VNNI, 8 bits; on AVX2 alone, 7 bits, whose step is twice as large
     int8_rows = any(getattr(module, "columns", None) is not None for module in model.modules())
-    tolerance = (0.1 if int8_rows else 0.03) if kernels else 0
+    int7_rows = any(getattr(module, "exact", None) is not None for module in model.modules())
+    tolerance = (0.2 if int7_rows else 0.1 if int8_rows else 0.03) if kernels else 0
     src = SRC.repeat(6, 1)[:sentences].to(device)
     torch.testing.assert_close(flat.encode(src), model.encode(src), atol=0, rtol=0)
     reference, state = model.init_state(src, beam), flat.init_state(src, beam)

@@ -95,17 +95,20 @@ def test_log_softmax_kernel_equals_torch(build, width, dtype):
 @pytest.mark.parametrize("beam, counts, dim", [(1, [3], 16), (4, [17, 0, 40], 64), (5, [1, 9], 32), (9, [8, 8], 16)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("with_ids", [True, False])
 def test_sentence_logits_kernel_puts_each_sentences_own_logits_after_the_shared(build, beam, counts, dim, dtype,
-                                                                              with_bias):
+                                                                              with_bias, with_ids):
     bind = native.sentence_logits_kernel()
     assert bind is not None
     generator = torch.Generator().manual_seed(beam)
     pieces, shared, width = sum(counts) + 3, 21, 21 + max(counts) + 7
-    weights = torch.randn(pieces, dim, generator=generator).bfloat16()
-    bias = torch.randn(pieces, generator=generator) if with_bias else None
+    rows_of_weights = 3 * pieces if with_ids else pieces  # with ids: a vocabulary, each sentence's rows by id
+    weights = torch.randn(rows_of_weights, dim, generator=generator).bfloat16()
+    bias = torch.randn(rows_of_weights, generator=generator) if with_bias else None
+    ids = torch.randperm(rows_of_weights, generator=generator)[:pieces] if with_ids else torch.arange(pieces)
     counts = torch.tensor(counts)
-    starts = torch.cumsum(counts, 0) - counts + 2  # the first 2 weight rows belong to no sentence
-    sentence_logits = bind(weights, bias, starts, counts)
+    starts = torch.cumsum(counts, 0) - counts + 2  # the first 2 entries belong to no sentence
+    sentence_logits = bind(weights, bias, starts, counts, ids if with_ids else None)
     for sentences in (torch.arange(len(counts)), torch.arange(len(counts)).flip(0)[:2]):  # as open sentences go
         rows = torch.randn(len(sentences) * beam, dim, generator=generator).to(dtype)  # a sentence's beams together
         shared_logits = torch.randn(rows.size(0), shared, generator=generator).to(dtype)
@@ -114,8 +117,9 @@ def test_sentence_logits_kernel_puts_each_sentences_own_logits_after_the_shared(
         assert torch.equal(out[:, :shared], shared_logits.float())
         for s, n in enumerate(sentences.tolist()):
             start, count = int(starts[n]), int(counts[n])
-            expected = rows[s * beam : (s + 1) * beam].float() @ weights[start : start + count].float().T
-            expected += 0 if bias is None else bias[start : start + count]
+            own_ids = ids[start : start + count]
+            expected = rows[s * beam : (s + 1) * beam].float() @ weights[own_ids].float().T
+            expected += 0 if bias is None else bias[own_ids]
             own = out[s * beam : (s + 1) * beam, shared:]
             torch.testing.assert_close(own[:, :count], expected, rtol=1e-5, atol=1e-4)
             assert (own[:, count:] == -float("inf")).all()  # past the sentence's own tokens: never chosen
@@ -125,7 +129,9 @@ def test_sentence_logits_kernel_refuses_what_would_read_outside_its_tensors(buil
     bind = native.sentence_logits_kernel()
     weights, starts, counts = torch.randn(10, 16).bfloat16(), torch.tensor([0, 4]), torch.tensor([4, 6])
     for bad in [(weights.float(), None, starts, counts), (weights, None, starts.int(), counts.int()),
-                (weights, torch.zeros(3), starts, counts)]:  # not a bias per piece
+                (weights, torch.zeros(3), starts, counts),  # not a bias per piece
+                (weights, None, starts, counts, torch.tensor([0, 1, 10])),  # an id past the weights
+                (weights, None, starts, counts, torch.tensor([-1, 1, 2]))]:
         with pytest.raises(ValueError):
             bind(*bad)
     rows, shared, sentences = torch.randn(4, 16), torch.randn(4, 10), torch.tensor([0, 1])
@@ -142,6 +148,9 @@ def test_sentence_logits_kernel_refuses_what_would_read_outside_its_tensors(buil
     assert beyond(rows[:2], shared[:2], torch.tensor([0]), 16).shape == (2, 16)  # sentence 0 alone is fine
     with pytest.raises(ValueError):
         beyond(rows, shared, sentences, 20)
+    by_id = bind(weights, None, starts, counts, torch.arange(9))  # sentence 1's entries run past the 9 ids
+    with pytest.raises(ValueError):
+        by_id(rows, shared, sentences, 20)
 
 
 def test_kernel_softmax_takes_the_one_matching_key_when_scores_are_far_apart(kernel):
@@ -244,5 +253,5 @@ def test_kernels_report_scratch_memory_they_cannot_allocate(build):
     assert loaded.decode_cross_attention(None, None, None, None, None, 1, 2**30, 4, 2**30, 64, 1.0, 1) == 1
     sentences = torch.zeros(2**20, dtype=torch.long)  # 2^20 sentences of 2^30 rows, all sentence 0
     starts, counts = torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long)
-    assert loaded.decode_sentence_logits(None, None, None, 0, None, starts.data_ptr(), counts.data_ptr(), 1,
+    assert loaded.decode_sentence_logits(None, None, None, None, 0, None, starts.data_ptr(), counts.data_ptr(), 1,
                                          sentences.data_ptr(), None, 2**20, 2**30, 64, 0, 1, 1) == 1

@@ -90,9 +90,11 @@ class DecodingConfig:
     alignments: bool = False
 
     @classmethod
-    def resolve(cls, flags: DecodingFlags, checkpoint: Checkpoint, workers: int | None = None) -> DecodingConfig:
+    def resolve(cls, flags: DecodingFlags, checkpoint: Checkpoint, workers: int | None = None,
+                ensemble: bool = False) -> DecodingConfig:
         """`flags` over `checkpoint`'s stored defaults over the library's. Sets torch's thread count when
-        flags give one. workers: the default when flags give none (else default_workers)."""
+        flags give one. workers: the default when flags give none (else default_workers). ensemble: other
+        models decode with this one (no shortlist unless asked for, which then fails)."""
         import torch
 
         from nmt.decoding.inference import PRECISIONS, auto_precision, resolve_device
@@ -109,8 +111,11 @@ class DecodingConfig:
             raise UsageError("--glossary needs a beam search: drop --sampling")
         text = stored_text_defaults(checkpoint, flags.clause_split, flags.protect_names)
         chosen_workers = flags.workers if flags.workers is not None else workers
-        return cls(search=search_options(checkpoint, flags), device=device,
-                   precision=auto_precision(device) if precision == "auto" else precision, shortlist=shortlist,
+        search = search_options(checkpoint, flags)
+        precision = auto_precision(device) if precision == "auto" else precision
+        if shortlist is None:
+            shortlist = shortlist_pays(checkpoint, search, device, precision, flags.glossary is not None or ensemble)
+        return cls(search=search, device=device, precision=precision, shortlist=shortlist,
                    max_tokens=4096 if flags.max_tokens is None else flags.max_tokens, batch_size=flags.batch_size,
                    threads=torch.get_num_threads(),
                    workers=default_workers(device) if chosen_workers is None else chosen_workers,
@@ -162,15 +167,35 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def decoding_mode(precision: str | None, shortlist: bool | None, exact: bool = False) -> tuple[str, bool]:
-    """The precision and shortlist use. By default the fastest mode that kept BLEU within 0.3 of fp32 on every
-    embedded test and validation set: precision auto, over the whole vocabulary (the shortlist cost the
-    shipped model up to 1.1 BLEU: benchmarks/PRECISION.md). exact: fp32, the reference path."""
+def decoding_mode(precision: str | None, shortlist: bool | None, exact: bool = False) -> tuple[str, bool | None]:
+    """The precision and shortlist use: by default precision auto, the fastest mode that kept BLEU within 0.3
+    of fp32 on every test set (benchmarks/PRECISION.md), and the shortlist None, for shortlist_pays to
+    decide. exact: fp32 over the whole vocabulary, the reference path."""
     if exact:
         if precision not in (None, "fp32") or shortlist:
             raise UsageError("--exact decodes in fp32 without the shortlist: drop --precision and --shortlist")
         return "fp32", False
-    return precision or "auto", bool(shortlist)
+    return precision or "auto", shortlist
+
+
+# The precisions whose shortlisted step runs on the C kernels (nmt.model.native); in fp32 a step scores
+# each sentence's own tokens by a batched product over its padded weights, slower than the whole vocabulary
+SHORTLIST_PRECISIONS = ("bf16", "int8_bf16", "int8_fp32")
+
+
+def shortlist_pays(checkpoint: Checkpoint, search: SearchOptions, device: torch.device, precision: str,
+                   whole_vocabulary: bool) -> bool:
+    """Whether to decode over the model's lexical shortlist when neither --shortlist nor --no-shortlist is
+    given: where it was measured to cost nothing and to pay. With the general model's shortlist, beam 5 on a
+    CPU scored within 0.1 BLEU of the whole vocabulary on every test set and ran up to 1.3x as fast; greedy
+    search over the same lists ran at half the speed at batch 32 (each sentence's own tokens' weights are
+    read once a step for its one row), so it stays on the whole vocabulary (benchmarks/SPEED.md).
+    whole_vocabulary: a glossary or an ensemble, which decode over the whole vocabulary."""
+    from nmt.model.native import library
+
+    return (checkpoint.shortlist is not None and search.beam_size > 1 and not search.sampling and search.use_cache
+            and device.type == "cpu" and precision in SHORTLIST_PRECISIONS and not whole_vocabulary
+            and library() is not None)
 
 
 def search_options(checkpoint: Checkpoint, flags: DecodingFlags) -> SearchOptions:

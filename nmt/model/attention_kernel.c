@@ -313,17 +313,22 @@ void decode_log_softmax(const void *logits, float *out, int64_t rows, int64_t wi
 /* decode_sentence_logits: the logits (N*K, width) float32 of the K rows of N sentences over each sentence's
    vocabulary (nmt.shortlist): columns 0..F-1 take the shared tokens' logits (N*K, F) as they are, the next
    ones the sentence's own tokens, the rest -inf. Row block s of q belongs to sentence n = sentences[s] of
-   the batch; its own tokens are rows starts[n] .. starts[n] + counts[n] - 1 of weights (pieces, D) bf16,
-   plus bias (one float32 per weight row) unless it is NULL. Returns 2, having written nothing, where a
-   sentence index lies outside the batch or a sentence's tokens outside the weights or the width. q and
-   shared are bf16 or, with f32, float32. D % W == 0. Each weight row is read once for the K rows: blocks
-   of ROWS rows by PIECES pieces (W dot products) are summed over D together. */
-#define ROWS 4            /* rows (beams) of one sentence at once */
-#define PIECES (W / ROWS) /* pieces at once: ROWS x PIECES dot products, reduced together by sums() */
+   the batch; its own tokens are entries starts[n] .. starts[n] + counts[n] - 1 of ids (pieces,), each the
+   index of a row of weights (V, D) bf16, plus bias (one float32 per weight row) unless it is NULL; ids
+   NULL: entry i is row i. Reading the rows where they are, rather than each sentence's copied out, keeps
+   a step's working set at the weights' size (in cache) instead of the sum of the sentences' lists. Returns
+   2, having written nothing, where a sentence index lies outside the batch or a sentence's tokens outside
+   the ids or the width (the caller checks that the ids lie within the weights). q and shared are bf16
+   or, with f32, float32. D % W == 0. Each weight row is read once for the K rows: blocks
+   of ROWS rows by PIECES pieces (W dot products) are summed over D together: ROWS 4 for a beam of 4 or
+   more, 2 for 2 or 3, 1 for greedy search (where 4 computed the one row's products four times over). */
 
-static inline void sentence_logits(const void *q, const void *shared, const uint16_t *weights, const float *bias,
-                                   const int64_t *starts, const int64_t *counts, const int64_t *sentences, float *out,
-                                   float *qf, int64_t N, int64_t K, int64_t D, int64_t F, int64_t width, int f32) {
+static inline __attribute__((always_inline)) void own_logits(const int ROWS, const void *q, const void *shared,
+                                                             const uint16_t *weights, const int64_t *ids,
+                                                             const float *bias, const int64_t *starts,
+                                                             const int64_t *counts, const int64_t *sentences,
+                                                             float *out, float *qf, int64_t N, int64_t K, int64_t D,
+                                                             int64_t F, int64_t width, int f32) {
     for (int64_t i = 0; i < N * K * D; i += W) store(qf + i, load_rows(q, i, f32));
     for (int64_t row = 0; row < N * K; row++) {
         int64_t j = 0;
@@ -333,20 +338,25 @@ static inline void sentence_logits(const void *q, const void *shared, const uint
     int64_t room = width - F;
     for (int64_t s = 0; s < N; s++) {
         int64_t n = sentences[s];
-        const uint16_t *w = weights + starts[n] * D;
-        const float *b = bias ? bias + starts[n] : NULL;
+        const int64_t start = starts[n], *id = ids ? ids + start : NULL;
         int64_t count = counts[n];
         float *own = out + s * K * width + F; /* row r0 + i of the sentence: own + (r0 + i) * width */
+        const int PIECES = W / ROWS; /* pieces at once: ROWS x PIECES dot products, reduced by sums() */
         for (int64_t r0 = 0; r0 < K; r0 += ROWS) {
-            const float *qr[ROWS]; /* past the last row: the last row again, its sums dropped */
+            const float *qr[4]; /* past the last row: the last row again, its sums dropped */
             for (int i = 0; i < ROWS; i++) qr[i] = qf + (s * K + (r0 + i < K ? r0 + i : K - 1)) * D;
             for (int64_t first = 0; first < count; first += PIECES) {
-                const uint16_t *wr[PIECES];
-                for (int c = 0; c < PIECES; c++) wr[c] = w + (first + c < count ? first + c : count - 1) * D;
+                const uint16_t *wr[W];
+                int64_t entry[W]; /* past the last: the last again, its sums dropped */
+                for (int c = 0; c < PIECES; c++) {
+                    int64_t j = first + c < count ? first + c : count - 1;
+                    entry[c] = id ? id[j] : start + j;
+                    wr[c] = weights + entry[c] * D;
+                }
                 vf a[W];
                 for (int j = 0; j < W; j++) a[j] = splat(0.0f);
                 for (int64_t d = 0; d < D; d += W) {
-                    vf wv[PIECES];
+                    vf wv[W];
                     for (int c = 0; c < PIECES; c++) wv[c] = load_bf16(wr[c] + d);
                     for (int i = 0; i < ROWS; i++) {
                         vf qv = load(qr[i] + d);
@@ -356,7 +366,7 @@ static inline void sentence_logits(const void *q, const void *shared, const uint
                 vf sum = sums(a);
                 for (int i = 0; i < ROWS && r0 + i < K; i++)
                     for (int c = 0; c < PIECES && first + c < count; c++)
-                        own[(r0 + i) * width + first + c] = sum[i * PIECES + c] + (b ? b[first + c] : 0.0f);
+                        own[(r0 + i) * width + first + c] = sum[i * PIECES + c] + (bias ? bias[entry[c]] : 0.0f);
             }
         }
         for (int64_t row = 0; row < K; row++)
@@ -364,10 +374,24 @@ static inline void sentence_logits(const void *q, const void *shared, const uint
     }
 }
 
-int32_t decode_sentence_logits(const void *q, const void *shared, const uint16_t *weights, int64_t pieces,
-                               const float *bias, const int64_t *starts, const int64_t *counts, int64_t batch,
-                               const int64_t *sentences, float *out, int64_t N, int64_t K, int64_t D, int64_t F,
-                               int64_t width, int32_t f32) {
+static inline __attribute__((always_inline)) void sentence_logits(const void *q, const void *shared,
+                                                                  const uint16_t *weights, const int64_t *ids,
+                                                                  const float *bias, const int64_t *starts,
+                                                                  const int64_t *counts, const int64_t *sentences,
+                                                                  float *out, float *qf, int64_t N, int64_t K,
+                                                                  int64_t D, int64_t F, int64_t width, int f32) {
+    if (K >= 4)
+        own_logits(4, q, shared, weights, ids, bias, starts, counts, sentences, out, qf, N, K, D, F, width, f32);
+    else if (K >= 2)
+        own_logits(2, q, shared, weights, ids, bias, starts, counts, sentences, out, qf, N, K, D, F, width, f32);
+    else
+        own_logits(1, q, shared, weights, ids, bias, starts, counts, sentences, out, qf, N, K, D, F, width, f32);
+}
+
+int32_t decode_sentence_logits(const void *q, const void *shared, const uint16_t *weights, const int64_t *ids,
+                               int64_t pieces, const float *bias, const int64_t *starts, const int64_t *counts,
+                               int64_t batch, const int64_t *sentences, float *out, int64_t N, int64_t K, int64_t D,
+                               int64_t F, int64_t width, int32_t f32) {
     for (int64_t s = 0; s < N; s++) {
         int64_t n = sentences[s];
         if (n < 0 || n >= batch || starts[n] < 0 || counts[n] < 0 || counts[n] > width - F ||
@@ -381,20 +405,22 @@ int32_t decode_sentence_logits(const void *q, const void *shared, const uint16_t
     float *work = malloc(bytes);
     if (!work) return 1;
     if (f32)
-        sentence_logits(q, shared, weights, bias, starts, counts, sentences, out, work, N, K, D, F, width, 1);
+        sentence_logits(q, shared, weights, ids, bias, starts, counts, sentences, out, work, N, K, D, F, width, 1);
     else
-        sentence_logits(q, shared, weights, bias, starts, counts, sentences, out, work, N, K, D, F, width, 0);
+        sentence_logits(q, shared, weights, ids, bias, starts, counts, sentences, out, work, N, K, D, F, width, 0);
     free(work);
     return 0;
 }
 
-/* quantize_rows_int8: each row of x (R, K) float32 to int8 on a symmetric scale of its own, max |x| / 127
-   (at least 1e-30): q = x / scale rounded to the nearest (ties to even, as torch.round), scales (R,). One
-   row at a time, every element by the same operations: a row's result does not depend on the others. */
-void quantize_rows_int8(const float *x, int8_t *q, float *scales, int64_t R, int64_t K) {
+/* quantize_rows: each row of x (R, K) float32 to integers in [-levels, levels] on a symmetric scale of its
+   own, max |x| / levels (at least 1e-30): q = x / scale rounded to the nearest (ties to even, as
+   torch.round), scales (R,). One row at a time, every element by the same operations: a row's result does
+   not depend on the others. Written as int8 to q (R, K) if not NULL, and as float32 to wide (R, K + 2) if
+   not NULL, each row followed by -64 and 63 (for exact_rows_int8). */
+static inline void quantize_rows(const float *x, int8_t *q, float *wide, float *scales, int64_t R, int64_t K,
+                                 float levels) {
     for (int64_t r = 0; r < R; r++) {
         const float *row = x + r * K;
-        int8_t *out = q + r * K;
         float top = 0.0f;
         int64_t k = 0;
         if (K >= W) {
@@ -406,44 +432,86 @@ void quantize_rows_int8(const float *x, int8_t *q, float *scales, int64_t R, int
             top = largest(m);
         }
         for (; k < K; k++) top = fabsf(row[k]) > top ? fabsf(row[k]) : top;
-        float scale = (top > 1e-30f ? top : 1e-30f) / 127.0f;
+        float scale = (top > 1e-30f ? top : 1e-30f) / levels;
         scales[r] = scale;
         k = 0;
         for (; k + W <= K; k += W) {
             vf v = load(row + k) / scale;
             v = (v + 12582912.0f) - 12582912.0f; /* to the nearest integer, ties to even (|v| <= 127) */
-            vi n = __builtin_convertvector(v, vi);
-            for (int j = 0; j < W; j++) out[k + j] = (int8_t)n[j];
+            if (wide) store(wide + r * (K + 2) + k, v);
+            if (q) {
+                vi n = __builtin_convertvector(v, vi);
+                for (int j = 0; j < W; j++) q[r * K + k + j] = (int8_t)n[j];
+            }
         }
-        for (; k < K; k++) out[k] = (int8_t)nearbyintf(row[k] / scale);
+        for (; k < K; k++) {
+            float v = nearbyintf(row[k] / scale);
+            if (wide) wide[r * (K + 2) + k] = v;
+            if (q) q[r * K + k] = (int8_t)v;
+        }
+        if (wide) {
+            wide[r * (K + 2) + K] = -64.0f;
+            wide[r * (K + 2) + K + 1] = 63.0f;
+        }
     }
 }
 
-/* scale_int8_products: int32 products (R, N) of rows quantized by quantize_rows_int8 and int8 weights, back
-   to float32 in place (out may be the products' own memory): products x the row's scale x the column's
-   scale, plus bias (N,) if not NULL, then a ReLU if relu. */
-void scale_int8_products(const int32_t *products, const float *row_scales, const float *column_scales,
-                         const float *bias, float *out, int64_t R, int64_t N, int32_t relu) {
+/* quantize_rows_int8: quantize_rows to [-127, 127], int8 out. */
+void quantize_rows_int8(const float *x, int8_t *q, float *scales, int64_t R, int64_t K) {
+    quantize_rows(x, q, NULL, scales, R, K, 127.0f);
+}
+
+/* quantize_rows_int7: quantize_rows to [-63, 63], for CPUs without VNNI, where AVX2's products of unsigned
+   and signed bytes sum pairs in 16 bits (255 x 63 x 2 fits; 255 x 127 x 2 would saturate). q (int8) for
+   int7_few_rows_products, wide (float32 with the two bounds) for fbgemm (nmt.model.quantize). */
+void quantize_rows_int7(const float *x, int8_t *q, float *wide, float *scales, int64_t R, int64_t K) {
+    quantize_rows(x, q, wide, scales, R, K, 63.0f);
+}
+
+/* scale_products: products (R, N), int32 or (where f32) float32 holding exact integers, of rows quantized
+   by quantize_rows and int8 weights, back to float32 in place (out may be the products' own memory):
+   products x the row's scale x the column's scale, plus bias (N,) if not NULL, then a ReLU if relu. The
+   same operations for either type of products, so that both give the same floats. */
+static inline void scale_products(const void *products, int32_t f32, const float *row_scales,
+                                  const float *column_scales, const float *bias, float *out, int64_t R, int64_t N,
+                                  int32_t relu) {
     for (int64_t r = 0; r < R; r++) {
-        const int32_t *p = products + r * N;
         float *o = out + r * N, s = row_scales[r];
         int64_t c = 0;
         for (; c + W <= N; c += W) {
-            vi n;
-            memcpy(&n, p + c, sizeof n);
-            vf v = __builtin_convertvector(n, vf) * s;
+            vf v;
+            if (f32) {
+                v = load((const float *)products + r * N + c);
+            } else {
+                vi n;
+                memcpy(&n, (const int32_t *)products + r * N + c, sizeof n);
+                v = __builtin_convertvector(n, vf);
+            }
+            v = v * s;
             v = v * load(column_scales + c);
             if (bias) v = v + load(bias + c);
             if (relu) v = vmax(v, splat(0.0f));
             store(o + c, v);
         }
         for (; c < N; c++) {
-            float v = (float)p[c] * s;
+            float v = f32 ? ((const float *)products)[r * N + c] : (float)((const int32_t *)products)[r * N + c];
+            v = v * s;
             v = v * column_scales[c];
             if (bias) v = v + bias[c];
             o[c] = relu && v < 0.0f ? 0.0f : v;
         }
     }
+}
+
+void scale_int8_products(const int32_t *products, const float *row_scales, const float *column_scales,
+                         const float *bias, float *out, int64_t R, int64_t N, int32_t relu) {
+    scale_products(products, 0, row_scales, column_scales, bias, out, R, N, relu);
+}
+
+/* scale_exact_products: scale_int8_products of float32 products that hold exact integers (fbgemm's). */
+void scale_exact_products(const float *products, const float *row_scales, const float *column_scales,
+                          const float *bias, float *out, int64_t R, int64_t N, int32_t relu) {
+    scale_products(products, 1, row_scales, column_scales, bias, out, R, N, relu);
 }
 
 /* int8_few_rows_products: int32 products (R, N) of R int8 rows (R, K), R <= 8, and int8 weights packed by
@@ -493,3 +561,75 @@ int32_t int8_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_
     return 1;
 }
 #endif
+
+/* int7_few_rows_products: int8_few_rows_products for rows quantized by quantize_rows_int7 ([-63, 63]), with
+   AVX2 alone: vpmaddubsw multiplies a block's unsigned weight bytes by 4 bytes of a row broadcast to every
+   lane and sums pairs in 16 bits (at most 2 x 255 x 63, no saturation), vpmaddwd sums those pairs into each
+   lane's int32; less 128 x the row's sum. The same exact int32 products as any other kernel. Returns 1
+   where it cannot (a build without AVX2, K not a multiple of 4, R outside 1-8). */
+#if defined(__AVX2__)
+#include <immintrin.h>
+
+int32_t int7_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
+                               int64_t K) {
+    if (K % 4 || R < 1 || R > 8) return 1;
+    int64_t groups = K / 4;
+    int32_t sums[8];
+    for (int64_t r = 0; r < R; r++) {
+        int32_t sum = 0;
+        for (int64_t k = 0; k < K; k++) sum += rows[r * K + k];
+        sums[r] = sum * 128;
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t n0 = 0; n0 < N; n0 += 16) {
+        const uint8_t *block = packed + n0 / 16 * groups * 64;
+        __m256i low[8], high[8]; /* channels n0..n0+7 and n0+8..n0+15 */
+        for (int r = 0; r < 8; r++) low[r] = high[r] = _mm256_setzero_si256();
+        for (int64_t g = 0; g < groups; g++) {
+            __m256i w0 = _mm256_loadu_si256((const __m256i *)(block + g * 64));
+            __m256i w1 = _mm256_loadu_si256((const __m256i *)(block + g * 64 + 32));
+            for (int r = 0; r < 8; r++) {
+                if (r >= R) break;
+                int32_t four;
+                memcpy(&four, rows + r * K + g * 4, sizeof four);
+                __m256i x = _mm256_set1_epi32(four);
+                low[r] = _mm256_add_epi32(low[r], _mm256_madd_epi16(_mm256_maddubs_epi16(w0, x), ones));
+                high[r] = _mm256_add_epi32(high[r], _mm256_madd_epi16(_mm256_maddubs_epi16(w1, x), ones));
+            }
+        }
+        int64_t valid = N - n0 >= 16 ? 16 : N - n0;
+        for (int r = 0; r < R; r++) {
+            int32_t lanes[16];
+            __m256i correction = _mm256_set1_epi32(sums[r]);
+            _mm256_storeu_si256((__m256i *)lanes, _mm256_sub_epi32(low[r], correction));
+            _mm256_storeu_si256((__m256i *)(lanes + 8), _mm256_sub_epi32(high[r], correction));
+            memcpy(out + r * N + n0, lanes, valid * sizeof *lanes);
+        }
+    }
+    return 0;
+}
+#else
+int32_t int7_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
+                               int64_t K) {
+    (void)rows, (void)packed, (void)out, (void)R, (void)N, (void)K;
+    return 1;
+}
+#endif
+
+/* int7_few_rows_linear: quantize_rows_int7, int7_few_rows_products and scale_int8_products in one call, for
+   the few rows (1-8) of a decoding step, where each call from Python costs about as much as its work: x
+   (R, K) float32 -> out (R, N) float32 (its memory holds the int32 products in between), the same floats
+   as the three apart. Returns 1 where int7_few_rows_products cannot, 2 where scratch memory fails. */
+int32_t int7_few_rows_linear(const float *x, const uint8_t *packed, const float *column_scales, const float *bias,
+                             float *out, int64_t R, int64_t N, int64_t K, int32_t relu) {
+    if (K % 4 || R < 1 || R > 8) return 1;
+    int8_t *q = malloc((size_t)R * (size_t)K);
+    if (!q) return 2;
+    float scales[8];
+    quantize_rows(x, q, NULL, scales, R, K, 63.0f);
+    int32_t failed = int7_few_rows_products(q, packed, (int32_t *)out, R, N, K);
+    free(q);
+    if (failed) return failed;
+    scale_products(out, 0, scales, column_scales, bias, out, R, N, relu);
+    return 0;
+}

@@ -15,10 +15,11 @@ all of its beams, up to the sentence's own length (so it needs sources padded at
 ones, reading each sentence's output weights once for its beams. For int8_fp32's rows quantized on their
 own scales (nmt.model.quantize): `quantize_rows_int8` and `scale_int8_products`, a pass over the rows each,
 and `int8_few_rows_products`, up to 8 rows by int8 weights in a VNNI layout with AVX-512 VNNI (faster than
-torch._int_mm for a step at batch 1; the int32 products are exact either way). What they gain on AVX-512 and AVX2
-CPUs is in `benchmarks/EXPERIMENTS.md` (over float32 caches they gained nothing: the bytes read are what
-they save). The kernels run on the calling thread: translation on a CPU decodes in one-thread worker
-processes by default (`--workers`).
+torch._int_mm for a step at batch 1; the int32 products are exact either way); on CPUs without VNNI,
+`quantize_rows_int7` (7-bit rows, also as floats for fbgemm) and `int7_few_rows_products` (AVX2). What
+they gain on AVX-512 and AVX2 CPUs is in `benchmarks/EXPERIMENTS.md` (over float32 caches they gained
+nothing: the bytes read are what they save). The kernels run on the calling thread: translation on a CPU
+decodes in one-thread worker processes by default (`--workers`).
 
 The kernels are compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
 else `~/.cache/nmt`), once per source, compiler flags and CPU; `make setup` does it ahead. They are for
@@ -169,12 +170,16 @@ def library() -> ctypes.CDLL | None:
         loaded.decode_cross_attention.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 5 + [ctypes.c_float,
                                                                                                  ctypes.c_int32]
         loaded.decode_log_softmax.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
-        loaded.decode_sentence_logits.argtypes = ([ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
+        loaded.decode_sentence_logits.argtypes = ([ctypes.c_void_p] * 4 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
                                                    + [ctypes.c_int64] + [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 5
                                                    + [ctypes.c_int32])
         loaded.quantize_rows_int8.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
         loaded.scale_int8_products.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
         loaded.int8_few_rows_products.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
+        loaded.quantize_rows_int7.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2
+        loaded.scale_exact_products.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
+        loaded.int7_few_rows_products.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
+        loaded.int7_few_rows_linear.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
@@ -182,6 +187,9 @@ def library() -> ctypes.CDLL | None:
     loaded.decode_sentence_logits.restype = ctypes.c_int32  # 1: no memory, 2: a sentence outside the batch
     loaded.decode_log_softmax.restype = loaded.quantize_rows_int8.restype = loaded.scale_int8_products.restype = None
     loaded.int8_few_rows_products.restype = ctypes.c_int32  # 1: not for these sizes, or a build without VNNI
+    loaded.quantize_rows_int7.restype = loaded.scale_exact_products.restype = None
+    loaded.int7_few_rows_products.restype = ctypes.c_int32  # 1: not for these sizes, or a build without AVX2
+    loaded.int7_few_rows_linear.restype = ctypes.c_int32  # as int7_few_rows_products; 2: no memory
     return loaded
 
 
@@ -280,17 +288,22 @@ def sentence_logits_kernel() -> Callable[[Tensor, Tensor | None, Tensor, Tensor]
     if loaded is None:
         return None
 
-    def bind(weights: Tensor, bias: Tensor | None, starts: Tensor, counts: Tensor) -> SentenceLogits:
-        """Sentence n of the batch owns weights[starts[n] : starts[n] + counts[n]] (pieces, D) bf16 and the
-        same entries of bias (pieces,) float32 (or no bias); starts, counts (N,) int64. (The kernel checks
-        the indices of the sentences it is given.)"""
-        tensors = (weights, starts, counts) + (() if bias is None else (bias,))
+    def bind(weights: Tensor, bias: Tensor | None, starts: Tensor, counts: Tensor,
+             ids: Tensor | None = None) -> SentenceLogits:
+        """Sentence n of the batch owns the weight rows (V, D) bf16 ids[starts[n] : starts[n] + counts[n]]
+        (ids (pieces,) int64; None: the rows starts[n] .. themselves) and the same entries of bias (V,)
+        float32 (or no bias); starts, counts (N,) int64. (The kernel checks the indices of the sentences it is
+        given; the ids are checked here, once a batch.)"""
+        tensors = (weights, starts, counts) + (() if bias is None else (bias,)) + (() if ids is None else (ids,))
         if not (all(t.is_cpu and t.is_contiguous() for t in tensors) and weights.dtype == torch.bfloat16
                 and weights.dim() == 2 and weights.size(1) % HEAD_DIM_STEP == 0
                 and starts.dtype == counts.dtype == torch.int64 and starts.dim() == 1 and counts.shape == starts.shape
-                and (bias is None or (bias.dtype == torch.float32 and bias.shape == weights.shape[:1]))):
-            raise ValueError("decode_sentence_logits needs contiguous CPU tensors: bf16 weights (pieces, D), a "
-                             "float32 bias (pieces,), int64 starts and counts (N,)")
+                and (bias is None or (bias.dtype == torch.float32 and bias.shape == weights.shape[:1]))
+                and (ids is None or (ids.dtype == torch.int64 and ids.dim() == 1
+                                     and (ids.numel() == 0 or 0 <= int(ids.min()) <= int(ids.max()) < len(weights))))):
+            raise ValueError("decode_sentence_logits needs contiguous CPU tensors: bf16 weights (V, D), a float32 "
+                             "bias (V,), int64 starts and counts (N,), int64 ids (pieces,) of weight rows")
+        pieces = weights.size(0) if ids is None else ids.size(0)
 
         def sentence_logits(rows: Tensor, shared_logits: Tensor, sentences: Tensor, width: int) -> Tensor:
             """Rows (N*K, D) bf16 or float32, the K of each sentence sentences[s] of the batch, and their logits
@@ -306,8 +319,8 @@ def sentence_logits_kernel() -> Callable[[Tensor, Tensor | None, Tensor, Tensor]
                                  "rows (N*K, D), shared logits (N*K, F); int64 sentences (N,)")
             out = torch.empty(count, width)
             failed = loaded.decode_sentence_logits(
-                rows.data_ptr(), shared_logits.data_ptr(), weights.data_ptr(), weights.size(0),
-                0 if bias is None else bias.data_ptr(), starts.data_ptr(), counts.data_ptr(), starts.size(0),
+                rows.data_ptr(), shared_logits.data_ptr(), weights.data_ptr(), 0 if ids is None else ids.data_ptr(),
+                pieces, 0 if bias is None else bias.data_ptr(), starts.data_ptr(), counts.data_ptr(), starts.size(0),
                 sentences.data_ptr(), out.data_ptr(), sentences.size(0), count // sentences.size(0), rows.size(1),
                 shared, width, rows.dtype == torch.float32)
             if failed == 2:
@@ -344,31 +357,30 @@ def int8_rows_kernels() -> tuple[Callable[[Tensor], tuple[Tensor, Tensor]], Call
 
     def scale_back(products: Tensor, row_scales: Tensor, column_scales: Tensor, bias: Tensor | None,
                    relu: bool) -> Tensor:
-        """int32 products (R, N) -> float32 (R, N), in their own memory: x row_scales (R, 1) x
-        column_scales (N,) + bias (N,), then a ReLU if `relu`."""
+        """int32 products (R, N), or float32 ones that hold exact integers (fbgemm's, nmt.model.quantize)
+        -> float32 (R, N), in their own memory: x row_scales (R, 1) x column_scales (N,) + bias (N,), then a
+        ReLU if `relu`; the same floats from either type."""
         count, width = products.shape
         tensors = (products, row_scales, column_scales) + (() if bias is None else (bias,))
-        if not (products.dtype == torch.int32 and row_scales.dtype == column_scales.dtype == torch.float32
+        if not (products.dtype in (torch.int32, torch.float32)
+                and row_scales.dtype == column_scales.dtype == torch.float32
                 and all(t.is_cpu and t.is_contiguous() for t in tensors) and row_scales.numel() == count
                 and column_scales.numel() == width and (bias is None or (bias.dtype == torch.float32
                                                                          and bias.numel() == width))):
             raise ValueError("scale_int8_products needs contiguous CPU tensors: int32 products (R, N), float32 "
                              "scales (R,) and (N,) and bias (N,)")
         out = products.view(torch.float32)
-        loaded.scale_int8_products(products.data_ptr(), row_scales.data_ptr(), column_scales.data_ptr(),
-                                   0 if bias is None else bias.data_ptr(), out.data_ptr(), count, width, relu)
+        scale = loaded.scale_int8_products if products.dtype == torch.int32 else loaded.scale_exact_products
+        scale(products.data_ptr(), row_scales.data_ptr(), column_scales.data_ptr(),
+              0 if bias is None else bias.data_ptr(), out.data_ptr(), count, width, relu)
         return out
 
     def few_rows(quantized: Tensor, packed: Tensor, outputs: int) -> Tensor | None:
         """int8 rows (R, K) x int8 weights packed by nmt.model.quantize.vnni_pack (`outputs` of them) ->
         int32 products (R, outputs), exact; None where the kernel does not take these sizes (more than 8 rows,
         or a build without AVX-512 VNNI): then torch._int_mm does."""
+        check_packed(quantized, packed, outputs)
         count, width = quantized.shape
-        if not (quantized.dtype == torch.int8 and packed.dtype == torch.uint8 and quantized.is_cpu and packed.is_cpu
-                and quantized.is_contiguous() and packed.is_contiguous()
-                and packed.numel() == (outputs + 15) // 16 * 16 * width):
-            raise ValueError("int8_few_rows_products needs contiguous CPU tensors: int8 rows (R, K) and the weights "
-                             "as vnni_pack packs them")
         if count > 8:
             return None
         out = torch.empty(count, outputs, dtype=torch.int32)
@@ -378,3 +390,60 @@ def int8_rows_kernels() -> tuple[Callable[[Tensor], tuple[Tensor, Tensor]], Call
         return out
 
     return quantize, scale_back, few_rows
+
+
+def check_packed(quantized: Tensor, packed: Tensor, outputs: int) -> None:
+    if not (quantized.dtype == torch.int8 and packed.dtype == torch.uint8 and quantized.is_cpu and packed.is_cpu
+            and quantized.is_contiguous() and packed.is_contiguous()
+            and packed.numel() == (outputs + 15) // 16 * 16 * quantized.size(1)):
+        raise ValueError("the few-rows kernels need contiguous CPU tensors: int8 rows (R, K) and the weights as "
+                         "vnni_pack packs them")
+
+
+@functools.cache
+def int7_rows_kernels() -> tuple[Callable[[Tensor, bool], tuple[Tensor, Tensor]], Callable] | None:
+    """(quantize, few_rows_linear) for CPUs without VNNI (nmt.model.quantize's exact int8 products through
+    fbgemm): quantize_rows_int7 and int7_few_rows_linear as functions of tensors, or None where the kernels
+    are unavailable or built without AVX2 (int7_few_rows_products, which the second calls, is probed).
+    scale_back is int8_rows_kernels'."""
+    loaded = library()
+    if loaded is None:
+        return None
+    rows, weights = torch.zeros(1, 4, dtype=torch.int8), torch.zeros(64, dtype=torch.uint8)  # held: the call writes
+    out = torch.zeros(1, 1, dtype=torch.int32)
+    if loaded.int7_few_rows_products(rows.data_ptr(), weights.data_ptr(), out.data_ptr(), 1, 1, 4):
+        return None  # a build without AVX2
+
+    def quantize(rows: Tensor, wide: bool) -> tuple[Tensor, Tensor]:
+        """rows (R, K) float32 -> (the integers, float32 scales (R, 1)): each row on its own scale, to
+        [-63, 63]; the integers as int8 (R, K), or where `wide`, as float32 (R, K + 2), each row followed
+        by -64 and 63."""
+        if not (rows.dtype == torch.float32 and rows.dim() == 2 and rows.is_cpu):
+            raise ValueError("quantize_rows_int7 needs 2-dimensional float32 CPU rows")
+        rows = rows.contiguous()
+        count, width = rows.shape
+        out = torch.empty(count, width + 2) if wide else torch.empty(rows.shape, dtype=torch.int8)
+        scales = torch.empty(count, 1)
+        loaded.quantize_rows_int7(rows.data_ptr(), 0 if wide else out.data_ptr(), out.data_ptr() if wide else 0,
+                                  scales.data_ptr(), count, width)
+        return out, scales
+
+    def few_rows_linear(rows: Tensor, packed: Tensor, scale: Tensor, bias: Tensor | None,
+                        relu: bool) -> Tensor | None:
+        """float32 rows (R, K), R <= 8 -> float32 (R, N): quantize, few_rows and scale_back in one call (the
+        same floats); None above 8 rows. scale (N,) and bias (N,) float32, contiguous (the layer's own)."""
+        count, width = rows.shape
+        outputs = scale.size(0)
+        if count > 8 or not (rows.dtype == torch.float32 and rows.is_cpu and packed.dtype == torch.uint8
+                             and packed.numel() == (outputs + 15) // 16 * 16 * width):
+            return None
+        rows = rows.contiguous()
+        out = torch.empty(count, outputs)
+        failed = loaded.int7_few_rows_linear(rows.data_ptr(), packed.data_ptr(), scale.data_ptr(),
+                                             0 if bias is None else bias.data_ptr(), out.data_ptr(), count, outputs,
+                                             width, relu)
+        if failed == 2:
+            raise MemoryError("the int8 kernel could not allocate its scratch memory")
+        return None if failed else out
+
+    return quantize, few_rows_linear
