@@ -40,7 +40,8 @@ GROUPS = (
     ("matrix products", r"^\[JIT\]|^\[unknown\]|^//anon|^perf-\d+\.map", None),  # run-time generated GEMM kernels
     ("quantization of activations", None, r"[Qq]uantiz|FindMinMax|requantize|dequant|::round"),
     ("matrix products", None, r"gemm|gemv|GEMM|Gemm|PackMatrix|PackBMatrix|PackA|pack_unpack|brgemm|dnnl|mkl_blas|"
-                              r"cblas|_int_mm|mm_kernel|matmul|int8_rows|vnni|dot_product|Dense::"),
+                              r"cblas|_int_mm|mm_kernel|matmul|int8_rows|vnni|dot_product|Dense::|"
+                              r"few_rows_products|sentence_logits"),  # nmt's C products, the shortlist's own
     ("attention (the softmax of its scores included)", None, r"attention|Attention"),
     ("softmax, log-softmax, top-k", None, r"softmax|SoftMax|Softmax|topk|TopK|top_k|introselect|sort|logsumexp|"
                                           r"argmax|reduce|Reduce|max_kernel|sum_kernel|std::max"),
