@@ -255,3 +255,31 @@ def test_kernels_report_scratch_memory_they_cannot_allocate(build):
     starts, counts = torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long)
     assert loaded.decode_sentence_logits(None, None, None, None, 0, None, starts.data_ptr(), counts.data_ptr(), 1,
                                          sentences.data_ptr(), None, 2**20, 2**30, 64, 0, 1, 1) == 1
+
+
+def test_int7_sentence_logits_kernel_gives_each_own_token_its_exact_int8_logit(build):
+    """Each row quantized to 7 bits on its own scale, times each own token's int8 weights (stored + 128),
+    exact int32 sums scaled back by the row's and the token's scales, plus bias: as torch computes it."""
+    bind = native.sentence_logits_int7_kernel()
+    if bind is None:
+        pytest.skip("no AVX2 build of the kernels")
+    generator = torch.Generator().manual_seed(4)
+    vocab, dim, beam, shared, width = 50, 64, 3, 5, 5 + 9
+    quantized = torch.randint(-127, 128, (vocab, dim), dtype=torch.int8, generator=generator)
+    scales, bias = torch.rand(vocab, generator=generator), torch.randn(vocab, generator=generator)
+    ids, starts, counts = torch.tensor([7, 3, 41, 8, 0, 49, 20]), torch.tensor([0, 3]), torch.tensor([3, 4])
+    logits = bind((quantized.short() + 128).to(torch.uint8), scales, bias, starts, counts, ids)
+    rows = torch.randn(2 * beam, dim, generator=generator) * torch.linspace(0.1, 5, 2 * beam)[:, None]
+    shared_logits = torch.randn(2 * beam, shared, generator=generator)
+    out = logits(rows, shared_logits, torch.tensor([0, 1]), width)
+    assert torch.equal(out[:, :shared], shared_logits)
+    q, row_scales = native.int7_rows_kernels()[0](rows, False)
+    for s in range(2):
+        own = ids[starts[s] : starts[s] + counts[s]]
+        sums = q[s * beam : (s + 1) * beam].int() @ quantized[own].int().T  # exact
+        expected = sums.float() * row_scales[s * beam : (s + 1) * beam] * scales[own] + bias[own]
+        torch.testing.assert_close(out[s * beam : (s + 1) * beam, shared : shared + len(own)], expected,
+                                   rtol=1e-6, atol=1e-5)
+        assert (out[s * beam : (s + 1) * beam, shared + len(own) :] == -float("inf")).all()
+    with pytest.raises(ValueError):
+        logits(rows, shared_logits, torch.tensor([0, 2]), width)  # no sentence 2

@@ -102,7 +102,7 @@ def test_restricted_decoder_gives_each_sentence_the_full_log_probs_over_its_list
     tolerance = 1e-4 if precision == "fp32" else 2e-2 if vnni or precision != "int8_fp32" else 4e-2
     flat = FlatDecoder(model)
     if not kernel:
-        flat.sentence_logits = None  # the batched product over padded weights (fp32, other devices)
+        flat.sentence_logits = flat.sentence_logits_int7 = None  # the batched product over padded weights
     elif flat.sentence_logits is None:
         pytest.skip("no C kernels on this CPU")
     shared = torch.tensor([0, 1, 2, 3, 7, 11, 19])

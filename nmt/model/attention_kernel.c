@@ -633,3 +633,88 @@ int32_t int7_few_rows_linear(const float *x, const uint8_t *packed, const float 
     scale_products(out, 0, scales, column_scales, bias, out, R, N, relu);
     return 0;
 }
+
+/* decode_sentence_logits_int7: decode_sentence_logits for int8_fp32 on CPUs without VNNI, over the output
+   projection's int8 weights: each row of q (N*K, D) float32 is quantized to 7 bits on its own scale
+   (quantize_rows_int7), each own token's logit is the exact int32 sum over its weight row, stored + 128 as
+   unsigned bytes (weights (V, D), row ids[starts[n] + j]), scaled back as scale_int8_products does: x the
+   row's scale x the token's scale (scales (V,)) + bias. The shared logits (N*K, F) float32 are copied. Half
+   the bytes of the bf16 kernel's weights, and vpmaddubsw's 32 products an instruction. Returns 1 where it
+   cannot (a build without AVX2, D not a multiple of 32, scratch memory), 2 as decode_sentence_logits. */
+#if defined(__AVX2__)
+int32_t decode_sentence_logits_int7(const float *q, const float *shared, const uint8_t *weights, const float *scales,
+                                    const int64_t *ids, int64_t pieces, const float *bias, const int64_t *starts,
+                                    const int64_t *counts, int64_t batch, const int64_t *sentences, float *out,
+                                    int64_t N, int64_t K, int64_t D, int64_t F, int64_t width) {
+    if (D % 32) return 1;
+    for (int64_t s = 0; s < N; s++) {
+        int64_t n = sentences[s];
+        if (n < 0 || n >= batch || starts[n] < 0 || counts[n] < 0 || counts[n] > width - F ||
+            starts[n] > pieces - counts[n])
+            return 2;
+    }
+    size_t rows = (size_t)N * (size_t)K, bytes;
+    if (__builtin_mul_overflow(rows, (size_t)D, &bytes)) return 1;
+    int8_t *quantized = malloc(bytes ? bytes : 1);
+    float *row_scales = malloc((rows ? rows : 1) * sizeof(float));
+    int32_t *corrections = malloc((rows ? rows : 1) * sizeof(int32_t));
+    if (!quantized || !row_scales || !corrections) {
+        free(quantized), free(row_scales), free(corrections);
+        return 1;
+    }
+    quantize_rows(q, quantized, NULL, row_scales, (int64_t)rows, D, 63.0f);
+    for (size_t r = 0; r < rows; r++) {
+        int32_t sum = 0;
+        for (int64_t d = 0; d < D; d++) sum += quantized[r * D + d];
+        corrections[r] = 128 * sum;
+    }
+    for (size_t r = 0; r < rows; r++) memcpy(out + r * width, shared + r * F, F * sizeof(float));
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t s = 0; s < N; s++) {
+        int64_t n = sentences[s], start = starts[n], count = counts[n];
+        for (int64_t r0 = 0; r0 < K; r0 += 8) {
+            int64_t block = K - r0 < 8 ? K - r0 : 8;
+            const int8_t *qr = quantized + (s * K + r0) * D;
+            for (int64_t j = 0; j < count; j++) {
+                int64_t id = ids ? ids[start + j] : start + j;
+                const uint8_t *w = weights + id * D;
+                __m256i acc[8];
+                for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
+                for (int64_t d = 0; d < D; d += 32) {
+                    __m256i wv = _mm256_loadu_si256((const __m256i *)(w + d));
+                    for (int i = 0; i < 8; i++) {
+                        if (i >= block) break;
+                        __m256i x = _mm256_loadu_si256((const __m256i *)(qr + i * D + d));
+                        acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, x), ones));
+                    }
+                }
+                for (int i = 0; i < block; i++) {
+                    int32_t lanes[8];
+                    _mm256_storeu_si256((__m256i *)lanes, acc[i]);
+                    int32_t total = 0;
+                    for (int l = 0; l < 8; l++) total += lanes[l];
+                    int64_t row = s * K + r0 + i;
+                    float v = (float)(total - corrections[row]);
+                    v = v * row_scales[row];
+                    v = v * scales[id];
+                    if (bias) v = v + bias[id];
+                    out[row * width + F + j] = v;
+                }
+            }
+        }
+        for (int64_t row = s * K; row < (s + 1) * K; row++)
+            for (int64_t j = F + count; j < width; j++) out[row * width + j] = -__builtin_inff();
+    }
+    free(quantized), free(row_scales), free(corrections);
+    return 0;
+}
+#else
+int32_t decode_sentence_logits_int7(const float *q, const float *shared, const uint8_t *weights, const float *scales,
+                                    const int64_t *ids, int64_t pieces, const float *bias, const int64_t *starts,
+                                    const int64_t *counts, int64_t batch, const int64_t *sentences, float *out,
+                                    int64_t N, int64_t K, int64_t D, int64_t F, int64_t width) {
+    (void)q, (void)shared, (void)weights, (void)scales, (void)ids, (void)pieces, (void)bias, (void)starts;
+    (void)counts, (void)batch, (void)sentences, (void)out, (void)N, (void)K, (void)D, (void)F, (void)width;
+    return 1;
+}
+#endif

@@ -37,6 +37,7 @@ from nmt.model.native import (
     cross_attention_kernel,
     log_softmax_kernel,
     self_attention_kernel,
+    sentence_logits_int7_kernel,
     sentence_logits_kernel,
 )
 from nmt.model.quantize import DynamicInt8Linear, Int8Linear, bf16_linear_function
@@ -158,6 +159,10 @@ class FlatDecoder:
         self.cross_attention = cross_attention_kernel() if native else None
         self.log_softmax = log_softmax_kernel() if native else None
         self.sentence_logits = sentence_logits_kernel() if native else None
+        # int8_fp32 without VNNI (rows on 7 bits, nmt.model.quantize): each sentence's own tokens from the
+        # output projection's int8 weights, as the shared ones are
+        exact = getattr(model.output_proj, "exact", None) is not None and model.config.d_model % 32 == 0
+        self.sentence_logits_int7 = sentence_logits_int7_kernel() if native and exact else None
 
     def restricted(self, vocabularies: Vocabularies) -> FlatDecoder:
         """This decoder over each sentence's own target tokens (nmt.model.shortlist): token i of a row's input and
@@ -170,6 +175,12 @@ class FlatDecoder:
         restricted.project = self.shared_projection(vocabularies.scored)
         restricted.vocabularies = vocabularies = vocabularies.to(device)
         restricted.token_ids = vocabularies.table(self.config.pad_id)  # (N, width)
+        if self.sentence_logits_int7 is not None:
+            projection = self.model.output_proj
+            restricted.own_logits = self.sentence_logits_int7(  # each sentence's rows read where they are
+                self.output_rows_u8, projection.column_scale, projection.bias, vocabularies.starts,
+                vocabularies.counts, vocabularies.extra)
+            return restricted
         if self.sentence_logits is not None:
             weights, bias = self.output_rows_bf16  # (V, D), (V,): each sentence's rows read where they are
             restricted.own_logits = self.sentence_logits(weights, bias, vocabularies.starts, vocabularies.counts,
@@ -192,6 +203,12 @@ class FlatDecoder:
         and decode at half the speed of the whole vocabulary)."""
         weights, bias = output_rows(self.model, torch.arange(self.config.vocab_size, device=self.embedding.device))
         return weights.bfloat16(), bias
+
+    @functools.cached_property
+    def output_rows_u8(self) -> Tensor:
+        """The output projection's int8 weights (V, D) + 128, as unsigned bytes: what the int7 sentence logits
+        kernel multiplies each row's 7-bit values by (8 MB for the general model)."""
+        return (self.model.output_proj.quantized.short() + 128).to(torch.uint8)
 
     def shared_projection(self, ids: Tensor) -> Linear:
         """The output projection onto the vocabulary ids `ids` (F,) (a shortlist's shared ids, which every

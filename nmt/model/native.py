@@ -180,6 +180,9 @@ def library() -> ctypes.CDLL | None:
         loaded.scale_exact_products.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
         loaded.int7_few_rows_products.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
         loaded.int7_few_rows_linear.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
+        loaded.decode_sentence_logits_int7.argtypes = ([ctypes.c_void_p] * 5 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
+                                                       + [ctypes.c_int64] + [ctypes.c_void_p] * 2
+                                                       + [ctypes.c_int64] * 5)
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
@@ -190,6 +193,7 @@ def library() -> ctypes.CDLL | None:
     loaded.quantize_rows_int7.restype = loaded.scale_exact_products.restype = None
     loaded.int7_few_rows_products.restype = ctypes.c_int32  # 1: not for these sizes, or a build without AVX2
     loaded.int7_few_rows_linear.restype = ctypes.c_int32  # as int7_few_rows_products; 2: no memory
+    loaded.decode_sentence_logits_int7.restype = ctypes.c_int32  # 1: no AVX2 or no memory, 2: bad indices
     return loaded
 
 
@@ -326,6 +330,55 @@ def sentence_logits_kernel() -> Callable[[Tensor, Tensor | None, Tensor, Tensor]
             if failed == 2:
                 raise ValueError("decode_sentence_logits: a sentence outside the batch, or its tokens outside the "
                                  "weights or the width")
+            if failed:
+                raise MemoryError("the sentence logits kernel could not allocate its scratch memory")
+            return out
+
+        return sentence_logits
+
+    return bind
+
+
+@functools.cache
+def sentence_logits_int7_kernel() -> Callable[..., SentenceLogits] | None:
+    """decode_sentence_logits_int7 for one batch's vocabularies, as sentence_logits_kernel binds
+    decode_sentence_logits, over int8 weights: bind(weights, scales, bias, starts, counts, ids) with weights
+    (V, D) uint8 (the int8 values + 128), scales (V,) and bias (V,) float32; or None where the kernels are
+    unavailable or built without AVX2. The rows and shared logits are float32 (int8_fp32's activations)."""
+    loaded = library()
+    if loaded is None or int7_rows_kernels() is None:
+        return None
+
+    def bind(weights: Tensor, scales: Tensor, bias: Tensor | None, starts: Tensor, counts: Tensor,
+             ids: Tensor) -> SentenceLogits:
+        tensors = (weights, scales, starts, counts, ids) + (() if bias is None else (bias,))
+        if not (all(t.is_cpu and t.is_contiguous() for t in tensors) and weights.dtype == torch.uint8
+                and weights.dim() == 2 and weights.size(1) % 32 == 0 and scales.dtype == torch.float32
+                and scales.shape == weights.shape[:1] and starts.dtype == counts.dtype == ids.dtype == torch.int64
+                and starts.dim() == 1 and counts.shape == starts.shape and ids.dim() == 1
+                and (bias is None or (bias.dtype == torch.float32 and bias.shape == weights.shape[:1]))
+                and (ids.numel() == 0 or 0 <= int(ids.min()) <= int(ids.max()) < len(weights))):
+            raise ValueError("decode_sentence_logits_int7 needs contiguous CPU tensors: uint8 weights (V, D), "
+                             "float32 scales and bias (V,), int64 starts, counts (N,) and ids of weight rows")
+
+        def sentence_logits(rows: Tensor, shared_logits: Tensor, sentences: Tensor, width: int) -> Tensor:
+            count, shared = shared_logits.shape
+            if not (rows.dtype == shared_logits.dtype == torch.float32 and sentences.dtype == torch.int64
+                    and rows.is_contiguous() and shared_logits.is_contiguous() and sentences.is_contiguous()
+                    and rows.is_cpu and shared_logits.is_cpu and sentences.is_cpu and rows.dim() == 2
+                    and sentences.dim() == 1 and rows.size(1) == weights.size(1) and rows.size(0) == count
+                    and sentences.size(0) and count % sentences.size(0) == 0 and shared <= width):
+                raise ValueError("decode_sentence_logits_int7 needs contiguous float32 CPU tensors: rows (N*K, D), "
+                                 "shared logits (N*K, F); int64 sentences (N,)")
+            out = torch.empty(count, width)
+            failed = loaded.decode_sentence_logits_int7(
+                rows.data_ptr(), shared_logits.data_ptr(), weights.data_ptr(), scales.data_ptr(), ids.data_ptr(),
+                ids.size(0), 0 if bias is None else bias.data_ptr(), starts.data_ptr(), counts.data_ptr(),
+                starts.size(0), sentences.data_ptr(), out.data_ptr(), sentences.size(0), count // sentences.size(0),
+                rows.size(1), shared, width)
+            if failed == 2:
+                raise ValueError("decode_sentence_logits_int7: a sentence outside the batch, or its tokens outside "
+                                 "the ids or the width")
             if failed:
                 raise MemoryError("the sentence logits kernel could not allocate its scratch memory")
             return out
