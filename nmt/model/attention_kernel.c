@@ -388,16 +388,24 @@ static inline __attribute__((always_inline)) void sentence_logits(const void *q,
         own_logits(1, q, shared, weights, ids, bias, starts, counts, sentences, out, qf, N, K, D, F, width, f32);
 }
 
-int32_t decode_sentence_logits(const void *q, const void *shared, const uint16_t *weights, const int64_t *ids,
-                               int64_t pieces, const float *bias, const int64_t *starts, const int64_t *counts,
-                               int64_t batch, const int64_t *sentences, float *out, int64_t N, int64_t K, int64_t D,
-                               int64_t F, int64_t width, int32_t f32) {
+/* Whether every sentence of a step lies within the batch and its own tokens within the ids and the room
+   after the F shared ones: what both sentence logits kernels check before they read anything. */
+static inline int sentences_fit(const int64_t *sentences, int64_t N, int64_t batch, const int64_t *starts,
+                                const int64_t *counts, int64_t pieces, int64_t F, int64_t width) {
     for (int64_t s = 0; s < N; s++) {
         int64_t n = sentences[s];
         if (n < 0 || n >= batch || starts[n] < 0 || counts[n] < 0 || counts[n] > width - F ||
             starts[n] > pieces - counts[n])
-            return 2;
+            return 0;
     }
+    return 1;
+}
+
+int32_t decode_sentence_logits(const void *q, const void *shared, const uint16_t *weights, const int64_t *ids,
+                               int64_t pieces, const float *bias, const int64_t *starts, const int64_t *counts,
+                               int64_t batch, const int64_t *sentences, float *out, int64_t N, int64_t K, int64_t D,
+                               int64_t F, int64_t width, int32_t f32) {
+    if (!sentences_fit(sentences, N, batch, starts, counts, pieces, F, width)) return 2;
     size_t rows, bytes; /* the queries as floats; sizes past the address space fail as malloc would */
     if (__builtin_mul_overflow((size_t)N, (size_t)K, &rows) ||
         __builtin_mul_overflow(rows, (size_t)D * sizeof(float), &bytes))
@@ -462,10 +470,10 @@ void quantize_rows_int8(const float *x, int8_t *q, float *scales, int64_t R, int
 }
 
 /* quantize_rows_int7: quantize_rows to [-63, 63], for CPUs without VNNI, where AVX2's products of unsigned
-   and signed bytes sum pairs in 16 bits (255 x 63 x 2 fits; 255 x 127 x 2 would saturate). q (int8) for
-   int7_few_rows_products, wide (float32 with the two bounds) for fbgemm (nmt.model.quantize). */
-void quantize_rows_int7(const float *x, int8_t *q, float *wide, float *scales, int64_t R, int64_t K) {
-    quantize_rows(x, q, wide, scales, R, K, 63.0f);
+   and signed bytes sum pairs in 16 bits (255 x 63 x 2 fits; 255 x 127 x 2 would saturate), into wide
+   (float32 with the two bounds) for fbgemm (nmt.model.quantize); the C kernels quantize their own rows. */
+void quantize_rows_int7(const float *x, float *wide, float *scales, int64_t R, int64_t K) {
+    quantize_rows(x, NULL, wide, scales, R, K, 63.0f);
 }
 
 /* scale_products: products (R, N), int32 or (where f32) float32 holding exact integers, of rows quantized
@@ -514,6 +522,16 @@ void scale_exact_products(const float *products, const float *row_scales, const 
     scale_products(products, 1, row_scales, column_scales, bias, out, R, N, relu);
 }
 
+/* 128 x the sum of each of R int8 rows (R, K): what a product of the rows by weights stored + 128 as unsigned
+   bytes holds beyond the products by the signed weights. */
+static inline void unsigned_weight_corrections(const int8_t *rows, int32_t *out, int64_t R, int64_t K) {
+    for (int64_t r = 0; r < R; r++) {
+        int32_t sum = 0;
+        for (int64_t k = 0; k < K; k++) sum += rows[r * K + k];
+        out[r] = 128 * sum;
+    }
+}
+
 /* int8_few_rows_products: int32 products (R, N) of R int8 rows (R, K), R <= 8, and int8 weights packed by
    nmt.model.quantize.vnni_pack: for each block of 16 weight rows and each 4 of the K columns, 64 bytes,
    the 16 rows' 4 values + 128 as unsigned bytes (weight rows past N are padding). Each block of weights is
@@ -530,11 +548,7 @@ int32_t int8_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_
     if (K % 4 || R < 1 || R > 8) return 1;
     int64_t groups = K / 4;
     int32_t sums[8];
-    for (int64_t r = 0; r < R; r++) {
-        int32_t sum = 0;
-        for (int64_t k = 0; k < K; k++) sum += rows[r * K + k];
-        sums[r] = sum * 128;
-    }
+    unsigned_weight_corrections(rows, sums, R, K);
     for (int64_t n0 = 0; n0 < N; n0 += 16) {
         const uint8_t *block = packed + n0 / 16 * groups * 64;
         __m512i acc[8];
@@ -575,11 +589,7 @@ int32_t int7_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_
     if (K % 4 || R < 1 || R > 8) return 1;
     int64_t groups = K / 4;
     int32_t sums[8];
-    for (int64_t r = 0; r < R; r++) {
-        int32_t sum = 0;
-        for (int64_t k = 0; k < K; k++) sum += rows[r * K + k];
-        sums[r] = sum * 128;
-    }
+    unsigned_weight_corrections(rows, sums, R, K);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t n0 = 0; n0 < N; n0 += 16) {
         const uint8_t *block = packed + n0 / 16 * groups * 64;
@@ -647,14 +657,10 @@ int32_t decode_sentence_logits_int7(const float *q, const float *shared, const u
                                     const int64_t *counts, int64_t batch, const int64_t *sentences, float *out,
                                     int64_t N, int64_t K, int64_t D, int64_t F, int64_t width) {
     if (D % 32) return 1;
-    for (int64_t s = 0; s < N; s++) {
-        int64_t n = sentences[s];
-        if (n < 0 || n >= batch || starts[n] < 0 || counts[n] < 0 || counts[n] > width - F ||
-            starts[n] > pieces - counts[n])
-            return 2;
-    }
-    size_t rows = (size_t)N * (size_t)K, bytes;
-    if (__builtin_mul_overflow(rows, (size_t)D, &bytes)) return 1;
+    if (!sentences_fit(sentences, N, batch, starts, counts, pieces, F, width)) return 2;
+    size_t rows, bytes;
+    if (__builtin_mul_overflow((size_t)N, (size_t)K, &rows) || __builtin_mul_overflow(rows, (size_t)D, &bytes))
+        return 1;
     int8_t *quantized = malloc(bytes ? bytes : 1);
     float *row_scales = malloc((rows ? rows : 1) * sizeof(float));
     int32_t *corrections = malloc((rows ? rows : 1) * sizeof(int32_t));
@@ -663,11 +669,7 @@ int32_t decode_sentence_logits_int7(const float *q, const float *shared, const u
         return 1;
     }
     quantize_rows(q, quantized, NULL, row_scales, (int64_t)rows, D, 63.0f);
-    for (size_t r = 0; r < rows; r++) {
-        int32_t sum = 0;
-        for (int64_t d = 0; d < D; d++) sum += quantized[r * D + d];
-        corrections[r] = 128 * sum;
-    }
+    unsigned_weight_corrections(quantized, corrections, (int64_t)rows, D);
     for (size_t r = 0; r < rows; r++) memcpy(out + r * width, shared + r * F, F * sizeof(float));
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t s = 0; s < N; s++) {

@@ -16,7 +16,7 @@ ones, reading each sentence's output weights once for its beams. For int8_fp32's
 own scales (nmt.model.quantize): `quantize_rows_int8` and `scale_int8_products`, a pass over the rows each,
 and `int8_few_rows_products`, up to 8 rows by int8 weights in a VNNI layout with AVX-512 VNNI (faster than
 torch._int_mm for a step at batch 1; the int32 products are exact either way); on CPUs without VNNI,
-`quantize_rows_int7` (7-bit rows, also as floats for fbgemm) and `int7_few_rows_products` (AVX2). What
+`quantize_rows_int7` (7-bit rows as floats for fbgemm) and `int7_few_rows_products` (AVX2). What
 they gain on AVX-512 and AVX2 CPUs is in `benchmarks/EXPERIMENTS.md` (over float32 caches they gained
 nothing: the bytes read are what they save). The kernels run on the calling thread: translation on a CPU
 decodes in one-thread worker processes by default (`--workers`).
@@ -176,7 +176,7 @@ def library() -> ctypes.CDLL | None:
         loaded.quantize_rows_int8.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
         loaded.scale_int8_products.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
         loaded.int8_few_rows_products.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
-        loaded.quantize_rows_int7.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2
+        loaded.quantize_rows_int7.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
         loaded.scale_exact_products.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
         loaded.int7_few_rows_products.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
         loaded.int7_few_rows_linear.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
@@ -283,6 +283,32 @@ def log_softmax_kernel() -> Callable[[Tensor], Tensor] | None:
 SentenceLogits = Callable[[Tensor, Tensor, Tensor, int], Tensor]  # (rows, shared_logits, sentences, width)
 
 
+def ids_within(ids: Tensor, rows: int) -> bool:
+    """Whether every id of a batch's own tokens names one of `rows` weight rows (checked once a batch)."""
+    return ids.numel() == 0 or 0 <= int(ids.min()) <= int(ids.max()) < rows
+
+
+def step_inputs_fit(rows: Tensor, shared_logits: Tensor, sentences: Tensor, width: int, dim: int,
+                    dtypes: tuple[torch.dtype, ...]) -> bool:
+    """Whether a step's rows (N*K, dim), shared logits (N*K, F) of the same dtype (one of `dtypes`) and
+    sentences (N,) int64 are what a sentence logits kernel may read: contiguous CPU tensors, whole beams,
+    the shared tokens within `width`."""
+    count, shared = shared_logits.shape
+    return (rows.dtype in dtypes and shared_logits.dtype == rows.dtype and sentences.dtype == torch.int64
+            and rows.is_contiguous() and shared_logits.is_contiguous() and sentences.is_contiguous()
+            and rows.is_cpu and shared_logits.is_cpu and sentences.is_cpu and rows.dim() == 2
+            and sentences.dim() == 1 and rows.size(1) == dim and rows.size(0) == count
+            and sentences.size(0) and count % sentences.size(0) == 0 and shared <= width)
+
+
+def raise_for(failed: int, kernel: str) -> None:
+    """A sentence logits kernel's failure as an exception: 2 bad indices, 1 no scratch memory."""
+    if failed == 2:
+        raise ValueError(f"{kernel}: a sentence outside the batch, or its tokens outside the weights or the width")
+    if failed:
+        raise MemoryError("the sentence logits kernel could not allocate its scratch memory")
+
+
 def sentence_logits_kernel() -> Callable[[Tensor, Tensor | None, Tensor, Tensor], SentenceLogits] | None:
     """decode_sentence_logits for one batch's vocabularies, or None where the kernels are unavailable:
     bind(weights, bias, starts, counts) checks a batch's own tokens once and returns the function that its
@@ -303,8 +329,7 @@ def sentence_logits_kernel() -> Callable[[Tensor, Tensor | None, Tensor, Tensor]
                 and weights.dim() == 2 and weights.size(1) % HEAD_DIM_STEP == 0
                 and starts.dtype == counts.dtype == torch.int64 and starts.dim() == 1 and counts.shape == starts.shape
                 and (bias is None or (bias.dtype == torch.float32 and bias.shape == weights.shape[:1]))
-                and (ids is None or (ids.dtype == torch.int64 and ids.dim() == 1
-                                     and (ids.numel() == 0 or 0 <= int(ids.min()) <= int(ids.max()) < len(weights))))):
+                and (ids is None or (ids.dtype == torch.int64 and ids.dim() == 1 and ids_within(ids, len(weights))))):
             raise ValueError("decode_sentence_logits needs contiguous CPU tensors: bf16 weights (V, D), a float32 "
                              "bias (V,), int64 starts and counts (N,), int64 ids (pieces,) of weight rows")
         pieces = weights.size(0) if ids is None else ids.size(0)
@@ -313,25 +338,17 @@ def sentence_logits_kernel() -> Callable[[Tensor, Tensor | None, Tensor, Tensor]
             """Rows (N*K, D) bf16 or float32, the K of each sentence sentences[s] of the batch, and their logits
             of the shared tokens (N*K, F) in the same dtype -> logits (N*K, width) float32: the shared ones,
             each sentence's own, then -inf."""
-            count, shared = shared_logits.shape
-            if not (rows.dtype in QUERY_DTYPES and shared_logits.dtype == rows.dtype and sentences.dtype == torch.int64
-                    and rows.is_contiguous() and shared_logits.is_contiguous() and sentences.is_contiguous()
-                    and rows.is_cpu and shared_logits.is_cpu and sentences.is_cpu and rows.dim() == 2
-                    and sentences.dim() == 1 and rows.size(1) == weights.size(1) and rows.size(0) == count
-                    and sentences.size(0) and count % sentences.size(0) == 0 and shared <= width):
+            if not step_inputs_fit(rows, shared_logits, sentences, width, weights.size(1), QUERY_DTYPES):
                 raise ValueError("decode_sentence_logits needs contiguous CPU tensors of one dtype, bf16 or float32: "
                                  "rows (N*K, D), shared logits (N*K, F); int64 sentences (N,)")
+            count, shared = shared_logits.shape
             out = torch.empty(count, width)
             failed = loaded.decode_sentence_logits(
                 rows.data_ptr(), shared_logits.data_ptr(), weights.data_ptr(), 0 if ids is None else ids.data_ptr(),
                 pieces, 0 if bias is None else bias.data_ptr(), starts.data_ptr(), counts.data_ptr(), starts.size(0),
                 sentences.data_ptr(), out.data_ptr(), sentences.size(0), count // sentences.size(0), rows.size(1),
                 shared, width, rows.dtype == torch.float32)
-            if failed == 2:
-                raise ValueError("decode_sentence_logits: a sentence outside the batch, or its tokens outside the "
-                                 "weights or the width")
-            if failed:
-                raise MemoryError("the sentence logits kernel could not allocate its scratch memory")
+            raise_for(failed, "decode_sentence_logits")
             return out
 
         return sentence_logits
@@ -357,30 +374,22 @@ def sentence_logits_int7_kernel() -> Callable[..., SentenceLogits] | None:
                 and scales.shape == weights.shape[:1] and starts.dtype == counts.dtype == ids.dtype == torch.int64
                 and starts.dim() == 1 and counts.shape == starts.shape and ids.dim() == 1
                 and (bias is None or (bias.dtype == torch.float32 and bias.shape == weights.shape[:1]))
-                and (ids.numel() == 0 or 0 <= int(ids.min()) <= int(ids.max()) < len(weights))):
+                and ids_within(ids, len(weights))):
             raise ValueError("decode_sentence_logits_int7 needs contiguous CPU tensors: uint8 weights (V, D), "
                              "float32 scales and bias (V,), int64 starts, counts (N,) and ids of weight rows")
 
         def sentence_logits(rows: Tensor, shared_logits: Tensor, sentences: Tensor, width: int) -> Tensor:
-            count, shared = shared_logits.shape
-            if not (rows.dtype == shared_logits.dtype == torch.float32 and sentences.dtype == torch.int64
-                    and rows.is_contiguous() and shared_logits.is_contiguous() and sentences.is_contiguous()
-                    and rows.is_cpu and shared_logits.is_cpu and sentences.is_cpu and rows.dim() == 2
-                    and sentences.dim() == 1 and rows.size(1) == weights.size(1) and rows.size(0) == count
-                    and sentences.size(0) and count % sentences.size(0) == 0 and shared <= width):
+            if not step_inputs_fit(rows, shared_logits, sentences, width, weights.size(1), (torch.float32,)):
                 raise ValueError("decode_sentence_logits_int7 needs contiguous float32 CPU tensors: rows (N*K, D), "
                                  "shared logits (N*K, F); int64 sentences (N,)")
+            count, shared = shared_logits.shape
             out = torch.empty(count, width)
             failed = loaded.decode_sentence_logits_int7(
                 rows.data_ptr(), shared_logits.data_ptr(), weights.data_ptr(), scales.data_ptr(), ids.data_ptr(),
                 ids.size(0), 0 if bias is None else bias.data_ptr(), starts.data_ptr(), counts.data_ptr(),
                 starts.size(0), sentences.data_ptr(), out.data_ptr(), sentences.size(0), count // sentences.size(0),
                 rows.size(1), shared, width)
-            if failed == 2:
-                raise ValueError("decode_sentence_logits_int7: a sentence outside the batch, or its tokens outside "
-                                 "the ids or the width")
-            if failed:
-                raise MemoryError("the sentence logits kernel could not allocate its scratch memory")
+            raise_for(failed, "decode_sentence_logits_int7")
             return out
 
         return sentence_logits
@@ -454,7 +463,7 @@ def check_packed(quantized: Tensor, packed: Tensor, outputs: int) -> None:
 
 
 @functools.cache
-def int7_rows_kernels() -> tuple[Callable[[Tensor, bool], tuple[Tensor, Tensor]], Callable] | None:
+def int7_rows_kernels() -> tuple[Callable[[Tensor], tuple[Tensor, Tensor]], Callable] | None:
     """(quantize, few_rows_linear) for CPUs without VNNI (nmt.model.quantize's exact int8 products through
     fbgemm): quantize_rows_int7 and int7_few_rows_linear as functions of tensors, or None where the kernels
     are unavailable or built without AVX2 (int7_few_rows_products, which the second calls, is probed).
@@ -467,19 +476,16 @@ def int7_rows_kernels() -> tuple[Callable[[Tensor, bool], tuple[Tensor, Tensor]]
     if loaded.int7_few_rows_products(rows.data_ptr(), weights.data_ptr(), out.data_ptr(), 1, 1, 4):
         return None  # a build without AVX2
 
-    def quantize(rows: Tensor, wide: bool) -> tuple[Tensor, Tensor]:
+    def quantize(rows: Tensor) -> tuple[Tensor, Tensor]:
         """rows (R, K) float32 -> (the integers, float32 scales (R, 1)): each row on its own scale, to
-        [-63, 63]; the integers as int8 (R, K), or where `wide`, as float32 (R, K + 2), each row followed
-        by -64 and 63."""
+        [-63, 63], the integers as float32 (R, K + 2), each row followed by -64 and 63 (for fbgemm)."""
         if not (rows.dtype == torch.float32 and rows.dim() == 2 and rows.is_cpu):
             raise ValueError("quantize_rows_int7 needs 2-dimensional float32 CPU rows")
         rows = rows.contiguous()
         count, width = rows.shape
-        out = torch.empty(count, width + 2) if wide else torch.empty(rows.shape, dtype=torch.int8)
-        scales = torch.empty(count, 1)
-        loaded.quantize_rows_int7(rows.data_ptr(), 0 if wide else out.data_ptr(), out.data_ptr() if wide else 0,
-                                  scales.data_ptr(), count, width)
-        return out, scales
+        wide, scales = torch.empty(count, width + 2), torch.empty(count, 1)
+        loaded.quantize_rows_int7(rows.data_ptr(), wide.data_ptr(), scales.data_ptr(), count, width)
+        return wide, scales
 
     def few_rows_linear(rows: Tensor, packed: Tensor, scale: Tensor, bias: Tensor | None,
                         relu: bool) -> Tensor | None:

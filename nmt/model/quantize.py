@@ -185,40 +185,32 @@ class DynamicInt8Linear(nn.Module):
     def function(self, outputs: Tensor | None = None, relu: bool = False) -> Callable[[Tensor], Tensor]:
         """This layer as a function of rows (R, in) -> (R, out); with `outputs` (O,), of those output
         channels alone; with `relu`, followed by a ReLU (all channels only)."""
-        if self.columns is not None:
-            if outputs is None:
+        if outputs is None:
+            if self.columns is not None:
                 return functools.partial(rows_int8_linear, columns=self.columns, scale=self.column_scale,
                                          bias=self.bias, relu=relu, packed=self.vnni)
-            if relu:
-                raise ValueError("a ReLU is fused over all output channels only")
-            return functools.partial(rows_int8_linear, columns=self.columns.index_select(1, outputs),
-                                     scale=self.column_scale.index_select(0, outputs),
-                                     bias=None if self.bias is None else self.bias.index_select(0, outputs),
-                                     packed=None if self.vnni is None else vnni_pack(
-                                         self.quantized.index_select(0, outputs)))
-        if self.exact is not None:
-            if outputs is None:
+            if self.exact is not None:
                 return functools.partial(exact_rows_int8_linear, exact=self.exact, packed=self.vnni,
                                          scale=self.column_scale, bias=self.bias, relu=relu)
-            if relu:
-                raise ValueError("a ReLU is fused over all output channels only")
-            quantized = self.quantized.index_select(0, outputs)
-            return functools.partial(exact_rows_int8_linear, exact=FbgemmWeights(exact_layout(quantized)),
-                                     packed=vnni_pack(quantized), scale=self.column_scale.index_select(0, outputs),
-                                     bias=None if self.bias is None else self.bias.index_select(0, outputs))
-        if outputs is None:
             return functools.partial(dynamic_int8_linear, packed=self.packed, quantized=self.quantized,
                                      scale=self.scale, bias=self.bias, relu=relu)
         if relu:
             raise ValueError("a ReLU is fused over all output channels only")
+        quantized = self.quantized.index_select(0, outputs)
+        bias = None if self.bias is None else self.bias.index_select(0, outputs)
+        if self.columns is not None:
+            return functools.partial(rows_int8_linear, columns=self.columns.index_select(1, outputs),
+                                     scale=self.column_scale.index_select(0, outputs), bias=bias,
+                                     packed=None if self.vnni is None else vnni_pack(quantized))
+        if self.exact is not None:
+            return functools.partial(exact_rows_int8_linear, exact=FbgemmWeights(exact_layout(quantized)),
+                                     packed=vnni_pack(quantized), scale=self.column_scale.index_select(0, outputs),
+                                     bias=bias)
         # Packing with one scale per channel is several times slower in fbgemm's prepack than with one
         # scale: pack the int8 values with scale 1 and apply the channels' scales to the output. Packed on
         # first use: a greedy step at batch 1 never needs it.
-        quantized = self.quantized.index_select(0, outputs)
         return functools.partial(dynamic_int8_linear, packed=FbgemmWeights(quantized), quantized=quantized,
-                                 scale=self.scale.index_select(0, outputs),
-                                 bias=None if self.bias is None else self.bias.index_select(0, outputs),
-                                 scale_outputs=True)
+                                 scale=self.scale.index_select(0, outputs), bias=bias, scale_outputs=True)
 
 
 def rows_int8_linear(rows: Tensor, columns: Tensor, scale: Tensor, bias: Tensor | None, relu: bool = False,
@@ -259,7 +251,7 @@ def exact_rows_int8_linear(rows: Tensor, exact: FbgemmWeights, packed: Tensor | 
         out = few_rows_linear(rows, packed, scale, bias, relu)  # one call: quantize, multiply, scale back
         if out is not None:
             return out
-    wide, row_scale = quantize(rows, True)
+    wide, row_scale = quantize(rows)
     with torch._C.DisableTorchFunction():  # as in dynamic_int8_linear
         products = torch.ops.quantized.linear_dynamic.default(wide, exact.get(), True)  # 7-bit activations
     return int8_rows_kernels()[1](products, row_scale, scale, bias, relu)
