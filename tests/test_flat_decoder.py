@@ -21,9 +21,7 @@ def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam
     """Exactly equal; with `kernels` (reduced precision on a CPU), through nmt.model.native's attention kernels
     over bf16 caches, which sum in another order than torch's products: equal within a few bf16 roundings
     (int8_fp32 quantizes each row of activations, which turns such a rounding into a step of its scale)."""
-    flat = FlatDecoder(model)
-    if not kernels:
-        flat.self_attention = flat.cross_attention = flat.log_softmax = None
+    flat = FlatDecoder(model, kernels=kernels)
     # rows on their own scales: with VNNI, 8 bits; on AVX2 alone, 7 bits, whose step is twice as large
     int8_rows = any(getattr(module, "columns", None) is not None for module in model.modules())
     int7_rows = any(getattr(module, "exact", None) is not None for module in model.modules())
@@ -114,3 +112,47 @@ def test_reduced_precision_keeps_bf16_attention_caches_for_the_c_kernels():
     flat = FlatDecoder(cast_for_inference(tiny_model(seed=7), "bf16"))
     state = flat.init_state(SRC.flip(1), 2)
     assert state.self_keys[0].dtype == torch.bfloat16 and state.cross_keys[0].dtype == torch.float32
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+@pytest.mark.parametrize("sentences, beam", [(1, 1), (3, 2), (5, 4)])  # 20 rows: products 8 rows at a time
+def test_int8_fp32_layers_in_one_call_equal_the_steps_through_each_kernel(pre_norm, sentences, beam):
+    """decode_layers (every decoder layer of a step in one C call) computes bit for bit what the step's
+    operations one by one compute with the same kernels (which is what a step takes where a state does not
+    suit decode_layers), and writes the same keys and values into the cache."""
+    model = cast_for_inference(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), "int8_fp32")
+    fused = FlatDecoder(model)
+    if fused.layers_step is None:
+        pytest.skip("no C kernels with int8 products here (tests/test_native.py)")
+    separate = FlatDecoder(model)
+    separate.layers_step = None
+    src = SRC.repeat(2, 1)[:sentences]
+    states = [decoder.init_state(src, beam) for decoder in (fused, separate)]
+    tokens = torch.randint(4, 60, (20, src.size(0) * beam), generator=torch.Generator().manual_seed(2))
+    rows = torch.arange(src.size(0) * beam) // beam * beam
+    for t in range(tokens.size(0)):
+        (expected, states[1]), (log_probs, states[0]) = (separate.decode_step(tokens[t], states[1]),
+                                                         fused.decode_step(tokens[t], states[0]))
+        assert torch.equal(log_probs, expected)
+        for cache in ("self_keys", "self_values"):
+            for ours, theirs in zip(getattr(states[0], cache), getattr(states[1], cache), strict=True):
+                assert torch.equal(ours[: t + 1], theirs[: t + 1])
+        for state in states:
+            state.reorder(rows)
+
+
+def test_int8_fp32_step_gives_a_sentence_what_it_gets_alone():
+    """A batch of sentences through decode_layers (products of 8 rows at a time) or the step's separate
+    kernels: each sentence's log-probabilities bit for bit what it gets decoded alone (nmt serve answers a
+    request the same way under any load)."""
+    model = cast_for_inference(tiny_model(seed=7), "int8_fp32")
+    flat = FlatDecoder(model)
+    if flat.layers_step is None:
+        pytest.skip("no C kernels with int8 products here (tests/test_native.py)")
+    src, beam = SRC[[0, 2, 0, 2, 0, 2]], 2  # 12 rows; sentences of one length (the encoder is not on trial)
+    tokens = torch.randint(4, 60, (6, len(src) * beam), generator=torch.Generator().manual_seed(3))
+    together, alone = flat.init_state(src, beam), flat.init_state(src[:1], beam)
+    for t in range(tokens.size(0)):
+        batched, together = flat.decode_step(tokens[t], together)
+        single, alone = flat.decode_step(tokens[t, :beam], alone)
+        assert torch.equal(batched[:beam], single)

@@ -720,3 +720,128 @@ int32_t decode_sentence_logits_int7(const float *q, const float *shared, const u
     return 1;
 }
 #endif
+
+/* decode_layer_norm: torch.layer_norm of each row of x (R, D) float32 with weight and bias (D,) into out (which
+   may be x): (x - mean) / sqrt(variance + eps) x weight + bias, the mean and the (biased) variance in float32
+   vectors. Row by row: a row's result does not depend on the others. decode_layers normalizes with it, and
+   so does the flat decoder's step where it does not call decode_layers, so that both give the same floats. */
+static inline void layer_norm(const float *x, const float *weight, const float *bias, float *out, int64_t R,
+                              int64_t D, float eps) {
+    for (int64_t r = 0; r < R; r++) {
+        const float *row = x + r * D;
+        float *o = out + r * D;
+        vf acc = splat(0.0f);
+        int64_t k = 0;
+        for (; k + W <= D; k += W) acc += load(row + k);
+        float sum = total_of(acc);
+        for (; k < D; k++) sum += row[k];
+        float mean = sum / (float)D;
+        vf squares = splat(0.0f);
+        for (k = 0; k + W <= D; k += W) {
+            vf d = load(row + k) - mean;
+            squares += d * d;
+        }
+        float variance = total_of(squares);
+        for (; k < D; k++) variance += (row[k] - mean) * (row[k] - mean);
+        float inverse = 1.0f / sqrtf(variance / (float)D + eps);
+        for (k = 0; k + W <= D; k += W) store(o + k, (load(row + k) - mean) * inverse * load(weight + k) + load(bias + k));
+        for (; k < D; k++) o[k] = (row[k] - mean) * inverse * weight[k] + bias[k];
+    }
+}
+
+void decode_layer_norm(const float *x, const float *weight, const float *bias, float *out, int64_t R, int64_t D,
+                       float eps) {
+    layer_norm(x, weight, bias, out, R, D, eps);
+}
+
+/* rows_linear: an int8 layer of int8_fp32 on float32 rows x (R, K) -> out (R, N): each row quantized on its own
+   scale (to 7 bits with bits == 7, AVX2; else 8, VNNI), multiplied 8 rows at a time by the weights `w`
+   (packed by vnni_pack, then the channels' scales (N,), then the bias (N,) or NULL), scaled back, ReLU if
+   relu: the same floats as int7_few_rows_linear (or quantize_rows_int8, int8_few_rows_products and
+   scale_int8_products) and as the fbgemm or torch._int_mm paths of more rows (their products are exact).
+   q: R x K bytes and row_scales: R floats of scratch. Returns 1 where the products kernel cannot. */
+static int32_t rows_linear(const float *x, const void *const *w, float *out, int8_t *q, float *row_scales, int64_t R,
+                           int64_t N, int64_t K, int32_t relu, int32_t bits) {
+    quantize_rows(x, q, NULL, row_scales, R, K, bits == 7 ? 63.0f : 127.0f);
+    for (int64_t first = 0; first < R; first += 8) {
+        int64_t rows = R - first < 8 ? R - first : 8;
+        int32_t *products = (int32_t *)out + first * N;
+        if ((bits == 7 ? int7_few_rows_products : int8_few_rows_products)(q + first * K, w[0], products, rows, N, K))
+            return 1;
+    }
+    scale_products(out, 0, row_scales, w[1], w[2], out, R, N, relu);
+    return 0;
+}
+
+/* decode_layers: one cached decoding step through every decoder layer of an int8_fp32 model, in one call
+   (nmt.model.transformer.decoder_step: at batch 1 a step is some hundred small operations, and their calls
+   from Python cost more than their work). x (R, D) float32, R = N*K rows (K per sentence), the embedded
+   tokens in, the last layer's output out. weights: LAYER_POINTERS per layer: packed weights, scales and
+   bias of self q, self kv, self out, cross q, cross out, up, down (rows_linear), then the weight and bias of
+   the self, cross and feed-forward norms. self_cache: the layer's self keys then values, (capacity, R, H, Dh)
+   bf16, this step's keys and values written at position `step` (rounded as torch rounds to bf16);
+   cross_cache: the layer's cross keys then values (N, H, S, Dh) bf16, each source's lengths[n] tokens first.
+   The attention is decode_self_attention's and decode_cross_attention's, the norms decode_layer_norm's:
+   each row's result is what it would be alone. Returns 1 where a products kernel cannot (bits 8 on a build
+   without VNNI), 2 where scratch memory fails. */
+enum { SELF_Q, SELF_KV, SELF_OUT, CROSS_Q, CROSS_OUT, FFN_UP, FFN_DOWN, LINEARS };
+#define LAYER_POINTERS (3 * LINEARS + 6)
+
+static inline void add_rows(float *x, const float *y, int64_t count) {
+    int64_t i = 0;
+    for (; i + W <= count; i += W) store(x + i, load(x + i) + load(y + i));
+    for (; i < count; i++) x[i] += y[i];
+}
+
+int32_t decode_layers(float *x, const void *const *weights, int64_t L, uint16_t *const *self_cache, int64_t step,
+                      const uint16_t *const *cross_cache, const int64_t *lengths, int64_t N, int64_t K, int64_t H,
+                      int64_t Dh, int64_t F, int64_t S, float scale, float eps, int32_t pre_norm, int32_t bits) {
+    int64_t R = N * K, D = H * Dh, T = step + 1, n = R * H, widest = F > D ? F : D;
+    size_t self_work = (size_t)(2 * n * Dh + T * round_up(n)), cross_work = (size_t)(K * round_up(S) + K * Dh);
+    size_t floats = (size_t)(R * (5 * D + F + 1)) + (self_work > cross_work ? self_work : cross_work);
+    float *scratch = malloc(floats * sizeof(float));
+    int8_t *q = malloc((size_t)(R * widest));
+    if (!scratch || !q) {
+        free(scratch), free(q);
+        return 2;
+    }
+    float *h = scratch, *kv = h + R * D, *queries = kv + 2 * R * D, *attended = queries + R * D;
+    float *up = attended + R * D, *row_scales = up + R * F, *work = row_scales + R;
+    int32_t failed = 0;
+    for (int64_t l = 0; l < L && !failed; l++) {
+        const void *const *w = weights + l * LAYER_POINTERS, *const *norms = w + 3 * LINEARS;
+        /* self-attention */
+        const float *in = x;
+        if (pre_norm) layer_norm(x, norms[0], norms[1], h, R, D, eps), in = h;
+        failed |= rows_linear(in, w + 3 * SELF_Q, queries, q, row_scales, R, D, D, 0, bits);
+        failed |= rows_linear(in, w + 3 * SELF_KV, kv, q, row_scales, R, 2 * D, D, 0, bits);
+        uint16_t *keys = self_cache[2 * l], *values = self_cache[2 * l + 1];
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t i = 0; i < D; i++) {
+                keys[(step * R + r) * D + i] = to_bf16(kv[r * 2 * D + i]);
+                values[(step * R + r) * D + i] = to_bf16(kv[r * 2 * D + D + i]);
+            }
+        self_attention(queries, keys, values, attended, work, T, n, Dh, scale, 1);
+        failed |= rows_linear(attended, w + 3 * SELF_OUT, h, q, row_scales, R, D, D, 0, bits);
+        add_rows(x, h, R * D);
+        if (!pre_norm) layer_norm(x, norms[0], norms[1], x, R, D, eps);
+        /* cross-attention */
+        in = x;
+        if (pre_norm) layer_norm(x, norms[2], norms[3], h, R, D, eps), in = h;
+        failed |= rows_linear(in, w + 3 * CROSS_Q, queries, q, row_scales, R, D, D, 0, bits);
+        cross_attention(queries, cross_cache[2 * l], cross_cache[2 * l + 1], lengths, attended, work, N, K, H, S, Dh,
+                        scale, 1);
+        failed |= rows_linear(attended, w + 3 * CROSS_OUT, h, q, row_scales, R, D, D, 0, bits);
+        add_rows(x, h, R * D);
+        if (!pre_norm) layer_norm(x, norms[2], norms[3], x, R, D, eps);
+        /* feed-forward */
+        in = x;
+        if (pre_norm) layer_norm(x, norms[4], norms[5], h, R, D, eps), in = h;
+        failed |= rows_linear(in, w + 3 * FFN_UP, up, q, row_scales, R, F, D, 1, bits);
+        failed |= rows_linear(up, w + 3 * FFN_DOWN, h, q, row_scales, R, D, F, 0, bits);
+        add_rows(x, h, R * D);
+        if (!pre_norm) layer_norm(x, norms[4], norms[5], x, R, D, eps);
+    }
+    free(scratch), free(q);
+    return failed ? 1 : 0;
+}

@@ -124,6 +124,13 @@ def sentence_attention(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | N
     return inference_attention(q, keys, values, mask).transpose(1, 2).reshape(rows, -1)
 
 
+def source_lengths(state: DecoderState) -> Tensor:
+    """Each sentence's source tokens (N,) int64, for kernels that read sources padded at the end."""
+    if state.cross_mask is None:
+        return torch.full((state.n_sentences,), state.cross_keys[0].size(2))
+    return state.cross_mask.view(state.n_sentences, -1).sum(dim=1)
+
+
 def cached_attention(state: DecoderState, n_heads: int, self_kernel: SelfKernel | None = None,
                      cross_kernel: CrossKernel | None = None) -> tuple[SelfAttention, CrossAttention]:
     """The attention of one decoder step over a DecoderState's caches, at position `state.step` (which the
@@ -135,8 +142,7 @@ def cached_attention(state: DecoderState, n_heads: int, self_kernel: SelfKernel 
     if state.cross_keys[0].dtype != torch.bfloat16:
         cross_kernel = None
     if cross_kernel is not None:
-        lengths = (state.cross_mask.view(sentences, -1).sum(dim=1) if state.cross_mask is not None
-                   else torch.full((sentences,), state.cross_keys[0].size(2)))  # (N,) source tokens
+        lengths = source_lengths(state)
 
     def self_attention(layer: int, q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
         rows, head_dim = q.size(0), keys.size(-1)

@@ -30,11 +30,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.model.cache import DecoderState, cached_attention
+from nmt.model.cache import DecoderState, cached_attention, source_lengths
 from nmt.model.native import (
     HEAD_DIM_STEP,
+    LayersStep,
+    LayerWeights,
     SentenceLogits,
     cross_attention_kernel,
+    decoding_layers_kernel,
+    layer_norm_kernel,
     log_softmax_kernel,
     self_attention_kernel,
     sentence_logits_int7_kernel,
@@ -117,7 +121,8 @@ def norm_function(module: nn.Module) -> Callable[[Tensor], Tensor]:
 class FlatDecoder:
     fixed_rows = False  # as a decoder of nmt.decoding.search
 
-    def __init__(self, model: Transformer):
+    def __init__(self, model: Transformer, kernels: bool = True):
+        """kernels=False: torch's operations alone, never nmt.model.native's C kernels (for tests)."""
         self.model = model
         self.config = model.config
         self.embedding = model.embed.weight
@@ -130,12 +135,16 @@ class FlatDecoder:
                              norm_function(layer.ffn_sublayer.norm))
             for layer in model.encoder_layers]
         self.encoder_norm = norm_function(model.encoder_norm)
+        # int8_fp32 on a CPU: every decoder layer of a step in one C call (nmt.model.native.decode_layers), and
+        # where a step cannot take it (sources not padded at the end), its norms in the steps of decoder_step
+        self.layers_step = fused_layers(model) if kernels else None
+        norm = norm_function if self.layers_step is None else layer_norm_kernel()
         self.layers = [
             StepWeights(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
-                        linear_function(layer.self_attn.out_proj), norm_function(layer.self_sublayer.norm),
+                        linear_function(layer.self_attn.out_proj), norm(layer.self_sublayer.norm),
                         linear_function(layer.cross_attn.q_proj), linear_function(layer.cross_attn.out_proj),
-                        norm_function(layer.cross_sublayer.norm), relu_linear_function(layer.ffn.up),
-                        linear_function(layer.ffn.down), norm_function(layer.ffn_sublayer.norm))
+                        norm(layer.cross_sublayer.norm), relu_linear_function(layer.ffn.up),
+                        linear_function(layer.ffn.down), norm(layer.ffn_sublayer.norm))
             for layer in model.decoder_layers]
         self.final_norm = norm_function(model.decoder_norm)
         self.project = (weight_function(model.embed.weight) if model.output_proj is None  # tied embeddings
@@ -154,7 +163,7 @@ class FlatDecoder:
         head_dim = model.config.d_model // model.config.n_heads
         reduced = (self.embedding.dtype == torch.bfloat16
                    or any(isinstance(layer.ffn.up, DynamicInt8Linear) for layer in model.decoder_layers))
-        native = reduced and self.embedding.device.type == "cpu" and head_dim % HEAD_DIM_STEP == 0
+        native = kernels and reduced and self.embedding.device.type == "cpu" and head_dim % HEAD_DIM_STEP == 0
         self.self_attention = self_attention_kernel() if native else None
         self.cross_attention = cross_attention_kernel() if native else None
         self.log_softmax = log_softmax_kernel() if native else None
@@ -280,8 +289,12 @@ class FlatDecoder:
         x = F.embedding(tokens, self.embedding) * self.embedding_scale  # (R, D)
         if config.positional_encoding:
             x = x + self.positions[step]
-        attention = cached_attention(state, config.n_heads, self.self_attention, self.cross_attention)
-        x = decoder_step(self.layers, x, *attention, config.n_heads, config.pre_norm)
+        if self.layers_step is not None and state.cross_keys[0].dtype == torch.bfloat16:
+            x = self.layers_step(x.contiguous(), state.self_keys, state.self_values, state.cross_keys,
+                                 state.cross_values, source_lengths(state), step)
+        else:
+            attention = cached_attention(state, config.n_heads, self.self_attention, self.cross_attention)
+            x = decoder_step(self.layers, x, *attention, config.n_heads, config.pre_norm)
         state.step += 1
         x = self.final_norm(x)
         logits = self.project(x)  # (R, V), or (R, F + K) a shortlist's shared tokens and sample
@@ -306,6 +319,32 @@ class FlatDecoder:
         listed = logits[:, eos].float() - log_probs[:, eos]  # (R,) log of the list's mass
         rest = (sample.float() + self.vocabularies.rest_bias.index_select(0, owners)).logsumexp(dim=1)  # (R,)
         return log_probs - F.softplus(rest - listed)[:, None]
+
+
+def fused_layers(model: Transformer) -> LayersStep | None:
+    """nmt.model.native's decode_layers bound to an int8_fp32 model's decoder layers on a CPU, or None: for
+    int8 layers (nmt.model.quantize.DynamicInt8Linear) whose rows are quantized on their own scales and that
+    the few-rows kernels take (7-bit rows without VNNI, 8-bit with it), and affine layer norms of one eps."""
+    if model.training or model.embed.weight.device.type != "cpu":
+        return None
+    linears = [(layer.self_attn.q_proj, layer.self_attn.kv_proj, layer.self_attn.out_proj, layer.cross_attn.q_proj,
+                layer.cross_attn.out_proj, layer.ffn.up, layer.ffn.down) for layer in model.decoder_layers]
+    norms = [(layer.self_sublayer.norm, layer.cross_sublayer.norm, layer.ffn_sublayer.norm)
+             for layer in model.decoder_layers]
+    every_linear = [module for layer in linears for module in layer]
+    every_norm = [module for layer in norms for module in layer]
+    if not (all(isinstance(module, DynamicInt8Linear) and module.vnni is not None for module in every_linear)
+            and all(isinstance(norm, nn.LayerNorm) and norm.weight is not None and norm.bias is not None
+                    and norm.weight.dtype == torch.float32 for norm in every_norm)
+            and len({norm.eps for norm in every_norm}) == 1):
+        return None
+    bits = {7 if module.exact is not None else 8 for module in every_linear}  # without VNNI, or with it
+    if len(bits) != 1:
+        return None
+    weights = [LayerWeights(tuple((module.vnni, module.column_scale, module.bias) for module in layer),
+                            tuple(t.detach() for norm in layer_norms for t in (norm.weight, norm.bias)))
+               for layer, layer_norms in zip(linears, norms, strict=True)]
+    return decoding_layers_kernel(weights, model.config.n_heads, every_norm[0].eps, model.config.pre_norm, bits.pop())
 
 
 def padded_at_the_end(mask: Tensor | None) -> bool:

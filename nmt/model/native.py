@@ -43,10 +43,11 @@ import subprocess
 import sysconfig
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +184,10 @@ def library() -> ctypes.CDLL | None:
         loaded.decode_sentence_logits_int7.argtypes = ([ctypes.c_void_p] * 5 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
                                                        + [ctypes.c_int64] + [ctypes.c_void_p] * 2
                                                        + [ctypes.c_int64] * 5)
+        loaded.decode_layer_norm.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2 + [ctypes.c_float]
+        loaded.decode_layers.argtypes = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] + [ctypes.c_void_p] + [ctypes.c_int64]
+                                         + [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 6 + [ctypes.c_float] * 2
+                                         + [ctypes.c_int32] * 2)
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
@@ -194,6 +199,8 @@ def library() -> ctypes.CDLL | None:
     loaded.int7_few_rows_products.restype = ctypes.c_int32  # 1: not for these sizes, or a build without AVX2
     loaded.int7_few_rows_linear.restype = ctypes.c_int32  # as int7_few_rows_products; 2: no memory
     loaded.decode_sentence_logits_int7.restype = ctypes.c_int32  # 1: no AVX2 or no memory, 2: bad indices
+    loaded.decode_layer_norm.restype = None
+    loaded.decode_layers.restype = ctypes.c_int32  # 1: no products kernel for these bits, 2: no memory
     return loaded
 
 
@@ -506,3 +513,106 @@ def int7_rows_kernels() -> tuple[Callable[[Tensor], tuple[Tensor, Tensor]], Call
         return None if failed else out
 
     return quantize, few_rows_linear
+
+
+def layer_norm_kernel() -> Callable[[nn.LayerNorm], Callable[[Tensor], Tensor]] | None:
+    """decode_layer_norm bound to an nn.LayerNorm's weight, bias and eps (float32, over the last dimension), or
+    None where the kernels are unavailable: the norm decode_layers computes, for the steps that do not call it."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def bind(norm: nn.LayerNorm) -> Callable[[Tensor], Tensor]:
+        weight, bias, eps = norm.weight.detach().contiguous(), norm.bias.detach().contiguous(), norm.eps
+
+        def layer_norm(x: Tensor) -> Tensor:
+            if not (x.dtype == torch.float32 and x.is_cpu and x.size(-1) == weight.size(0)):
+                raise ValueError("decode_layer_norm needs float32 CPU rows of the norm's width")
+            x = x.contiguous()
+            out = torch.empty_like(x)
+            loaded.decode_layer_norm(x.data_ptr(), weight.data_ptr(), bias.data_ptr(), out.data_ptr(),
+                                     x.numel() // x.size(-1), x.size(-1), eps)
+            return out
+
+        return layer_norm
+
+    return bind
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """One decoder layer's weights for decode_layers: seven int8 layers, each (weights packed by
+    nmt.model.quantize.vnni_pack, float32 channel scales (out,), float32 bias (out,) or None), in the order
+    self q, self kv, self out, cross q, cross out, ffn up, ffn down; then the self, cross and feed-forward
+    norms' weights and biases (D,) float32."""
+
+    linears: tuple[tuple[Tensor, Tensor, Tensor | None], ...]
+    norms: tuple[Tensor, ...]
+
+
+class LayersStep:
+    """decode_layers bound to a model's decoder layers (see decoding_layers_kernel): step(x, self_keys,
+    self_values, cross_keys, cross_values, lengths, step) runs the embedded tokens x (R, D) float32 through
+    every layer in place, writing this position's keys and values into the self caches."""
+
+    def __init__(self, loaded: ctypes.CDLL, layers: list[LayerWeights], heads: int, eps: float, pre_norm: bool,
+                 bits: int):
+        self.loaded, self.layers, self.heads, self.eps, self.pre_norm, self.bits = (loaded, layers, heads, eps,
+                                                                                     pre_norm, bits)
+        self.d_model = layers[0].norms[0].size(0)
+        self.head_dim = self.d_model // heads
+        self.d_ff = layers[0].linears[5][1].size(0)
+        self.scale = self.head_dim**-0.5
+        pointers = []
+        for layer in layers:
+            for linear in layer.linears:
+                pointers += [t.data_ptr() if t is not None else None for t in linear]
+            pointers += [t.data_ptr() for t in layer.norms]
+        self.pointers = (ctypes.c_void_p * len(pointers))(*pointers)
+
+    def __call__(self, x: Tensor, self_keys: list[Tensor], self_values: list[Tensor], cross_keys: list[Tensor],
+                 cross_values: list[Tensor], lengths: Tensor, step: int) -> Tensor:
+        count = len(self.layers)
+        rows, sentences = x.size(0), lengths.size(0)
+        source = cross_keys[0].size(2)
+        self_shape = (rows, self.heads, self.head_dim)
+        cross_shape = (sentences, self.heads, source, self.head_dim)
+        caches = (*self_keys, *self_values)
+        crosses = (*cross_keys, *cross_values)
+        if not (x.dtype == torch.float32 and x.is_cpu and x.is_contiguous() and x.shape == (rows, self.d_model)
+                and lengths.dtype == torch.int64 and lengths.is_contiguous() and sentences and rows % sentences == 0
+                and len(caches) == len(crosses) == 2 * count
+                and all(t.dtype == torch.bfloat16 and t.is_contiguous() and t.shape[1:] == self_shape
+                        and t.size(0) > step for t in caches)
+                and all(t.dtype == torch.bfloat16 and t.is_contiguous() and t.shape == cross_shape for t in crosses)):
+            raise ValueError("decode_layers needs contiguous CPU tensors: float32 rows (R, D), bf16 self caches "
+                             "(capacity > step, R, H, Dh), bf16 cross caches (N, H, S, Dh), int64 lengths (N,)")
+        self_pointers = [t.data_ptr() for pair in zip(self_keys, self_values, strict=True) for t in pair]
+        cross_pointers = [t.data_ptr() for pair in zip(cross_keys, cross_values, strict=True) for t in pair]
+        failed = self.loaded.decode_layers(
+            x.data_ptr(), self.pointers, count, (ctypes.c_void_p * (2 * count))(*self_pointers), step,
+            (ctypes.c_void_p * (2 * count))(*cross_pointers), lengths.data_ptr(), sentences, rows // sentences,
+            self.heads, self.head_dim, self.d_ff, source, self.scale, self.eps, self.pre_norm, self.bits)
+        if failed == 2:
+            raise MemoryError("the decoder layers kernel could not allocate its scratch memory")
+        if failed:
+            raise RuntimeError(f"the decoder layers kernel has no {self.bits}-bit products on this build")
+        return x
+
+
+def decoding_layers_kernel(layers: list[LayerWeights], heads: int, eps: float, pre_norm: bool,
+                           bits: int) -> LayersStep | None:
+    """decode_layers bound to these layers' weights, or None where the kernels are unavailable or have no
+    products of `bits` (7: AVX2, 8: AVX-512 VNNI) on this build, or the shapes do not suit them."""
+    loaded = library()
+    if loaded is None or not layers:
+        return None
+    d_model = layers[0].norms[0].size(0)
+    if d_model % heads or (d_model // heads) % HEAD_DIM_STEP or d_model % 4 or layers[0].linears[5][1].size(0) % 4:
+        return None
+    rows, weights = torch.zeros(1, 4, dtype=torch.int8), torch.zeros(64, dtype=torch.uint8)  # held: the call writes
+    out = torch.zeros(1, 1, dtype=torch.int32)
+    probe = loaded.int7_few_rows_products if bits == 7 else loaded.int8_few_rows_products
+    if probe(rows.data_ptr(), weights.data_ptr(), out.data_ptr(), 1, 1, 4):
+        return None
+    return LayersStep(loaded, layers, heads, eps, pre_norm, bits)
