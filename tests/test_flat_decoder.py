@@ -27,7 +27,10 @@ def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam
     int7_rows = any(getattr(module, "exact", None) is not None for module in model.modules())
     tolerance = (0.2 if int7_rows else 0.1 if int8_rows else 0.03) if kernels else 0
     src = SRC.repeat(6, 1)[:sentences].to(device)
-    torch.testing.assert_close(flat.encode(src), model.encode(src), atol=0, rtol=0)
+    # int8_fp32's encoder layers in one C call (encode_layers): its own norms and attention sums (5e-7 apart
+    # on the tiny model; one activation rounded to the other side of a quantization step would be more)
+    memory_tolerance = 1e-3 if flat.encoder_step is not None else 0
+    torch.testing.assert_close(flat.encode(src), model.encode(src), atol=memory_tolerance, rtol=0)
     reference, state = model.init_state(src, beam), flat.init_state(src, beam)
     tokens = torch.randint(4, 60, (20, src.size(0) * beam), generator=torch.Generator().manual_seed(2)).to(device)
     rows = torch.arange(src.size(0) * beam, device=device) // beam * beam  # each row takes its sentence's first
@@ -142,14 +145,15 @@ def test_int8_fp32_layers_in_one_call_equal_the_steps_through_each_kernel(pre_no
 
 
 def test_int8_fp32_step_gives_a_sentence_what_it_gets_alone():
-    """A batch of sentences through decode_layers (products of 8 rows at a time) or the step's separate
-    kernels: each sentence's log-probabilities bit for bit what it gets decoded alone (nmt serve answers a
+    """A batch of sentences through encode_layers and decode_layers (products of 8 rows at a time): each
+    sentence's memory and log-probabilities bit for bit what it gets decoded alone (nmt serve answers a
     request the same way under any load)."""
     model = cast_for_inference(tiny_model(seed=7), "int8_fp32")
     flat = FlatDecoder(model)
     if flat.layers_step is None:
         pytest.skip("no C kernels with int8 products here (tests/test_native.py)")
-    src, beam = SRC[[0, 2, 0, 2, 0, 2]], 2  # 12 rows; sentences of one length (the encoder is not on trial)
+    src, beam = SRC[[0, 2, 0, 2, 0, 2]], 2  # 12 rows
+    assert torch.equal(flat.encode(src)[:1], flat.encode(src[:1]))  # encode_layers, 6 sources or 1
     tokens = torch.randint(4, 60, (6, len(src) * beam), generator=torch.Generator().manual_seed(3))
     together, alone = flat.init_state(src, beam), flat.init_state(src[:1], beam)
     for t in range(tokens.size(0)):

@@ -845,3 +845,73 @@ int32_t decode_layers(float *x, const void *const *weights, int64_t L, uint16_t 
     free(scratch), free(q);
     return failed ? 1 : 0;
 }
+
+/* encode_layers: every encoder layer of an int8_fp32 model over N sources of S tokens each, none of them
+   padding (the flat decoder encodes each length apart), in one call. x (N*S, D) float32, the embedded
+   sources in, the last layer's output out (before the final norm). weights: ENCODER_POINTERS per layer: q,
+   kv, out, ffn up, ffn down (rows_linear's three pointers each), then the weight and bias of the attention
+   and feed-forward norms. Each query attends to its source's S positions in float32: scores x scale,
+   softmax, weighted sum of values. A source's result does not depend on the others. Returns as
+   decode_layers. */
+enum { ENCODER_Q, ENCODER_KV, ENCODER_OUT, ENCODER_UP, ENCODER_DOWN, ENCODER_LINEARS };
+#define ENCODER_POINTERS (3 * ENCODER_LINEARS + 4)
+
+static void source_attention(const float *queries, const float *kv, float *out, float *scores, int64_t N, int64_t S,
+                             int64_t H, int64_t Dh, float scale) {
+    int64_t D = H * Dh;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < S; i++) {
+                const float *q = queries + (n * S + i) * D + h * Dh;
+                float top = -__builtin_inff();
+                for (int64_t j = 0; j < S; j++) {
+                    const float *k = kv + (n * S + j) * 2 * D + h * Dh;
+                    vf acc = splat(0.0f);
+                    for (int64_t d = 0; d < Dh; d += W) acc += load(q + d) * load(k + d);
+                    scores[j] = total_of(acc) * scale;
+                    top = scores[j] > top ? scores[j] : top;
+                }
+                float total = 0.0f;
+                for (int64_t j = 0; j < S; j++) total += scores[j] = expf(scores[j] - top);
+                float inverse = 1.0f / total;
+                float *o = out + (n * S + i) * D + h * Dh;
+                for (int64_t d = 0; d < Dh; d += W) {
+                    vf acc = splat(0.0f);
+                    for (int64_t j = 0; j < S; j++) acc += scores[j] * load(kv + (n * S + j) * 2 * D + D + h * Dh + d);
+                    store(o + d, acc * inverse);
+                }
+            }
+}
+
+int32_t encode_layers(float *x, const void *const *weights, int64_t L, int64_t N, int64_t S, int64_t H, int64_t Dh,
+                      int64_t F, float scale, float eps, int32_t pre_norm, int32_t bits) {
+    int64_t R = N * S, D = H * Dh, widest = F > D ? F : D;
+    float *scratch = malloc((size_t)(R * (5 * D + F + 1) + S) * sizeof(float));
+    int8_t *q = malloc((size_t)(R * widest));
+    if (!scratch || !q) {
+        free(scratch), free(q);
+        return 2;
+    }
+    float *h = scratch, *kv = h + R * D, *queries = kv + 2 * R * D, *attended = queries + R * D;
+    float *up = attended + R * D, *row_scales = up + R * F, *scores = row_scales + R;
+    int32_t failed = 0;
+    for (int64_t l = 0; l < L && !failed; l++) {
+        const void *const *w = weights + l * ENCODER_POINTERS, *const *norms = w + 3 * ENCODER_LINEARS;
+        const float *in = x;
+        if (pre_norm) layer_norm(x, norms[0], norms[1], h, R, D, eps), in = h;
+        failed |= rows_linear(in, w + 3 * ENCODER_Q, queries, q, row_scales, R, D, D, 0, bits);
+        failed |= rows_linear(in, w + 3 * ENCODER_KV, kv, q, row_scales, R, 2 * D, D, 0, bits);
+        source_attention(queries, kv, attended, scores, N, S, H, Dh, scale);
+        failed |= rows_linear(attended, w + 3 * ENCODER_OUT, h, q, row_scales, R, D, D, 0, bits);
+        add_rows(x, h, R * D);
+        if (!pre_norm) layer_norm(x, norms[0], norms[1], x, R, D, eps);
+        in = x;
+        if (pre_norm) layer_norm(x, norms[2], norms[3], h, R, D, eps), in = h;
+        failed |= rows_linear(in, w + 3 * ENCODER_UP, up, q, row_scales, R, F, D, 1, bits);
+        failed |= rows_linear(up, w + 3 * ENCODER_DOWN, h, q, row_scales, R, D, F, 0, bits);
+        add_rows(x, h, R * D);
+        if (!pre_norm) layer_norm(x, norms[2], norms[3], x, R, D, eps);
+    }
+    free(scratch), free(q);
+    return failed ? 1 : 0;
+}

@@ -33,11 +33,12 @@ from torch import Tensor, nn
 from nmt.model.cache import DecoderState, cached_attention, source_lengths
 from nmt.model.native import (
     HEAD_DIM_STEP,
+    EncoderLayers,
+    Int8Layers,
     LayersStep,
     LayerWeights,
     SentenceLogits,
     cross_attention_kernel,
-    decoding_layers_kernel,
     layer_norm_kernel,
     log_softmax_kernel,
     self_attention_kernel,
@@ -137,7 +138,8 @@ class FlatDecoder:
         self.encoder_norm = norm_function(model.encoder_norm)
         # int8_fp32 on a CPU: every decoder layer of a step in one C call (nmt.model.native.decode_layers), and
         # where a step cannot take it (sources not padded at the end), its norms in the steps of decoder_step
-        self.layers_step = fused_layers(model) if kernels else None
+        self.layers_step = decoder_layers(model) if kernels else None
+        self.encoder_step = encoder_layers(model) if kernels else None  # the encoder's layers in one call
         norm = norm_function if self.layers_step is None else layer_norm_kernel()
         self.layers = [
             StepWeights(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
@@ -270,7 +272,11 @@ class FlatDecoder:
         x = F.embedding(src, self.model.embed.weight) * self.embedding_scale  # the source's whole vocabulary
         if config.positional_encoding:
             x = x + self.positions[:length]
-        x = encoder_stack(self.encoder_layers, x, self.model.source_mask(src), config.n_heads, config.pre_norm)
+        mask = self.model.source_mask(src)
+        if self.encoder_step is not None and mask is None:
+            x = self.encoder_step(x.contiguous())
+        else:
+            x = encoder_stack(self.encoder_layers, x, mask, config.n_heads, config.pre_norm)
         return self.encoder_norm(x)
 
     @torch.inference_mode()  # as nmt.decoding.search
@@ -321,16 +327,14 @@ class FlatDecoder:
         return log_probs - F.softplus(rest - listed)[:, None]
 
 
-def fused_layers(model: Transformer) -> LayersStep | None:
-    """nmt.model.native's decode_layers bound to an int8_fp32 model's decoder layers on a CPU, or None: for
-    int8 layers (nmt.model.quantize.DynamicInt8Linear) whose rows are quantized on their own scales and that
-    the few-rows kernels take (7-bit rows without VNNI, 8-bit with it), and affine layer norms of one eps."""
+def int8_layers(model: Transformer, kind: type[Int8Layers], linears: list[tuple[nn.Module, ...]],
+                norms: list[tuple[nn.Module, ...]]) -> Int8Layers | None:
+    """A stack of an int8_fp32 model's layers (each layer's int8 layers and norms in the kernel's order) bound to
+    nmt.model.native's kernel that runs them all in one call (`kind`), or None: on a CPU, for int8 layers
+    (nmt.model.quantize.DynamicInt8Linear) whose rows are quantized on their own scales and that the few-rows
+    kernels take (7-bit rows without VNNI, 8-bit with it), and affine layer norms of one eps."""
     if model.training or model.embed.weight.device.type != "cpu":
         return None
-    linears = [(layer.self_attn.q_proj, layer.self_attn.kv_proj, layer.self_attn.out_proj, layer.cross_attn.q_proj,
-                layer.cross_attn.out_proj, layer.ffn.up, layer.ffn.down) for layer in model.decoder_layers]
-    norms = [(layer.self_sublayer.norm, layer.cross_sublayer.norm, layer.ffn_sublayer.norm)
-             for layer in model.decoder_layers]
     every_linear = [module for layer in linears for module in layer]
     every_norm = [module for layer in norms for module in layer]
     if not (all(isinstance(module, DynamicInt8Linear) and module.vnni is not None for module in every_linear)
@@ -344,7 +348,27 @@ def fused_layers(model: Transformer) -> LayersStep | None:
     weights = [LayerWeights(tuple((module.vnni, module.column_scale, module.bias) for module in layer),
                             tuple(t.detach() for norm in layer_norms for t in (norm.weight, norm.bias)))
                for layer, layer_norms in zip(linears, norms, strict=True)]
-    return decoding_layers_kernel(weights, model.config.n_heads, every_norm[0].eps, model.config.pre_norm, bits.pop())
+    return kind.bind(weights, model.config.n_heads, every_norm[0].eps, model.config.pre_norm, bits.pop())
+
+
+def decoder_layers(model: Transformer) -> LayersStep | None:
+    """int8_layers of the decoder (decode_layers)."""
+    layers = model.decoder_layers
+    return int8_layers(model, LayersStep,
+                       [(layer.self_attn.q_proj, layer.self_attn.kv_proj, layer.self_attn.out_proj,
+                         layer.cross_attn.q_proj, layer.cross_attn.out_proj, layer.ffn.up, layer.ffn.down)
+                        for layer in layers],
+                       [(layer.self_sublayer.norm, layer.cross_sublayer.norm, layer.ffn_sublayer.norm)
+                        for layer in layers])
+
+
+def encoder_layers(model: Transformer) -> EncoderLayers | None:
+    """int8_layers of the encoder (encode_layers)."""
+    layers = model.encoder_layers
+    return int8_layers(model, EncoderLayers,
+                       [(layer.self_attn.q_proj, layer.self_attn.kv_proj, layer.self_attn.out_proj, layer.ffn.up,
+                         layer.ffn.down) for layer in layers],
+                       [(layer.attn_sublayer.norm, layer.ffn_sublayer.norm) for layer in layers])
 
 
 def padded_at_the_end(mask: Tensor | None) -> bool:

@@ -185,6 +185,8 @@ def library() -> ctypes.CDLL | None:
                                                        + [ctypes.c_int64] + [ctypes.c_void_p] * 2
                                                        + [ctypes.c_int64] * 5)
         loaded.decode_layer_norm.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2 + [ctypes.c_float]
+        loaded.encode_layers.argtypes = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 6 + [ctypes.c_float] * 2
+                                         + [ctypes.c_int32] * 2)
         loaded.decode_layers.argtypes = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] + [ctypes.c_void_p] + [ctypes.c_int64]
                                          + [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 6 + [ctypes.c_float] * 2
                                          + [ctypes.c_int32] * 2)
@@ -200,7 +202,7 @@ def library() -> ctypes.CDLL | None:
     loaded.int7_few_rows_linear.restype = ctypes.c_int32  # as int7_few_rows_products; 2: no memory
     loaded.decode_sentence_logits_int7.restype = ctypes.c_int32  # 1: no AVX2 or no memory, 2: bad indices
     loaded.decode_layer_norm.restype = None
-    loaded.decode_layers.restype = ctypes.c_int32  # 1: no products kernel for these bits, 2: no memory
+    loaded.decode_layers.restype = loaded.encode_layers.restype = ctypes.c_int32  # 1: no products, 2: no memory
     return loaded
 
 
@@ -541,27 +543,33 @@ def layer_norm_kernel() -> Callable[[nn.LayerNorm], Callable[[Tensor], Tensor]] 
 
 @dataclass(frozen=True)
 class LayerWeights:
-    """One decoder layer's weights for decode_layers: seven int8 layers, each (weights packed by
+    """One layer's weights for decode_layers or encode_layers: its int8 layers, each (weights packed by
     nmt.model.quantize.vnni_pack, float32 channel scales (out,), float32 bias (out,) or None), in the order
-    self q, self kv, self out, cross q, cross out, ffn up, ffn down; then the self, cross and feed-forward
-    norms' weights and biases (D,) float32."""
+    the kernel names (decoder: self q, self kv, self out, cross q, cross out, ffn up, ffn down; encoder: q, kv,
+    out, ffn up, ffn down); then its norms' weights and biases (D,) float32, in order."""
 
     linears: tuple[tuple[Tensor, Tensor, Tensor | None], ...]
     norms: tuple[Tensor, ...]
 
+    @property
+    def d_model(self) -> int:
+        return self.norms[0].size(0)
 
-class LayersStep:
-    """decode_layers bound to a model's decoder layers (see decoding_layers_kernel): step(x, self_keys,
-    self_values, cross_keys, cross_values, lengths, step) runs the embedded tokens x (R, D) float32 through
-    every layer in place, writing this position's keys and values into the self caches."""
+    @property
+    def d_ff(self) -> int:
+        return self.linears[-2][1].size(0)  # ffn up's output channels
+
+
+class Int8Layers:
+    """A stack of int8_fp32 layers bound to one of the kernels that run them all in one call (decode_layers,
+    encode_layers): the layers' weights as one array of pointers, held with the tensors they point into."""
 
     def __init__(self, loaded: ctypes.CDLL, layers: list[LayerWeights], heads: int, eps: float, pre_norm: bool,
                  bits: int):
         self.loaded, self.layers, self.heads, self.eps, self.pre_norm, self.bits = (loaded, layers, heads, eps,
                                                                                      pre_norm, bits)
-        self.d_model = layers[0].norms[0].size(0)
+        self.d_model, self.d_ff = layers[0].d_model, layers[0].d_ff
         self.head_dim = self.d_model // heads
-        self.d_ff = layers[0].linears[5][1].size(0)
         self.scale = self.head_dim**-0.5
         pointers = []
         for layer in layers:
@@ -569,6 +577,35 @@ class LayersStep:
                 pointers += [t.data_ptr() if t is not None else None for t in linear]
             pointers += [t.data_ptr() for t in layer.norms]
         self.pointers = (ctypes.c_void_p * len(pointers))(*pointers)
+
+    @classmethod
+    def bind(cls, layers: list[LayerWeights], heads: int, eps: float, pre_norm: bool, bits: int) -> Int8Layers | None:
+        """The layers bound, or None where the kernels are unavailable or have no products of `bits` (7: AVX2,
+        8: AVX-512 VNNI) on this build, or the shapes do not suit them."""
+        loaded = library()
+        if loaded is None or not layers:
+            return None
+        d_model, d_ff = layers[0].d_model, layers[0].d_ff
+        if d_model % heads or (d_model // heads) % HEAD_DIM_STEP or d_model % 4 or d_ff % 4:
+            return None
+        rows, weights = torch.zeros(1, 4, dtype=torch.int8), torch.zeros(64, dtype=torch.uint8)  # held: written
+        out = torch.zeros(1, 1, dtype=torch.int32)
+        probe = loaded.int7_few_rows_products if bits == 7 else loaded.int8_few_rows_products
+        if probe(rows.data_ptr(), weights.data_ptr(), out.data_ptr(), 1, 1, 4):
+            return None
+        return cls(loaded, layers, heads, eps, pre_norm, bits)
+
+    def raise_for(self, failed: int) -> None:
+        if failed == 2:
+            raise MemoryError("the int8 layers kernel could not allocate its scratch memory")
+        if failed:
+            raise RuntimeError(f"the int8 layers kernel has no {self.bits}-bit products on this build")
+
+
+class LayersStep(Int8Layers):
+    """decode_layers bound to a model's decoder layers: step(x, self_keys, self_values, cross_keys,
+    cross_values, lengths, step) runs the embedded tokens x (R, D) float32 through every layer in place,
+    writing this position's keys and values into the self caches."""
 
     def __call__(self, x: Tensor, self_keys: list[Tensor], self_values: list[Tensor], cross_keys: list[Tensor],
                  cross_values: list[Tensor], lengths: Tensor, step: int) -> Tensor:
@@ -589,30 +626,23 @@ class LayersStep:
                              "(capacity > step, R, H, Dh), bf16 cross caches (N, H, S, Dh), int64 lengths (N,)")
         self_pointers = [t.data_ptr() for pair in zip(self_keys, self_values, strict=True) for t in pair]
         cross_pointers = [t.data_ptr() for pair in zip(cross_keys, cross_values, strict=True) for t in pair]
-        failed = self.loaded.decode_layers(
+        self.raise_for(self.loaded.decode_layers(
             x.data_ptr(), self.pointers, count, (ctypes.c_void_p * (2 * count))(*self_pointers), step,
             (ctypes.c_void_p * (2 * count))(*cross_pointers), lengths.data_ptr(), sentences, rows // sentences,
-            self.heads, self.head_dim, self.d_ff, source, self.scale, self.eps, self.pre_norm, self.bits)
-        if failed == 2:
-            raise MemoryError("the decoder layers kernel could not allocate its scratch memory")
-        if failed:
-            raise RuntimeError(f"the decoder layers kernel has no {self.bits}-bit products on this build")
+            self.heads, self.head_dim, self.d_ff, source, self.scale, self.eps, self.pre_norm, self.bits))
         return x
 
 
-def decoding_layers_kernel(layers: list[LayerWeights], heads: int, eps: float, pre_norm: bool,
-                           bits: int) -> LayersStep | None:
-    """decode_layers bound to these layers' weights, or None where the kernels are unavailable or have no
-    products of `bits` (7: AVX2, 8: AVX-512 VNNI) on this build, or the shapes do not suit them."""
-    loaded = library()
-    if loaded is None or not layers:
-        return None
-    d_model = layers[0].norms[0].size(0)
-    if d_model % heads or (d_model // heads) % HEAD_DIM_STEP or d_model % 4 or layers[0].linears[5][1].size(0) % 4:
-        return None
-    rows, weights = torch.zeros(1, 4, dtype=torch.int8), torch.zeros(64, dtype=torch.uint8)  # held: the call writes
-    out = torch.zeros(1, 1, dtype=torch.int32)
-    probe = loaded.int7_few_rows_products if bits == 7 else loaded.int8_few_rows_products
-    if probe(rows.data_ptr(), weights.data_ptr(), out.data_ptr(), 1, 1, 4):
-        return None
-    return LayersStep(loaded, layers, heads, eps, pre_norm, bits)
+class EncoderLayers(Int8Layers):
+    """encode_layers bound to a model's encoder layers: encoder(x) runs embedded sources x (N, S, D) float32,
+    none of them padded, through every layer in place."""
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if not (x.dtype == torch.float32 and x.is_cpu and x.is_contiguous() and x.dim() == 3
+                and x.size(2) == self.d_model):
+            raise ValueError("encode_layers needs contiguous float32 CPU sources (N, S, D)")
+        sentences, length, _ = x.shape
+        self.raise_for(self.loaded.encode_layers(
+            x.data_ptr(), self.pointers, len(self.layers), sentences, length, self.heads, self.head_dim, self.d_ff,
+            self.scale, self.eps, self.pre_norm, self.bits))
+        return x
