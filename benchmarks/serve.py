@@ -89,12 +89,34 @@ def batch_sizes(url: str) -> tuple[float, float]:
     return value.get("nmt_batch_lines_count", 0.0), value.get("nmt_batch_lines_sum", 0.0)
 
 
+def server_seconds(url: str) -> tuple[float, float]:
+    """(requests answered, seconds they took in the server), from /metrics' nmt_request_seconds."""
+    metrics = httpx.get(url + "/metrics").text.splitlines()
+    value = {line.split()[0]: float(line.split()[1]) for line in metrics if line.startswith("nmt_request_seconds_")}
+    return value.get("nmt_request_seconds_count", 0.0), value.get("nmt_request_seconds_sum", 0.0)
+
+
+def one_sentence_rows(url: str, requests: list[list[str]]) -> list[str]:
+    """Requests of one sentence each (the first of each request), one at a time: the client's latency and
+    the server's own time per request (its histogram's sum over its count)."""
+    singles = [[lines[0]] for lines in requests]
+    count_before, seconds_before = server_seconds(url)
+    _, latencies, errors, _ = asyncio.run(run_load(url, singles, 1))
+    count, seconds = server_seconds(url)
+    server_ms = 1000 * (seconds - seconds_before) / max(1.0, count - count_before)
+    return ["| requests | errors | client p50 ms | client p95 ms | client p99 ms | server mean ms |",
+            "|---|---|---|---|---|---|",
+            f"| {len(singles)} | {errors} | {1000 * percentile(latencies, 0.5):.1f} | "
+            f"{1000 * percentile(latencies, 0.95):.1f} | {1000 * percentile(latencies, 0.99):.1f} | {server_ms:.1f} |"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--serve-options", default="", help="Extra options of `nmt serve`, one string.")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--single", type=int, default=200, help="One-sentence requests sent one at a time.")
     args = parser.parse_args()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -120,6 +142,7 @@ def main() -> None:
             bleu = sacrebleu.corpus_bleu([translations[s] for s in sources], [[references[s] for s in sources]])
             rows.append((label, seconds, latencies, errors, (lines - lines_before) / max(1.0, calls - calls_before),
                          bleu.score, translations))
+        singles = one_sentence_rows(url, requests[: args.single])
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=120)
@@ -141,7 +164,10 @@ def main() -> None:
              f"Throughput at {args.clients} concurrent clients: {speedup:.2f}x one at a time; median latency "
              f"{statistics.median(rows[0][2]):.3f} s. Translations identical in both loads: {same} of "
              f"{len(together)} distinct sentences. BLEU: sacreBLEU's default (cased, 13a) over the distinct sentences "
-             "against their references."]
+             "against their references.", "",
+             f"One-sentence requests, one at a time (the first sentence of each of the first {args.single} "
+             "requests): the client's latency (HTTP on loopback included) and the server's own time per request "
+             "(its nmt_request_seconds histogram, sum over count).", "", *singles]
     write_section("Serve: batching across requests", lines, model=model_file(None))  # the server's default
     print("\n".join(lines))
 
