@@ -690,13 +690,16 @@ int32_t decode_sentence_logits_int7(const float *q, const float *shared, const u
                         acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, x), ones));
                     }
                 }
+                /* the 8 accumulators' sums in one vector (lane i: row r0 + i; rows past the block are 0) */
+                __m256i pairs = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
+                __m256i more = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4], acc[5]), _mm256_hadd_epi32(acc[6], acc[7]));
+                __m256i totals = _mm256_add_epi32(_mm256_permute2x128_si256(pairs, more, 0x20),
+                                                  _mm256_permute2x128_si256(pairs, more, 0x31));
+                int32_t lanes[8];
+                _mm256_storeu_si256((__m256i *)lanes, totals);
                 for (int i = 0; i < block; i++) {
-                    int32_t lanes[8];
-                    _mm256_storeu_si256((__m256i *)lanes, acc[i]);
-                    int32_t total = 0;
-                    for (int l = 0; l < 8; l++) total += lanes[l];
                     int64_t row = s * K + r0 + i;
-                    float v = (float)(total - corrections[row]);
+                    float v = (float)(lanes[i] - corrections[row]);
                     v = v * row_scales[row];
                     v = v * scales[id];
                     if (bias) v = v + bias[id];
