@@ -281,26 +281,30 @@ def test_int8_fp32_rows_give_each_row_what_it_would_get_alone(monkeypatch):
 
 
 def test_int8_fp32_without_vnni_gives_each_row_what_it_would_get_alone(monkeypatch):
-    """Without VNNI (AVX2): 7-bit rows on their own scales, exact products from the C kernel up to 8 rows and
-    from fbgemm above (each row followed by the bounds that fix its quantization): a row's output is bit
-    for bit the same alone and in any batch, and close to the float layer's."""
+    """Without VNNI (AVX2): 7-bit rows on their own scales, exact products from the C kernel (any number of
+    rows): a row's output is bit for bit the same alone and in any batch, what torch computes from the same
+    integers (within an FMA), and close to the float layer's."""
     from nmt.model import quantize
     from nmt.model.quantize import DynamicInt8Linear
 
     if not quantize.int7_rows_available():
-        pytest.skip("no fbgemm or no AVX2 kernels")
+        pytest.skip("no AVX2 kernels")
     monkeypatch.setattr(quantize, "int8_rows_available", lambda: False)
     torch.manual_seed(8)
     for inputs, outputs in ((256, 512), (1024, 256), (256, 1000)):
         linear = torch.nn.Linear(inputs, outputs)
         layer = DynamicInt8Linear(linear.weight, linear.bias)
-        assert layer.exact is not None and layer.packed is None
+        assert layer.int7 and layer.packed is None
         x = torch.randn(40, inputs) * torch.linspace(0.1, 10, 40)[:, None]  # rows of very different scales
-        many = layer(x)  # fbgemm
+        many = layer(x)
         for row in (0, 17, 35):
-            assert torch.equal(layer(x[row : row + 1]), many[row : row + 1])  # the C kernel
+            assert torch.equal(layer(x[row : row + 1]), many[row : row + 1])
             assert torch.equal(layer(x[row : row + 5]), many[row : row + 5])
-            assert torch.equal(layer(x[row : row + 12]), many[row : row + 12])  # fbgemm again
+            assert torch.equal(layer(x[row : row + 12]), many[row : row + 12])  # 8 rows, then 4
+        row_scale = x.abs().amax(dim=1, keepdim=True).clamp(min=1e-30) / 63
+        sums = x.div(row_scale).round().int() @ layer.quantized.int().t()  # exact
+        expected = sums.float().mul(row_scale).mul(layer.column_scale).add(layer.bias)
+        torch.testing.assert_close(many, expected, atol=1e-4, rtol=1e-5)
         torch.testing.assert_close(many, linear(x).detach(), atol=0.05 * 10, rtol=0.05)
         channels = torch.tensor([0, 7, 100, outputs - 1])
         assert torch.equal(layer.function(channels)(x), many[:, channels])

@@ -24,7 +24,7 @@ def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam
     flat = FlatDecoder(model, kernels=kernels)
     # rows on their own scales: with VNNI, 8 bits; on AVX2 alone, 7 bits, whose step is twice as large
     int8_rows = any(getattr(module, "columns", None) is not None for module in model.modules())
-    int7_rows = any(getattr(module, "exact", None) is not None for module in model.modules())
+    int7_rows = any(getattr(module, "int7", False) for module in model.modules())
     tolerance = (0.2 if int7_rows else 0.1 if int8_rows else 0.03) if kernels else 0
     src = SRC.repeat(6, 1)[:sentences].to(device)
     # int8_fp32's encoder layers in one C call (encode_layers): its own norms and attention sums (5e-7 apart

@@ -423,10 +423,8 @@ int32_t decode_sentence_logits(const void *q, const void *shared, const uint16_t
 /* quantize_rows: each row of x (R, K) float32 to integers in [-levels, levels] on a symmetric scale of its
    own, max |x| / levels (at least 1e-30): q = x / scale rounded to the nearest (ties to even, as
    torch.round), scales (R,). One row at a time, every element by the same operations: a row's result does
-   not depend on the others. Written as int8 to q (R, K) if not NULL, and as float32 to wide (R, K + 2) if
-   not NULL, each row followed by -64 and 63 (for exact_rows_int8). */
-static inline void quantize_rows(const float *x, int8_t *q, float *wide, float *scales, int64_t R, int64_t K,
-                                 float levels) {
+   not depend on the others. Written as int8 to q (R, K). */
+static inline void quantize_rows(const float *x, int8_t *q, float *scales, int64_t R, int64_t K, float levels) {
     for (int64_t r = 0; r < R; r++) {
         const float *row = x + r * K;
         float top = 0.0f;
@@ -446,55 +444,30 @@ static inline void quantize_rows(const float *x, int8_t *q, float *wide, float *
         for (; k + W <= K; k += W) {
             vf v = load(row + k) / scale;
             v = (v + 12582912.0f) - 12582912.0f; /* to the nearest integer, ties to even (|v| <= 127) */
-            if (wide) store(wide + r * (K + 2) + k, v);
-            if (q) {
-                vi n = __builtin_convertvector(v, vi);
-                for (int j = 0; j < W; j++) q[r * K + k + j] = (int8_t)n[j];
-            }
+            vi n = __builtin_convertvector(v, vi);
+            for (int j = 0; j < W; j++) q[r * K + k + j] = (int8_t)n[j];
         }
-        for (; k < K; k++) {
-            float v = nearbyintf(row[k] / scale);
-            if (wide) wide[r * (K + 2) + k] = v;
-            if (q) q[r * K + k] = (int8_t)v;
-        }
-        if (wide) {
-            wide[r * (K + 2) + K] = -64.0f;
-            wide[r * (K + 2) + K + 1] = 63.0f;
-        }
+        for (; k < K; k++) q[r * K + k] = (int8_t)nearbyintf(row[k] / scale);
     }
 }
 
 /* quantize_rows_int8: quantize_rows to [-127, 127], int8 out. */
 void quantize_rows_int8(const float *x, int8_t *q, float *scales, int64_t R, int64_t K) {
-    quantize_rows(x, q, NULL, scales, R, K, 127.0f);
+    quantize_rows(x, q, scales, R, K, 127.0f);
 }
 
-/* quantize_rows_int7: quantize_rows to [-63, 63], for CPUs without VNNI, where AVX2's products of unsigned
-   and signed bytes sum pairs in 16 bits (255 x 63 x 2 fits; 255 x 127 x 2 would saturate), into wide
-   (float32 with the two bounds) for fbgemm (nmt.model.quantize); the C kernels quantize their own rows. */
-void quantize_rows_int7(const float *x, float *wide, float *scales, int64_t R, int64_t K) {
-    quantize_rows(x, NULL, wide, scales, R, K, 63.0f);
-}
-
-/* scale_products: products (R, N), int32 or (where f32) float32 holding exact integers, of rows quantized
-   by quantize_rows and int8 weights, back to float32 in place (out may be the products' own memory):
-   products x the row's scale x the column's scale, plus bias (N,) if not NULL, then a ReLU if relu. The
-   same operations for either type of products, so that both give the same floats. */
-static inline void scale_products(const void *products, int32_t f32, const float *row_scales,
-                                  const float *column_scales, const float *bias, float *out, int64_t R, int64_t N,
-                                  int32_t relu) {
+/* scale_products: int32 products (R, N) of rows quantized by quantize_rows and int8 weights, back to float32
+   in place (out may be the products' own memory): products x the row's scale x the column's scale, plus
+   bias (N,) if not NULL, then a ReLU if relu. */
+static inline void scale_products(const int32_t *products, const float *row_scales, const float *column_scales,
+                                  const float *bias, float *out, int64_t R, int64_t N, int32_t relu) {
     for (int64_t r = 0; r < R; r++) {
         float *o = out + r * N, s = row_scales[r];
         int64_t c = 0;
         for (; c + W <= N; c += W) {
-            vf v;
-            if (f32) {
-                v = load((const float *)products + r * N + c);
-            } else {
-                vi n;
-                memcpy(&n, (const int32_t *)products + r * N + c, sizeof n);
-                v = __builtin_convertvector(n, vf);
-            }
+            vi n;
+            memcpy(&n, products + r * N + c, sizeof n);
+            vf v = __builtin_convertvector(n, vf);
             v = v * s;
             v = v * load(column_scales + c);
             if (bias) v = v + load(bias + c);
@@ -502,7 +475,7 @@ static inline void scale_products(const void *products, int32_t f32, const float
             store(o + c, v);
         }
         for (; c < N; c++) {
-            float v = f32 ? ((const float *)products)[r * N + c] : (float)((const int32_t *)products)[r * N + c];
+            float v = (float)products[r * N + c];
             v = v * s;
             v = v * column_scales[c];
             if (bias) v = v + bias[c];
@@ -513,13 +486,7 @@ static inline void scale_products(const void *products, int32_t f32, const float
 
 void scale_int8_products(const int32_t *products, const float *row_scales, const float *column_scales,
                          const float *bias, float *out, int64_t R, int64_t N, int32_t relu) {
-    scale_products(products, 0, row_scales, column_scales, bias, out, R, N, relu);
-}
-
-/* scale_exact_products: scale_int8_products of float32 products that hold exact integers (fbgemm's). */
-void scale_exact_products(const float *products, const float *row_scales, const float *column_scales,
-                          const float *bias, float *out, int64_t R, int64_t N, int32_t relu) {
-    scale_products(products, 1, row_scales, column_scales, bias, out, R, N, relu);
+    scale_products(products, row_scales, column_scales, bias, out, R, N, relu);
 }
 
 /* 128 x the sum of each of R int8 rows (R, K): what a product of the rows by weights stored + 128 as unsigned
@@ -576,77 +543,104 @@ int32_t int8_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_
 }
 #endif
 
-/* int7_few_rows_products: int8_few_rows_products for rows quantized by quantize_rows_int7 ([-63, 63]), with
-   AVX2 alone: vpmaddubsw multiplies a block's unsigned weight bytes by 4 bytes of a row broadcast to every
-   lane and sums pairs in 16 bits (at most 2 x 255 x 63, no saturation), vpmaddwd sums those pairs into each
-   lane's int32; less 128 x the row's sum. The same exact int32 products as any other kernel. Returns 1
-   where it cannot (a build without AVX2, K not a multiple of 4, R outside 1-8). */
+/* int7_rows_products: int8_few_rows_products for rows quantized by quantize_rows to [-63, 63], with
+   AVX2 alone, and any number of rows: vpmaddubsw multiplies a block's unsigned weight bytes by 4 bytes of a
+   row broadcast to every lane and sums pairs in 16 bits (at most 2 x 255 x 63, no saturation), vpmaddwd sums
+   those pairs into each lane's int32; less 128 x the row's sum. Each block of 16 weight rows (K x 16 bytes,
+   in L1 or L2) is read once for every 8 rows, the rows' count a constant of the inner loop (1-8): 68-79
+   billion multiply-adds a second at 160 rows on a Zen 3 core, above fbgemm's 64-69; blocks of 4 rows, whose
+   accumulators fit the 16 registers, ran at 61-66. The same exact int32 products as any other kernel.
+   Returns 1 where it cannot (a build without AVX2, K not a multiple of 4, R < 1), 2 where scratch memory
+   fails. */
 #if defined(__AVX2__)
 #include <immintrin.h>
 
-int32_t int7_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
-                               int64_t K) {
-    if (K % 4 || R < 1 || R > 8) return 1;
-    int64_t groups = K / 4;
-    int32_t sums[8];
-    unsigned_weight_corrections(rows, sums, R, K);
+static inline __attribute__((always_inline)) void int7_block_rows(const int ROWS, const int8_t *rows,
+                                                                  const uint8_t *block, const int32_t *sums,
+                                                                  int32_t *out, int64_t N, int64_t K, int64_t n0) {
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t n0 = 0; n0 < N; n0 += 16) {
-        const uint8_t *block = packed + n0 / 16 * groups * 64;
-        __m256i low[8], high[8]; /* channels n0..n0+7 and n0+8..n0+15 */
-        for (int r = 0; r < 8; r++) low[r] = high[r] = _mm256_setzero_si256();
-        for (int64_t g = 0; g < groups; g++) {
-            __m256i w0 = _mm256_loadu_si256((const __m256i *)(block + g * 64));
-            __m256i w1 = _mm256_loadu_si256((const __m256i *)(block + g * 64 + 32));
-            for (int r = 0; r < 8; r++) {
-                if (r >= R) break;
-                int32_t four;
-                memcpy(&four, rows + r * K + g * 4, sizeof four);
-                __m256i x = _mm256_set1_epi32(four);
-                low[r] = _mm256_add_epi32(low[r], _mm256_madd_epi16(_mm256_maddubs_epi16(w0, x), ones));
-                high[r] = _mm256_add_epi32(high[r], _mm256_madd_epi16(_mm256_maddubs_epi16(w1, x), ones));
-            }
-        }
-        int64_t valid = N - n0 >= 16 ? 16 : N - n0;
-        for (int r = 0; r < R; r++) {
-            int32_t lanes[16];
-            __m256i correction = _mm256_set1_epi32(sums[r]);
-            _mm256_storeu_si256((__m256i *)lanes, _mm256_sub_epi32(low[r], correction));
-            _mm256_storeu_si256((__m256i *)(lanes + 8), _mm256_sub_epi32(high[r], correction));
-            memcpy(out + r * N + n0, lanes, valid * sizeof *lanes);
+    __m256i low[8], high[8]; /* channels n0..n0+7 and n0+8..n0+15 */
+    for (int r = 0; r < ROWS; r++) low[r] = high[r] = _mm256_setzero_si256();
+    for (int64_t g = 0; g < K / 4; g++) {
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)(block + g * 64));
+        __m256i w1 = _mm256_loadu_si256((const __m256i *)(block + g * 64 + 32));
+        for (int r = 0; r < ROWS; r++) {
+            int32_t four;
+            memcpy(&four, rows + r * K + g * 4, sizeof four);
+            __m256i x = _mm256_set1_epi32(four);
+            low[r] = _mm256_add_epi32(low[r], _mm256_madd_epi16(_mm256_maddubs_epi16(w0, x), ones));
+            high[r] = _mm256_add_epi32(high[r], _mm256_madd_epi16(_mm256_maddubs_epi16(w1, x), ones));
         }
     }
+    int64_t valid = N - n0 >= 16 ? 16 : N - n0;
+    for (int r = 0; r < ROWS; r++) {
+        int32_t lanes[16];
+        __m256i correction = _mm256_set1_epi32(sums[r]);
+        _mm256_storeu_si256((__m256i *)lanes, _mm256_sub_epi32(low[r], correction));
+        _mm256_storeu_si256((__m256i *)(lanes + 8), _mm256_sub_epi32(high[r], correction));
+        memcpy(out + r * N + n0, lanes, valid * sizeof *lanes);
+    }
+}
+
+int32_t int7_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
+                               int64_t K) {
+    if (K % 4 || R < 1) return 1;
+    int32_t *sums = malloc((size_t)R * sizeof(int32_t));
+    if (!sums) return 2;
+    unsigned_weight_corrections(rows, sums, R, K);
+    for (int64_t n0 = 0; n0 < N; n0 += 16) {
+        const uint8_t *block = packed + n0 / 16 * (K / 4) * 64;
+        for (int64_t r0 = 0; r0 < R; r0 += 8) {
+            const int8_t *eight = rows + r0 * K;
+            int32_t *at = out + r0 * N;
+            switch (R - r0 < 8 ? R - r0 : 8) {
+            case 1: int7_block_rows(1, eight, block, sums + r0, at, N, K, n0); break;
+            case 2: int7_block_rows(2, eight, block, sums + r0, at, N, K, n0); break;
+            case 3: int7_block_rows(3, eight, block, sums + r0, at, N, K, n0); break;
+            case 4: int7_block_rows(4, eight, block, sums + r0, at, N, K, n0); break;
+            case 5: int7_block_rows(5, eight, block, sums + r0, at, N, K, n0); break;
+            case 6: int7_block_rows(6, eight, block, sums + r0, at, N, K, n0); break;
+            case 7: int7_block_rows(7, eight, block, sums + r0, at, N, K, n0); break;
+            default: int7_block_rows(8, eight, block, sums + r0, at, N, K, n0); break;
+            }
+        }
+    }
+    free(sums);
     return 0;
 }
 #else
-int32_t int7_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
+int32_t int7_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
                                int64_t K) {
     (void)rows, (void)packed, (void)out, (void)R, (void)N, (void)K;
     return 1;
 }
 #endif
 
-/* int7_few_rows_linear: quantize_rows_int7, int7_few_rows_products and scale_int8_products in one call, for
-   the few rows (1-8) of a decoding step, where each call from Python costs about as much as its work: x
-   (R, K) float32 -> out (R, N) float32 (its memory holds the int32 products in between), the same floats
-   as the three apart. Returns 1 where int7_few_rows_products cannot, 2 where scratch memory fails. */
-int32_t int7_few_rows_linear(const float *x, const uint8_t *packed, const float *column_scales, const float *bias,
-                             float *out, int64_t R, int64_t N, int64_t K, int32_t relu) {
-    if (K % 4 || R < 1 || R > 8) return 1;
+/* int7_rows_linear: an int8 layer on float32 rows for CPUs without VNNI, in one call: x (R, K) -> out (R, N)
+   float32, each row quantized to [-63, 63] on its own scale (quantize_rows), times the int8 weights packed by
+   vnni_pack (int7_rows_products: exact int32 sums), scaled back by the row's and the output channels' scales
+   (N,), plus bias (N,) if not NULL, then a ReLU if relu (scale_products). out's memory holds the products in
+   between. A row's result is what it would be alone. Returns 1 where int7_rows_products cannot, 2 where
+   scratch memory fails. */
+int32_t int7_rows_linear(const float *x, const uint8_t *packed, const float *column_scales, const float *bias,
+                         float *out, int64_t R, int64_t N, int64_t K, int32_t relu) {
+    if (K % 4 || R < 1) return 1;
     int8_t *q = malloc((size_t)R * (size_t)K);
-    if (!q) return 2;
-    float scales[8];
-    quantize_rows(x, q, NULL, scales, R, K, 63.0f);
-    int32_t failed = int7_few_rows_products(q, packed, (int32_t *)out, R, N, K);
-    free(q);
-    if (failed) return failed;
-    scale_products(out, 0, scales, column_scales, bias, out, R, N, relu);
-    return 0;
+    float *scales = malloc((size_t)R * sizeof(float));
+    if (!q || !scales) {
+        free(q), free(scales);
+        return 2;
+    }
+    quantize_rows(x, q, scales, R, K, 63.0f);
+    int32_t failed = int7_rows_products(q, packed, (int32_t *)out, R, N, K);
+    if (!failed) scale_products((const int32_t *)out, scales, column_scales, bias, out, R, N, relu);
+    free(q), free(scales);
+    return failed;
 }
 
 /* decode_sentence_logits_int7: decode_sentence_logits for int8_fp32 on CPUs without VNNI, over the output
    projection's int8 weights: each row of q (N*K, D) float32 is quantized to 7 bits on its own scale
-   (quantize_rows_int7), each own token's logit is the exact int32 sum over its weight row, stored + 128 as
+   (quantize_rows), each own token's logit is the exact int32 sum over its weight row, stored + 128 as
    unsigned bytes (weights (V, D), row ids[starts[n] + j]), scaled back as scale_int8_products does: x the
    row's scale x the token's scale (scales (V,)) + bias. The shared logits (N*K, F) float32 are copied. Half
    the bytes of the bf16 kernel's weights, and vpmaddubsw's 32 products an instruction. Returns 1 where it
@@ -668,7 +662,7 @@ int32_t decode_sentence_logits_int7(const float *q, const float *shared, const u
         free(quantized), free(row_scales), free(corrections);
         return 1;
     }
-    quantize_rows(q, quantized, NULL, row_scales, (int64_t)rows, D, 63.0f);
+    quantize_rows(q, quantized, row_scales, (int64_t)rows, D, 63.0f);
     unsigned_weight_corrections(quantized, corrections, (int64_t)rows, D);
     for (size_t r = 0; r < rows; r++) memcpy(out + r * width, shared + r * F, F * sizeof(float));
     const __m256i ones = _mm256_set1_epi16(1);
@@ -760,19 +754,20 @@ void decode_layer_norm(const float *x, const float *weight, const float *bias, f
 /* rows_linear: an int8 layer of int8_fp32 on float32 rows x (R, K) -> out (R, N): each row quantized on its own
    scale (to 7 bits with bits == 7, AVX2; else 8, VNNI), multiplied 8 rows at a time by the weights `w`
    (packed by vnni_pack, then the channels' scales (N,), then the bias (N,) or NULL), scaled back, ReLU if
-   relu: the same floats as int7_few_rows_linear (or quantize_rows_int8, int8_few_rows_products and
-   scale_int8_products) and as the fbgemm or torch._int_mm paths of more rows (their products are exact).
+   relu: the same floats as int7_rows_linear (or quantize_rows_int8, int8_few_rows_products and
+   scale_int8_products, and torch._int_mm's exact products where it takes more than 8 rows).
    q: R x K bytes and row_scales: R floats of scratch. Returns 1 where the products kernel cannot. */
 static int32_t rows_linear(const float *x, const void *const *w, float *out, int8_t *q, float *row_scales, int64_t R,
                            int64_t N, int64_t K, int32_t relu, int32_t bits) {
-    quantize_rows(x, q, NULL, row_scales, R, K, bits == 7 ? 63.0f : 127.0f);
-    for (int64_t first = 0; first < R; first += 8) {
+    quantize_rows(x, q, row_scales, R, K, bits == 7 ? 63.0f : 127.0f);
+    for (int64_t first = 0; first < R; first += 8) { /* 8 rows at a time: they stay in L1 */
         int64_t rows = R - first < 8 ? R - first : 8;
         int32_t *products = (int32_t *)out + first * N;
-        if ((bits == 7 ? int7_few_rows_products : int8_few_rows_products)(q + first * K, w[0], products, rows, N, K))
-            return 1;
+        int32_t failed = bits == 7 ? int7_rows_products(q + first * K, w[0], products, rows, N, K)
+                                   : int8_few_rows_products(q + first * K, w[0], products, rows, N, K);
+        if (failed) return failed;
     }
-    scale_products(out, 0, row_scales, w[1], w[2], out, R, N, relu);
+    scale_products((const int32_t *)out, row_scales, w[1], w[2], out, R, N, relu);
     return 0;
 }
 

@@ -172,8 +172,8 @@ class FlatDecoder:
         self.sentence_logits = sentence_logits_kernel() if native else None
         # int8_fp32 without VNNI (rows on 7 bits, nmt.model.quantize): each sentence's own tokens from the
         # output projection's int8 weights, as the shared ones are
-        exact = getattr(model.output_proj, "exact", None) is not None and model.config.d_model % 32 == 0
-        self.sentence_logits_int7 = sentence_logits_int7_kernel() if native and exact else None
+        int7 = getattr(model.output_proj, "int7", False) and model.config.d_model % 32 == 0
+        self.sentence_logits_int7 = sentence_logits_int7_kernel() if native and int7 else None
 
     def restricted(self, vocabularies: Vocabularies) -> FlatDecoder:
         """This decoder over each sentence's own target tokens (nmt.model.shortlist): token i of a row's input and
@@ -342,7 +342,7 @@ def int8_layers(model: Transformer, kind: type[Int8Layers], linears: list[tuple[
                     and norm.weight.dtype == torch.float32 for norm in every_norm)
             and len({norm.eps for norm in every_norm}) == 1):
         return None
-    bits = {7 if module.exact is not None else 8 for module in every_linear}  # without VNNI, or with it
+    bits = {7 if module.int7 else 8 for module in every_linear}  # without VNNI, or with it
     if len(bits) != 1:
         return None
     weights = [LayerWeights(tuple((module.vnni, module.column_scale, module.bias) for module in layer),

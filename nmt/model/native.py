@@ -16,10 +16,13 @@ ones, reading each sentence's output weights once for its beams. For int8_fp32's
 own scales (nmt.model.quantize): `quantize_rows_int8` and `scale_int8_products`, a pass over the rows each,
 and `int8_few_rows_products`, up to 8 rows by int8 weights in a VNNI layout with AVX-512 VNNI (faster than
 torch._int_mm for a step at batch 1; the int32 products are exact either way); on CPUs without VNNI,
-`quantize_rows_int7` (7-bit rows as floats for fbgemm) and `int7_few_rows_products` (AVX2). What
-they gain on AVX-512 and AVX2 CPUs is in `benchmarks/EXPERIMENTS.md` (over float32 caches they gained
-nothing: the bytes read are what they save). The kernels run on the calling thread: translation on a CPU
-decodes in one-thread worker processes by default (`--workers`).
+`int7_rows_linear` (AVX2: rows quantized to 7 bits, any number of them, faster than fbgemm at 160 rows).
+`decode_layers` and `encode_layers` run every decoder (or encoder) layer of an int8_fp32 step in one call
+(at batch 1 a decoder step was some hundred small operations, whose calls from Python cost more than
+their work), over the same kernels and `decode_layer_norm`. What they gain on AVX-512 and AVX2 CPUs is
+in `benchmarks/EXPERIMENTS.md` (over float32 caches they gained nothing: the bytes read are what they
+save). The kernels run on the calling thread: translation on a CPU decodes in one-thread worker processes
+by default (`--workers`).
 
 The kernels are compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
 else `~/.cache/nmt`), once per source, compiler flags and CPU; `make setup` does it ahead. They are for
@@ -177,10 +180,8 @@ def library() -> ctypes.CDLL | None:
         loaded.quantize_rows_int8.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
         loaded.scale_int8_products.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
         loaded.int8_few_rows_products.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
-        loaded.quantize_rows_int7.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
-        loaded.scale_exact_products.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
-        loaded.int7_few_rows_products.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
-        loaded.int7_few_rows_linear.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
+        loaded.int7_rows_products.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
+        loaded.int7_rows_linear.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
         loaded.decode_sentence_logits_int7.argtypes = ([ctypes.c_void_p] * 5 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
                                                        + [ctypes.c_int64] + [ctypes.c_void_p] * 2
                                                        + [ctypes.c_int64] * 5)
@@ -197,9 +198,8 @@ def library() -> ctypes.CDLL | None:
     loaded.decode_sentence_logits.restype = ctypes.c_int32  # 1: no memory, 2: a sentence outside the batch
     loaded.decode_log_softmax.restype = loaded.quantize_rows_int8.restype = loaded.scale_int8_products.restype = None
     loaded.int8_few_rows_products.restype = ctypes.c_int32  # 1: not for these sizes, or a build without VNNI
-    loaded.quantize_rows_int7.restype = loaded.scale_exact_products.restype = None
-    loaded.int7_few_rows_products.restype = ctypes.c_int32  # 1: not for these sizes, or a build without AVX2
-    loaded.int7_few_rows_linear.restype = ctypes.c_int32  # as int7_few_rows_products; 2: no memory
+    loaded.int7_rows_products.restype = ctypes.c_int32  # 1: a build without AVX2 (or K % 4), 2: no memory
+    loaded.int7_rows_linear.restype = ctypes.c_int32  # as int7_rows_products
     loaded.decode_sentence_logits_int7.restype = ctypes.c_int32  # 1: no AVX2 or no memory, 2: bad indices
     loaded.decode_layer_norm.restype = None
     loaded.decode_layers.restype = loaded.encode_layers.restype = ctypes.c_int32  # 1: no products, 2: no memory
@@ -372,7 +372,7 @@ def sentence_logits_int7_kernel() -> Callable[..., SentenceLogits] | None:
     (V, D) uint8 (the int8 values + 128), scales (V,) and bias (V,) float32; or None where the kernels are
     unavailable or built without AVX2. The rows and shared logits are float32 (int8_fp32's activations)."""
     loaded = library()
-    if loaded is None or int7_rows_kernels() is None:
+    if loaded is None or int7_rows_kernel() is None:
         return None
 
     def bind(weights: Tensor, scales: Tensor, bias: Tensor | None, starts: Tensor, counts: Tensor,
@@ -428,12 +428,11 @@ def int8_rows_kernels() -> tuple[Callable[[Tensor], tuple[Tensor, Tensor]], Call
 
     def scale_back(products: Tensor, row_scales: Tensor, column_scales: Tensor, bias: Tensor | None,
                    relu: bool) -> Tensor:
-        """int32 products (R, N), or float32 ones that hold exact integers (fbgemm's, nmt.model.quantize)
-        -> float32 (R, N), in their own memory: x row_scales (R, 1) x column_scales (N,) + bias (N,), then a
-        ReLU if `relu`; the same floats from either type."""
+        """int32 products (R, N) -> float32 (R, N), in their own memory: x row_scales (R, 1) x column_scales
+        (N,) + bias (N,), then a ReLU if `relu`."""
         count, width = products.shape
         tensors = (products, row_scales, column_scales) + (() if bias is None else (bias,))
-        if not (products.dtype in (torch.int32, torch.float32)
+        if not (products.dtype == torch.int32
                 and row_scales.dtype == column_scales.dtype == torch.float32
                 and all(t.is_cpu and t.is_contiguous() for t in tensors) and row_scales.numel() == count
                 and column_scales.numel() == width and (bias is None or (bias.dtype == torch.float32
@@ -441,8 +440,7 @@ def int8_rows_kernels() -> tuple[Callable[[Tensor], tuple[Tensor, Tensor]], Call
             raise ValueError("scale_int8_products needs contiguous CPU tensors: int32 products (R, N), float32 "
                              "scales (R,) and (N,) and bias (N,)")
         out = products.view(torch.float32)
-        scale = loaded.scale_int8_products if products.dtype == torch.int32 else loaded.scale_exact_products
-        scale(products.data_ptr(), row_scales.data_ptr(), column_scales.data_ptr(),
+        loaded.scale_int8_products(products.data_ptr(), row_scales.data_ptr(), column_scales.data_ptr(),
               0 if bias is None else bias.data_ptr(), out.data_ptr(), count, width, relu)
         return out
 
@@ -472,49 +470,38 @@ def check_packed(quantized: Tensor, packed: Tensor, outputs: int) -> None:
 
 
 @functools.cache
-def int7_rows_kernels() -> tuple[Callable[[Tensor], tuple[Tensor, Tensor]], Callable] | None:
-    """(quantize, few_rows_linear) for CPUs without VNNI (nmt.model.quantize's exact int8 products through
-    fbgemm): quantize_rows_int7 and int7_few_rows_linear as functions of tensors, or None where the kernels
-    are unavailable or built without AVX2 (int7_few_rows_products, which the second calls, is probed).
-    scale_back is int8_rows_kernels'."""
+def int7_rows_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor | None, bool], Tensor] | None:
+    """int7_rows_linear as a function of tensors, for CPUs without VNNI (nmt.model.quantize), or None where the
+    kernels are unavailable or built without AVX2 (int7_rows_products, which it calls, is probed)."""
     loaded = library()
     if loaded is None:
         return None
     rows, weights = torch.zeros(1, 4, dtype=torch.int8), torch.zeros(64, dtype=torch.uint8)  # held: the call writes
     out = torch.zeros(1, 1, dtype=torch.int32)
-    if loaded.int7_few_rows_products(rows.data_ptr(), weights.data_ptr(), out.data_ptr(), 1, 1, 4):
+    if loaded.int7_rows_products(rows.data_ptr(), weights.data_ptr(), out.data_ptr(), 1, 1, 4):
         return None  # a build without AVX2
 
-    def quantize(rows: Tensor) -> tuple[Tensor, Tensor]:
-        """rows (R, K) float32 -> (the integers, float32 scales (R, 1)): each row on its own scale, to
-        [-63, 63], the integers as float32 (R, K + 2), each row followed by -64 and 63 (for fbgemm)."""
-        if not (rows.dtype == torch.float32 and rows.dim() == 2 and rows.is_cpu):
-            raise ValueError("quantize_rows_int7 needs 2-dimensional float32 CPU rows")
-        rows = rows.contiguous()
-        count, width = rows.shape
-        wide, scales = torch.empty(count, width + 2), torch.empty(count, 1)
-        loaded.quantize_rows_int7(rows.data_ptr(), wide.data_ptr(), scales.data_ptr(), count, width)
-        return wide, scales
-
-    def few_rows_linear(rows: Tensor, packed: Tensor, scale: Tensor, bias: Tensor | None,
-                        relu: bool) -> Tensor | None:
-        """float32 rows (R, K), R <= 8 -> float32 (R, N): quantize, few_rows and scale_back in one call (the
-        same floats); None above 8 rows. scale (N,) and bias (N,) float32, contiguous (the layer's own)."""
+    def rows_linear(rows: Tensor, packed: Tensor, scale: Tensor, bias: Tensor | None, relu: bool) -> Tensor:
+        """float32 rows (R, K) -> float32 (R, N): each row quantized to 7 bits on its own scale, times the int8
+        weights `packed` by vnni_pack, scaled back by the row's scale and `scale` (N,), plus bias (N,), ReLU
+        if `relu`. scale and bias float32 and contiguous (the layer's own)."""
         count, width = rows.shape
         outputs = scale.size(0)
-        if count > 8 or not (rows.dtype == torch.float32 and rows.is_cpu and packed.dtype == torch.uint8
-                             and packed.numel() == (outputs + 15) // 16 * 16 * width):
-            return None
+        if not (rows.dtype == torch.float32 and rows.is_cpu and packed.dtype == torch.uint8 and packed.is_contiguous()
+                and packed.numel() == (outputs + 15) // 16 * 16 * width and count):
+            raise ValueError("int7_rows_linear needs float32 CPU rows (R, K) and weights packed by vnni_pack")
         rows = rows.contiguous()
         out = torch.empty(count, outputs)
-        failed = loaded.int7_few_rows_linear(rows.data_ptr(), packed.data_ptr(), scale.data_ptr(),
-                                             0 if bias is None else bias.data_ptr(), out.data_ptr(), count, outputs,
-                                             width, relu)
+        failed = loaded.int7_rows_linear(rows.data_ptr(), packed.data_ptr(), scale.data_ptr(),
+                                         0 if bias is None else bias.data_ptr(), out.data_ptr(), count, outputs,
+                                         width, relu)
         if failed == 2:
             raise MemoryError("the int8 kernel could not allocate its scratch memory")
-        return None if failed else out
+        if failed:
+            raise ValueError("int7_rows_linear needs K a multiple of 4")
+        return out
 
-    return quantize, few_rows_linear
+    return rows_linear
 
 
 def layer_norm_kernel() -> Callable[[nn.LayerNorm], Callable[[Tensor], Tensor]] | None:
@@ -590,7 +577,7 @@ class Int8Layers:
             return None
         rows, weights = torch.zeros(1, 4, dtype=torch.int8), torch.zeros(64, dtype=torch.uint8)  # held: written
         out = torch.zeros(1, 1, dtype=torch.int32)
-        probe = loaded.int7_few_rows_products if bits == 7 else loaded.int8_few_rows_products
+        probe = loaded.int7_rows_products if bits == 7 else loaded.int8_few_rows_products
         if probe(rows.data_ptr(), weights.data_ptr(), out.data_ptr(), 1, 1, 4):
             return None
         return cls(loaded, layers, heads, eps, pre_norm, bits)

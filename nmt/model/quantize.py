@@ -16,11 +16,10 @@ slow: float32 activations. On CPUs with VNNI (AVX-512 VNNI, AVX-VNNI), where int
 instruction, each row of activations is quantized to int8 on a scale of its own, as CTranslate2 does, and
 multiplied with exact int32 sums (torch._int_mm; a C kernel for a step's few rows): a sentence's result
 does not depend on the rows it is batched with. On CPUs with AVX2 and no VNNI the same holds with 7-bit
-rows ([-63, 63], so that AVX2's 16-bit pair sums cannot saturate): a C kernel for a step's few rows, and
-for more fbgemm's int8 GEMM made exact (`exact_rows_int8_linear`). With NMT_INT8_ROWS=0, or without the C
-kernels: fbgemm's GEMM on its own quantization (one scale per call, 7 bits) for large products, and for
-small ones (a step at batch 1, bound by reading the weights) the int8-weight kernel on bf16 rows: results
-there move with the batch.
+rows ([-63, 63], so that AVX2's 16-bit pair sums cannot saturate), through a C kernel for any number of
+rows (`int7_rows_linear`). With NMT_INT8_ROWS=0, or without the C kernels: fbgemm's GEMM on its own
+quantization (one scale per call, 7 bits) for large products, and for small ones (a step at batch 1,
+bound by reading the weights) the int8-weight kernel on bf16 rows: results there move with the batch.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.errors import UsageError
-from nmt.model.native import int7_rows_kernels, int8_rows_kernels
+from nmt.model.native import int7_rows_kernel, int8_rows_kernels
 
 # At or below this many rows the int8 kernel wins (measured on a 2-core AVX-512 EPYC; see benchmarks/).
 INT8_KERNEL_MAX_ROWS = 16
@@ -171,12 +170,12 @@ class DynamicInt8Linear(nn.Module):
         # torch._int_mm's layout (in, out) and float32 scales where rows are quantized on their own scales
         self.columns = quantized.t().contiguous() if int8_rows_available() else None
         self.column_scale = scale.float()
-        # Without VNNI: fbgemm on the int8 values with scale 1, exact (exact_rows_int8_linear)
-        exact = self.columns is None and self.in_features % 4 == 0 and int7_rows_available()
-        self.exact = FbgemmWeights(exact_layout(quantized)) if exact else None
-        few_rows = (self.columns is not None or exact) and self.in_features % 4 == 0 and int8_rows_kernels() is not None
+        # Without VNNI: 7-bit rows through the AVX2 C kernel (int7_rows_linear)
+        self.int7 = self.columns is None and self.in_features % 4 == 0 and int7_rows_available()
+        few_rows = ((self.columns is not None or self.int7) and self.in_features % 4 == 0
+                    and int8_rows_kernels() is not None)
         self.vnni = vnni_pack(quantized) if few_rows else None  # for the few-rows kernels
-        self.packed = (None if self.columns is not None or exact
+        self.packed = (None if self.columns is not None or self.int7
                        else FbgemmWeights(quantized, scale.float(), self.bias))
 
     def forward(self, x: Tensor) -> Tensor:
@@ -189,9 +188,9 @@ class DynamicInt8Linear(nn.Module):
             if self.columns is not None:
                 return functools.partial(rows_int8_linear, columns=self.columns, scale=self.column_scale,
                                          bias=self.bias, relu=relu, packed=self.vnni)
-            if self.exact is not None:
-                return functools.partial(exact_rows_int8_linear, exact=self.exact, packed=self.vnni,
-                                         scale=self.column_scale, bias=self.bias, relu=relu)
+            if self.int7:
+                return functools.partial(int7_rows_linear, packed=self.vnni, scale=self.column_scale, bias=self.bias,
+                                         relu=relu)
             return functools.partial(dynamic_int8_linear, packed=self.packed, quantized=self.quantized,
                                      scale=self.scale, bias=self.bias, relu=relu)
         if relu:
@@ -202,10 +201,9 @@ class DynamicInt8Linear(nn.Module):
             return functools.partial(rows_int8_linear, columns=self.columns.index_select(1, outputs),
                                      scale=self.column_scale.index_select(0, outputs), bias=bias,
                                      packed=None if self.vnni is None else vnni_pack(quantized))
-        if self.exact is not None:
-            return functools.partial(exact_rows_int8_linear, exact=FbgemmWeights(exact_layout(quantized)),
-                                     packed=vnni_pack(quantized), scale=self.column_scale.index_select(0, outputs),
-                                     bias=bias)
+        if self.int7:
+            return functools.partial(int7_rows_linear, packed=vnni_pack(quantized),
+                                     scale=self.column_scale.index_select(0, outputs), bias=bias)
         # Packing with one scale per channel is several times slower in fbgemm's prepack than with one
         # scale: pack the int8 values with scale 1 and apply the channels' scales to the output. Packed on
         # first use: a greedy step at batch 1 never needs it.
@@ -236,38 +234,19 @@ def rows_int8_linear(rows: Tensor, columns: Tensor, scale: Tensor, bias: Tensor 
     return scale_back(products, row_scale, scale, bias, relu)
 
 
-def exact_rows_int8_linear(rows: Tensor, exact: FbgemmWeights, packed: Tensor | None, scale: Tensor,
-                           bias: Tensor | None, relu: bool = False) -> Tensor:
+def int7_rows_linear(rows: Tensor, packed: Tensor, scale: Tensor, bias: Tensor | None, relu: bool = False) -> Tensor:
     """rows_int8_linear for CPUs without VNNI: (R, in) float32 -> (R, out) float32, each row quantized to
-    [-63, 63] on a scale of its own, the products exact int32 sums, scaled back by the row's scale and the
-    output channels' `scale`, plus bias, then a ReLU if `relu`. Up to 8 rows, the AVX2 C kernel on the weights
-    `packed` (vnni_pack); above, fbgemm's int8 GEMM on `exact`, the int8 values with scale 1 and two zero
-    columns (exact_layout): fbgemm quantizes each call's activations over their range, and with each row
-    followed by -64 and 63 that range is always [-64, 63], its scale 1 and its zero point 64, so it takes
-    the integers as they are and returns their exact sums (below 2^24, exact in float32). Every row's
-    result is what it would be alone, whichever path computes it."""
-    quantize, few_rows_linear = int7_rows_kernels()
-    if packed is not None and rows.size(0) <= 8:
-        out = few_rows_linear(rows, packed, scale, bias, relu)  # one call: quantize, multiply, scale back
-        if out is not None:
-            return out
-    wide, row_scale = quantize(rows)
-    with torch._C.DisableTorchFunction():  # as in dynamic_int8_linear
-        products = torch.ops.quantized.linear_dynamic.default(wide, exact.get(), True)  # 7-bit activations
-    return int8_rows_kernels()[1](products, row_scale, scale, bias, relu)
-
-
-def exact_layout(quantized: Tensor) -> Tensor:
-    """int8 weights (out, in) -> (out, in + 2): two zero columns for the bounds exact_rows_int8_linear
-    appends to each row."""
-    return torch.cat([quantized, quantized.new_zeros(quantized.size(0), 2)], dim=1)
+    [-63, 63] on a scale of its own, the products exact int32 sums (the AVX2 C kernel, on the weights `packed`
+    by vnni_pack), scaled back by the row's scale and the output channels' `scale`, plus bias, then a ReLU if
+    `relu`, in one call. Every row's result is what it would be alone."""
+    return int7_rows_kernel()(rows, packed, scale, bias, relu)
 
 
 @functools.cache
 def int7_rows_available() -> bool:
-    """Whether int8_fp32 quantizes each row on its own scale on a CPU without VNNI
-    (exact_rows_int8_linear): with fbgemm and the C kernels built with AVX2. NMT_INT8_ROWS=0 turns it off."""
-    return (os.environ.get("NMT_INT8_ROWS") != "0" and fbgemm_available() and int7_rows_kernels() is not None
+    """Whether int8_fp32 quantizes each row on its own scale on a CPU without VNNI (int7_rows_linear): with the
+    C kernels built with AVX2. NMT_INT8_ROWS=0 turns it off."""
+    return (os.environ.get("NMT_INT8_ROWS") != "0" and int7_rows_kernel() is not None
             and int8_rows_kernels() is not None)
 
 
@@ -380,7 +359,6 @@ def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
     # with a shortlist each batch packs its own rows and the whole matrix, slow to pack, is never used
     for module in model.modules():
         if isinstance(module, DynamicInt8Linear) and module is not model.output_proj:
-            for weights in (module.packed, module.exact):
-                if weights is not None:
-                    weights.get()
+            if module.packed is not None:
+                module.packed.get()
     return model
