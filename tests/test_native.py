@@ -284,3 +284,28 @@ def test_int7_sentence_logits_kernel_gives_each_own_token_its_exact_int8_logit(b
         assert (out[s * beam : (s + 1) * beam, shared + len(own) :] == -float("inf")).all()
     with pytest.raises(ValueError):
         logits(rows, shared_logits, torch.tensor([0, 2]), width)  # no sentence 2
+
+
+def test_layer_norm_kernel_equals_torch_row_by_row(build):
+    """decode_layer_norm (the norm of decode_layers and encode_layers) against torch.layer_norm, on a width
+    that is not a whole number of vectors; a row's result is the same alone and among others."""
+    bind = native.layer_norm_kernel()
+    assert bind is not None
+    torch.manual_seed(5)
+    norm = torch.nn.LayerNorm(72)
+    torch.nn.init.normal_(norm.weight)
+    torch.nn.init.normal_(norm.bias)
+    x = torch.randn(9, 72) * torch.linspace(0.01, 100, 9)[:, None] + torch.linspace(-3, 3, 9)[:, None]
+    out = bind(norm)(x)
+    torch.testing.assert_close(out, norm(x).detach(), atol=1e-5, rtol=1e-5)
+    for row in (0, 4, 8):
+        assert torch.equal(bind(norm)(x[row : row + 1]), out[row : row + 1])
+
+
+def test_layers_kernels_refuse_sizes_no_scratch_memory_holds(build):
+    loaded = native.library()
+    assert loaded is not None
+    # 2^40 rows: the kernels must give up before touching their (null) tensors
+    assert loaded.encode_layers(None, None, 1, 2**20, 2**20, 4, 64, 1024, 1.0, 1e-5, 0, 7) == 2
+    assert loaded.decode_layers(None, None, 1, None, 0, None, None, 2**20, 2**20, 4, 64, 1024, 16, 1.0, 1e-5, 0,
+                                7) == 2

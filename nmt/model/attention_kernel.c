@@ -785,6 +785,15 @@ static int32_t rows_linear(const float *x, const void *const *w, float *out, int
 enum { SELF_Q, SELF_KV, SELF_OUT, CROSS_Q, CROSS_OUT, FFN_UP, FFN_DOWN, LINEARS };
 #define LAYER_POINTERS (3 * LINEARS + 6)
 
+/* a x b x c, or SIZE_MAX where it overflows (a malloc of it then fails) */
+static inline size_t product_or_max(int64_t a, int64_t b, int64_t c) {
+    size_t ab, abc;
+    if (a < 0 || b < 0 || c < 0 || __builtin_mul_overflow((size_t)a, (size_t)b, &ab)
+        || __builtin_mul_overflow(ab, (size_t)c, &abc))
+        return SIZE_MAX;
+    return abc;
+}
+
 static inline void add_rows(float *x, const float *y, int64_t count) {
     int64_t i = 0;
     for (; i + W <= count; i += W) store(x + i, load(x + i) + load(y + i));
@@ -795,10 +804,14 @@ int32_t decode_layers(float *x, const void *const *weights, int64_t L, uint16_t 
                       const uint16_t *const *cross_cache, const int64_t *lengths, int64_t N, int64_t K, int64_t H,
                       int64_t Dh, int64_t F, int64_t S, float scale, float eps, int32_t pre_norm, int32_t bits) {
     int64_t R = N * K, D = H * Dh, T = step + 1, n = R * H, widest = F > D ? F : D;
-    size_t self_work = (size_t)(2 * n * Dh + T * round_up(n)), cross_work = (size_t)(K * round_up(S) + K * Dh);
-    size_t floats = (size_t)(R * (5 * D + F + 1)) + (self_work > cross_work ? self_work : cross_work);
-    float *scratch = malloc(floats * sizeof(float));
-    int8_t *q = malloc((size_t)(R * widest));
+    if (N < 1 || K < 1 || H < 1 || Dh < 1 || F < 1 || S < 1 || step < 0 || N > (1 << 30) / K || Dh > (1 << 20)
+        || H > (1 << 10) || F > (1 << 24) || S > (1 << 24) || step > (1 << 24))
+        return 2; /* sizes no model has: their scratch would not fit in memory */
+    size_t self_work = product_or_max(2 * n, Dh, 1) + product_or_max(T, round_up(n), 1);
+    size_t cross_work = product_or_max(K, round_up(S) + Dh, 1);
+    size_t floats = product_or_max(R, 5 * D + F + 1, 1) + (self_work > cross_work ? self_work : cross_work);
+    float *scratch = floats < SIZE_MAX / 8 ? malloc(floats * sizeof(float)) : NULL;
+    int8_t *q = malloc((size_t)R * (size_t)widest); /* at most 2^60: the sizes are bounded above */
     if (!scratch || !q) {
         free(scratch), free(q);
         return 2;
@@ -884,8 +897,12 @@ static void source_attention(const float *queries, const float *kv, float *out, 
 int32_t encode_layers(float *x, const void *const *weights, int64_t L, int64_t N, int64_t S, int64_t H, int64_t Dh,
                       int64_t F, float scale, float eps, int32_t pre_norm, int32_t bits) {
     int64_t R = N * S, D = H * Dh, widest = F > D ? F : D;
-    float *scratch = malloc((size_t)(R * (5 * D + F + 1) + S) * sizeof(float));
-    int8_t *q = malloc((size_t)(R * widest));
+    if (N < 1 || S < 1 || H < 1 || Dh < 1 || F < 1 || N > (1 << 30) / S || Dh > (1 << 20) || H > (1 << 10)
+        || F > (1 << 24))
+        return 2; /* sizes no model has: their scratch would not fit in memory */
+    size_t floats = product_or_max(R, 5 * D + F + 1, 1) + (size_t)S;
+    float *scratch = floats < SIZE_MAX / 8 ? malloc(floats * sizeof(float)) : NULL;
+    int8_t *q = malloc((size_t)R * (size_t)widest); /* at most 2^60: the sizes are bounded above */
     if (!scratch || !q) {
         free(scratch), free(q);
         return 2;
