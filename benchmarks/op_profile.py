@@ -41,7 +41,10 @@ GROUPS = (
     ("quantization of activations", None, r"[Qq]uantiz|FindMinMax|requantize|dequant|::round"),
     ("matrix products", None, r"gemm|gemv|GEMM|Gemm|PackMatrix|PackBMatrix|PackA|pack_unpack|brgemm|dnnl|mkl_blas|"
                               r"cblas|_int_mm|mm_kernel|matmul|int8_rows|vnni|dot_product|Dense::|"
-                              r"few_rows_products|sentence_logits"),  # nmt's C products, the shortlist's own
+                              r"few_rows_products|rows_products|rows_linear|sentence_logits"),  # nmt's C products
+    # nmt's int8_fp32 layers in one C call: their attention, layer norms, residuals and bf16 cache writes,
+    # which the compiler inlines into decode_layers and encode_layers (their products are int7_rows_products)
+    ("attention, norms and residuals inlined in nmt's layers call", None, r"^decode_layers|^encode_layers"),
     ("attention (the softmax of its scores included)", None, r"attention|Attention"),
     ("softmax, log-softmax, top-k", None, r"softmax|SoftMax|Softmax|topk|TopK|top_k|introselect|sort|logsumexp|"
                                           r"argmax|reduce|Reduce|max_kernel|sum_kernel|std::max"),
