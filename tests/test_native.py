@@ -309,3 +309,22 @@ def test_layers_kernels_refuse_sizes_no_scratch_memory_holds(build):
     assert loaded.encode_layers(None, None, 1, 2**20, 2**20, 4, 64, 1024, 1.0, 1e-5, 0, 7) == 2
     assert loaded.decode_layers(None, None, 1, None, 0, None, None, 2**20, 2**20, 4, 64, 1024, 16, 1.0, 1e-5, 0,
                                 7) == 2
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 16, 1000, 16003])
+def test_best_kernel_equals_torch_max(build, width):
+    """decode_best (greedy search's choice on a CPU) as torch.max(dim=-1): values and indices, the first of
+    equal values, a row's first NaN, rows of -inf, widths not a whole number of vectors."""
+    best = native.best_kernel.__wrapped__()  # this build's library, not the cached function's
+    assert best is not None
+    generator = torch.Generator().manual_seed(width)
+    rows = torch.randn(6, width, generator=generator).log_softmax(dim=-1)
+    rows[1, -1] = rows[1].max() + 1  # the last column
+    rows[2, width // 2] = rows[2].max()  # a tie: the first of the two
+    rows[3] = -float("inf")
+    rows[4, width // 3] = float("nan")
+    rows[4, -1] = float("nan")
+    for got, expected in zip(best(rows), rows.max(dim=-1), strict=True):
+        assert torch.equal(got, expected) or torch.allclose(got, expected, equal_nan=True)
+    _, indices = best(rows)
+    assert torch.equal(indices, rows.max(dim=-1).indices)

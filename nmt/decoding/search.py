@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from nmt.model.config import ModelConfig
+from nmt.model.native import best_kernel
 from nmt.model.shortlist import TOP_K_CHUNK
 
 
@@ -325,9 +326,19 @@ def next_log_probs(model: Decoder, tokens: Tensor, state: State, step: int, opti
 # inference tensors: they cannot be recorded by autograd afterwards, which no caller does.
 
 
+def most_probable(log_probs: Tensor) -> tuple[Tensor, Tensor]:
+    """log_probs.max(dim=-1): each row's largest log-probability and its token (the first of equal ones); on a
+    CPU through nmt.model.native's decode_best, where torch's max with indices is slow (0.5 ms a step at
+    batch 32 over 16,000 pieces, 19 us at batch 1, against 0.15 ms and 3 us)."""
+    best = best_kernel() if log_probs.is_cpu and log_probs.dtype == torch.float32 else None
+    if best is None or not log_probs.is_contiguous() or log_probs.dim() != 2 or not log_probs.size(1):
+        return log_probs.max(dim=-1)
+    return best(log_probs)
+
+
 @torch.inference_mode()
 def greedy_search(model: Decoder, src: Tensor, options: SearchOptions,
-                  choose=lambda log_probs: log_probs.max(dim=-1), prefixes: list[list[int]] | None = None
+                  choose=most_probable, prefixes: list[list[int]] | None = None
                   ) -> list[list[Hypothesis]]:
     """The most probable token at each step, or what `choose` (log_probs (R, V) -> (log_prob, token),
     each (R,)) picks; a sentence's prefix tokens first."""

@@ -310,6 +310,39 @@ void decode_log_softmax(const void *logits, float *out, int64_t rows, int64_t wi
         log_softmax(logits, out, rows, width, 0);
 }
 
+/* decode_best: each row's largest value of x (R, V) float32 and its index, as torch.max(x, dim=-1) gives them:
+   the first index where several are equal, and a row's first NaN where it has one. A pass of W-lane maxima,
+   then one to find where (the row is in cache by then). torch's max with indices read a greedy step's rows
+   at about 1 GB/s: half a millisecond a step at batch 32. */
+void decode_best(const float *x, float *values, int64_t *indices, int64_t R, int64_t V) {
+    for (int64_t r = 0; r < R; r++) {
+        const float *row = x + r * V;
+        vf top = splat(-__builtin_inff());
+        vi nan = {0};
+        int64_t k = 0;
+        for (; k + W <= V; k += W) {
+            vf v = load(row + k);
+            top = vmax(top, v);
+            nan |= v != v;
+        }
+        float best = V >= W ? largest(top) : -__builtin_inff();
+        int any_nan = 0;
+        for (int j = 0; j < W; j++) any_nan |= nan[j] != 0;
+        for (; k < V; k++) {
+            any_nan |= row[k] != row[k];
+            best = row[k] > best ? row[k] : best;
+        }
+        int64_t at = 0;
+        if (any_nan) {
+            while (row[at] == row[at]) at++;
+        } else {
+            while (at < V - 1 && row[at] != best) at++;
+        }
+        values[r] = row[at];
+        indices[r] = at;
+    }
+}
+
 /* decode_sentence_logits: the logits (N*K, width) float32 of the K rows of N sentences over each sentence's
    vocabulary (nmt.shortlist): columns 0..F-1 take the shared tokens' logits (N*K, F) as they are, the next
    ones the sentence's own tokens, the rest -inf. Row block s of q belongs to sentence n = sentences[s] of

@@ -174,6 +174,7 @@ def library() -> ctypes.CDLL | None:
         loaded.decode_cross_attention.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 5 + [ctypes.c_float,
                                                                                                  ctypes.c_int32]
         loaded.decode_log_softmax.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
+        loaded.decode_best.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
         loaded.decode_sentence_logits.argtypes = ([ctypes.c_void_p] * 4 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
                                                    + [ctypes.c_int64] + [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 5
                                                    + [ctypes.c_int32])
@@ -201,7 +202,7 @@ def library() -> ctypes.CDLL | None:
     loaded.int7_rows_products.restype = ctypes.c_int32  # 1: a build without AVX2 (or K % 4), 2: no memory
     loaded.int7_rows_linear.restype = ctypes.c_int32  # as int7_rows_products
     loaded.decode_sentence_logits_int7.restype = ctypes.c_int32  # 1: no AVX2 or no memory, 2: bad indices
-    loaded.decode_layer_norm.restype = None
+    loaded.decode_layer_norm.restype = loaded.decode_best.restype = None
     loaded.decode_layers.restype = loaded.encode_layers.restype = ctypes.c_int32  # 1: no products, 2: no memory
     return loaded
 
@@ -287,6 +288,25 @@ def log_softmax_kernel() -> Callable[[Tensor], Tensor] | None:
         return out
 
     return log_softmax
+
+
+@functools.cache
+def best_kernel() -> Callable[[Tensor], tuple[Tensor, Tensor]] | None:
+    """decode_best as a function of tensors, or None where the kernels are unavailable."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def best(rows: Tensor) -> tuple[Tensor, Tensor]:
+        """torch.max(rows, dim=-1) of contiguous float32 CPU rows (R, V), V >= 1: (values (R,), indices (R,))."""
+        if not (rows.dtype == torch.float32 and rows.is_cpu and rows.is_contiguous() and rows.dim() == 2
+                and rows.size(1) > 0):
+            raise ValueError("decode_best needs contiguous float32 CPU rows (R, V)")
+        values, indices = torch.empty(rows.size(0)), torch.empty(rows.size(0), dtype=torch.int64)
+        loaded.decode_best(rows.data_ptr(), values.data_ptr(), indices.data_ptr(), rows.size(0), rows.size(1))
+        return values, indices
+
+    return best
 
 
 SentenceLogits = Callable[[Tensor, Tensor, Tensor, int], Tensor]  # (rows, shared_logits, sentences, width)
