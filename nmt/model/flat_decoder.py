@@ -11,7 +11,9 @@ search sees it as a decoder (`config`, `init_state`, `decode_step`).
     hypotheses = search(decoder, src, SearchOptions(beam_size=4))
 
 In reduced precision on a CPU (bf16, int8_bf16, int8_fp32) it keeps its attention caches in bf16 and
-attends over them through nmt.model.native's C kernels, where they are built (nmt.model.cache.cached_attention). With a
+attends over them through nmt.model.native's C kernels, where they are built (nmt.model.cache.cached_attention). In
+int8_fp32 the kernels also run all of a step's decoder layers in one call (`layers_step`, decode_layers) and the
+encoder's (`encoder_step`, encode_layers), the same arithmetic as the step's operations one by one. With a
 shortlist (`restricted`) it embeds and projects each sentence's own target tokens.
 
 The tests check its memory against `Transformer.encode` and its log-probabilities against
