@@ -328,3 +328,29 @@ def test_best_kernel_equals_torch_max(build, width):
         assert torch.equal(got, expected) or torch.allclose(got, expected, equal_nan=True)
     _, indices = best(rows)
     assert torch.equal(indices, rows.max(dim=-1).indices)
+
+
+def test_log_softmax_rest_kernel_equals_the_shortlist_normalization_in_torch(build):
+    """decode_log_softmax_rest against nmt.model.flat_decoder's less_the_rest over log_softmax: each row's
+    list normalized, less the estimated mass of what the list leaves out (the sampled logits plus their
+    sentence's rest bias, -inf where a sampled id is in the list); an owner outside rest_bias is refused."""
+    kernel = native.log_softmax_rest_kernel()
+    assert kernel is not None
+    generator = torch.Generator().manual_seed(6)
+    rows, width, sampled, sentences = 6, 37, 12, 3
+    logits = torch.randn(rows, width, generator=generator) * 4
+    logits[0, -5:] = -float("inf")  # a shorter list: padded with -inf
+    projected = torch.randn(rows, 20 + sampled, generator=generator) * 4  # shared logits, then the sample
+    rest_bias = torch.full((sentences, sampled), -2.0)
+    rest_bias[1, ::2] = -float("inf")
+    rest_bias[2] = -float("inf")  # the whole sample in the list: nothing left out
+    owners = torch.tensor([0, 0, 1, 1, 2, 2])
+    out = kernel(logits, projected[:, 20:], rest_bias, owners)
+    log_probs = logits.log_softmax(dim=1)
+    listed = torch.logsumexp(logits, dim=1)
+    rest = (projected[:, 20:] + rest_bias.index_select(0, owners)).logsumexp(dim=1)
+    expected = log_probs - torch.nn.functional.softplus(rest - listed)[:, None]
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out[4:], log_probs[4:], atol=1e-5, rtol=1e-5)  # nothing left out: no correction
+    with pytest.raises(ValueError):
+        kernel(logits, projected[:, 20:], rest_bias, torch.tensor([0, 0, 1, 1, 2, 3]))

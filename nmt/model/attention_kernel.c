@@ -285,7 +285,7 @@ static inline vf load_part(const void *p, int64_t i, int64_t count, int f32) {
     return v;
 }
 
-static inline void log_softmax(const void *logits, float *out, int64_t rows, int64_t width, int f32) {
+static inline void log_softmax(const void *logits, float *out, float *shifts, int64_t rows, int64_t width, int f32) {
     int64_t whole = width / W * W, rest = width - whole;
     for (int64_t r = 0; r < rows; r++) {
         int64_t row = r * width;
@@ -298,6 +298,7 @@ static inline void log_softmax(const void *logits, float *out, int64_t rows, int
         vf tail = load_part(logits, row + whole, rest, f32);
         for (int64_t j = 0; j < rest; j++) sum += expf(tail[j] - best);
         float shift = best + logf(sum);
+        if (shifts) shifts[r] = shift;
         for (int64_t i = 0; i < whole; i += W) store(out + row + i, load_rows(logits, row + i, f32) - shift);
         for (int64_t j = 0; j < rest; j++) out[row + whole + j] = tail[j] - shift;
     }
@@ -305,9 +306,41 @@ static inline void log_softmax(const void *logits, float *out, int64_t rows, int
 
 void decode_log_softmax(const void *logits, float *out, int64_t rows, int64_t width, int32_t f32) {
     if (f32)
-        log_softmax(logits, out, rows, width, 1);
+        log_softmax(logits, out, NULL, rows, width, 1);
     else
-        log_softmax(logits, out, rows, width, 0);
+        log_softmax(logits, out, NULL, rows, width, 0);
+}
+
+/* decode_log_softmax_rest: the shortlist's log-probabilities as if normalized over the whole vocabulary
+   (nmt.model.flat_decoder's less_the_rest) in one pass a row: logits (R, width) of each row's list, float32;
+   the row's list mass L = logsumexp of its logits (decode_log_softmax's shift); the rest's mass
+   M = logsumexp over the K sampled ids of sample[r * stride + j] + rest_bias[owners[r] * K + j] (rest_bias
+   -inf where the sampled id is in the row's list); out = logits - L - softplus(M - L), softplus(x) =
+   log1p(exp(x)), x above 20 as itself (torch's threshold). rest_bias has N rows. Returns 2, having written
+   nothing, where an owner lies outside them, 1 where scratch memory fails. */
+int32_t decode_log_softmax_rest(const float *logits, const float *sample, int64_t stride, const float *rest_bias,
+                                const int64_t *owners, int64_t N, float *out, int64_t R, int64_t width, int64_t K) {
+    for (int64_t r = 0; r < R; r++)
+        if (owners[r] < 0 || owners[r] >= N) return 2;
+    float *shifts = malloc((R > 0 ? (size_t)R : 1) * sizeof(float));
+    if (!shifts) return 1;
+    log_softmax(logits, out, shifts, R, width, 1);
+    for (int64_t r = 0; r < R; r++) {
+        const float *x = sample + r * stride, *bias = rest_bias + owners[r] * K;
+        float top = -__builtin_inff();
+        for (int64_t j = 0; j < K; j++) top = x[j] + bias[j] > top ? x[j] + bias[j] : top;
+        float rest = -__builtin_inff();
+        if (top > -__builtin_inff()) {
+            float sum = 0.0f;
+            for (int64_t j = 0; j < K; j++) sum += expf(x[j] + bias[j] - top);
+            rest = top + logf(sum);
+        }
+        float d = rest - shifts[r];
+        float correction = d > 20.0f ? d : log1pf(expf(d));
+        for (int64_t i = 0; i < width; i++) out[r * width + i] -= correction;
+    }
+    free(shifts);
+    return 0;
 }
 
 /* decode_best: each row's largest value of x (R, V) float32 and its index, as torch.max(x, dim=-1) gives them:

@@ -43,6 +43,7 @@ from nmt.model.native import (
     cross_attention_kernel,
     layer_norm_kernel,
     log_softmax_kernel,
+    log_softmax_rest_kernel,
     self_attention_kernel,
     sentence_logits_int7_kernel,
     sentence_logits_kernel,
@@ -171,6 +172,7 @@ class FlatDecoder:
         self.self_attention = self_attention_kernel() if native else None
         self.cross_attention = cross_attention_kernel() if native else None
         self.log_softmax = log_softmax_kernel() if native else None
+        self.log_softmax_rest = log_softmax_rest_kernel() if native else None  # a shortlist's, in one call
         self.sentence_logits = sentence_logits_kernel() if native else None
         # int8_fp32 without VNNI (rows on 7 bits, nmt.model.quantize): each sentence's own tokens from the
         # output projection's int8 weights, as the shared ones are
@@ -310,6 +312,8 @@ class FlatDecoder:
             return self.normalized(logits), state
         shared = self.vocabularies.shared.size(0)
         listed = self.with_own_tokens(x, logits[:, :shared].contiguous(), state)  # (R, width)
+        if self.log_softmax_rest is not None and listed.dtype == logits.dtype == torch.float32:
+            return self.log_softmax_rest(listed, logits[:, shared:], self.vocabularies.rest_bias, owners), state
         return self.less_the_rest(self.normalized(listed), listed, logits[:, shared:], owners), state
 
     def normalized(self, logits: Tensor) -> Tensor:
@@ -322,7 +326,8 @@ class FlatDecoder:
         vocabulary: the mass of the ids a list leaves out is estimated from the logits of the sample of
         unshared ids (R, K) (Shortlist.sample_ids) that are not in the row's list, each standing for
         unshared / K ids. Normalized over its list alone, a row whose list misses likely tokens would score
-        too high, and beam search would favour it: beam 4 lost 0.3 BLEU that way (benchmarks/SPEED.md)."""
+        too high, and beam search would favour it: beam 4 lost 0.3 BLEU that way (benchmarks/SPEED.md).
+        (nmt.model.native's decode_log_softmax_rest computes the same in one call, for float32 logits.)"""
         eos = self.config.eos_id  # a shared id, at its own column
         listed = logits[:, eos].float() - log_probs[:, eos]  # (R,) log of the list's mass
         rest = (sample.float() + self.vocabularies.rest_bias.index_select(0, owners)).logsumexp(dim=1)  # (R,)

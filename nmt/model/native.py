@@ -175,6 +175,8 @@ def library() -> ctypes.CDLL | None:
                                                                                                  ctypes.c_int32]
         loaded.decode_log_softmax.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
         loaded.decode_best.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
+        loaded.decode_log_softmax_rest.argtypes = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] + [ctypes.c_void_p] * 2
+                                                   + [ctypes.c_int64] + [ctypes.c_void_p] + [ctypes.c_int64] * 3)
         loaded.decode_sentence_logits.argtypes = ([ctypes.c_void_p] * 4 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
                                                    + [ctypes.c_int64] + [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 5
                                                    + [ctypes.c_int32])
@@ -203,6 +205,7 @@ def library() -> ctypes.CDLL | None:
     loaded.int7_rows_linear.restype = ctypes.c_int32  # as int7_rows_products
     loaded.decode_sentence_logits_int7.restype = ctypes.c_int32  # 1: no AVX2 or no memory, 2: bad indices
     loaded.decode_layer_norm.restype = loaded.decode_best.restype = None
+    loaded.decode_log_softmax_rest.restype = ctypes.c_int32  # 1: no memory, 2: an owner outside rest_bias
     loaded.decode_layers.restype = loaded.encode_layers.restype = ctypes.c_int32  # 1: no products, 2: no memory
     return loaded
 
@@ -307,6 +310,40 @@ def best_kernel() -> Callable[[Tensor], tuple[Tensor, Tensor]] | None:
         return values, indices
 
     return best
+
+
+def log_softmax_rest_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None:
+    """decode_log_softmax_rest as a function of tensors, or None where the kernels are unavailable."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def log_softmax_rest(logits: Tensor, sample: Tensor, rest_bias: Tensor, owners: Tensor) -> Tensor:
+        """A shortlist step's log-probabilities (R, width) float32 as if over the whole vocabulary: logits
+        (R, width) of each row's list, contiguous; the logits of the sampled unshared ids (R, K), rows of
+        unit stride (a column slice of the projection's output); rest_bias (N, K) and each row's sentence
+        owners (R,) int64, as nmt.model.flat_decoder's less_the_rest takes them. All float32 CPU tensors."""
+        rows, width = logits.shape
+        count, sampled = sample.shape
+        if not (logits.dtype == sample.dtype == rest_bias.dtype == torch.float32 and owners.dtype == torch.int64
+                and logits.is_cpu and sample.is_cpu and rest_bias.is_cpu and owners.is_cpu
+                and logits.is_contiguous() and rest_bias.is_contiguous() and owners.is_contiguous()
+                and count == rows and owners.shape == (rows,) and rest_bias.dim() == 2
+                and rest_bias.size(1) == sampled and (sampled == 0 or (sample.stride(1) == 1
+                                                                       and sample.stride(0) >= sampled))):
+            raise ValueError("decode_log_softmax_rest needs float32 CPU tensors: logits (R, width) and rest_bias "
+                             "(N, K) contiguous, sample (R, K) of unit column stride, int64 owners (R,)")
+        out = torch.empty(rows, width)
+        failed = loaded.decode_log_softmax_rest(logits.data_ptr(), sample.data_ptr(), sample.stride(0),
+                                                rest_bias.data_ptr(), owners.data_ptr(), rest_bias.size(0),
+                                                out.data_ptr(), rows, width, sampled)
+        if failed == 2:
+            raise ValueError("decode_log_softmax_rest: a row's sentence outside rest_bias")
+        if failed:
+            raise MemoryError("decode_log_softmax_rest could not allocate its scratch memory")
+        return out
+
+    return log_softmax_rest
 
 
 SentenceLogits = Callable[[Tensor, Tensor, Tensor, int], Tensor]  # (rows, shared_logits, sentences, width)
