@@ -354,3 +354,27 @@ def test_log_softmax_rest_kernel_equals_the_shortlist_normalization_in_torch(bui
     torch.testing.assert_close(out[4:], log_probs[4:], atol=1e-5, rtol=1e-5)  # nothing left out: no correction
     with pytest.raises(ValueError):
         kernel(logits, projected[:, 20:], rest_bias, torch.tensor([0, 0, 1, 1, 2, 3]))
+
+
+@pytest.mark.parametrize("sentences, width, vocab, k", [(1, 1, 16000, 8), (3, 5, 1003, 10), (2, 4, 3, 10)])
+def test_beam_top_k_kernel_equals_topk_over_the_sums(build, sentences, width, vocab, k):
+    """decode_beam_top_k (beam search's candidates on a CPU) as torch.topk over scores + log-probabilities:
+    the same values, best first, each index naming its value (of equal values the larger first); a sentence
+    with fewer candidates above -inf than k gets -inf at distinct indices of its own."""
+    kernel = native.beam_top_k_kernel.__wrapped__()
+    assert kernel is not None
+    generator = torch.Generator().manual_seed(vocab)
+    log_probs = torch.randn(sentences * width, vocab, generator=generator).log_softmax(dim=1)
+    scores = torch.randn(sentences, width, generator=generator)
+    log_probs[0, 1] = log_probs[0, 0] = log_probs[0].max() + 1  # a tie at the top
+    log_probs[width:] = log_probs[width:].masked_fill(log_probs[width:] < -1.5, -float("inf"))  # few candidates
+    values, indices = kernel(log_probs, scores, k)
+    sums = (scores[:, :, None] + log_probs.view(sentences, width, vocab)).view(sentences, -1)
+    expected = sums.topk(k, dim=1)
+    assert torch.equal(values, expected.values)
+    assert torch.equal(sums.gather(1, indices), values)  # every index names its value
+    assert all(len(set(row)) == k for row in indices.tolist())
+    for row_values, row_indices in zip(values.tolist(), indices.tolist(), strict=True):
+        for j in range(k - 1):  # of equal finite values, the larger index first (as the glossary search)
+            if row_values[j] == row_values[j + 1] > -float("inf"):
+                assert row_indices[j] > row_indices[j + 1]

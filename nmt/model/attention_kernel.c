@@ -343,6 +343,54 @@ int32_t decode_log_softmax_rest(const float *logits, const float *sample, int64_
     return 0;
 }
 
+/* decode_beam_top_k: beam search's candidates of N sentences: for sentence s, the k best of scores[s * width + w]
+   + log_probs[(s * width + w) * V + v] over its width rows w and the V tokens v, into values (N, k), best
+   first, and indices (N, k) = w * V + v; of equal values the larger index first (as the glossary search
+   sorts its candidates, nmt.decoding.constraints, and as torch.topk gave them); where fewer than k
+   candidates exceed -inf, the rest are -inf at the smallest indices not taken. One pass over the rows, the
+   largest of each 4 x W candidates against the k-th best so far (almost every block is rejected by one
+   comparison); torch built the sums (a copy) and sorted chunks of them.
+   k <= 64; returns 1 otherwise. */
+int32_t decode_beam_top_k(const float *log_probs, const float *scores, float *values, int64_t *indices, int64_t N,
+                          int64_t width, int64_t V, int64_t k) {
+    if (k < 1 || k > 64 || k > width * V) return 1;
+    for (int64_t s = 0; s < N; s++) {
+        float *best = values + s * k;
+        int64_t *at = indices + s * k;
+        for (int64_t j = 0; j < k; j++) best[j] = -__builtin_inff(), at[j] = -1;
+        for (int64_t w = 0; w < width; w++) {
+            const float *row = log_probs + (s * width + w) * V;
+            float score = scores[s * width + w];
+            for (int64_t v0 = 0; v0 < V; v0 += 4 * W) {
+                int64_t lanes = V - v0 < 4 * W ? V - v0 : 4 * W;
+                if (lanes == 4 * W) { /* the block's largest candidate against the k-th best */
+                    vf top = vmax(vmax(load(row + v0) + score, load(row + v0 + W) + score),
+                                  vmax(load(row + v0 + 2 * W) + score, load(row + v0 + 3 * W) + score));
+                    float m = largest(top);
+                    if (!(m > best[k - 1] || (m == best[k - 1] && m > -__builtin_inff()))) continue;
+                }
+                for (int64_t v = v0; v < v0 + lanes; v++) {
+                    float c = row[v] + score;
+                    if (!(c > best[k - 1] || (c == best[k - 1] && c > -__builtin_inff()))) continue;
+                    int64_t j = k - 1;
+                    for (; j > 0 && c >= best[j - 1]; j--) best[j] = best[j - 1], at[j] = at[j - 1];
+                    best[j] = c, at[j] = w * V + v;
+                }
+            }
+        }
+        for (int64_t j = 0, next = 0; j < k; j++) { /* no candidate above -inf: the smallest free indices */
+            if (at[j] >= 0) continue;
+            for (;; next++) {
+                int taken = 0;
+                for (int64_t i = 0; i < k; i++) taken |= at[i] == next;
+                if (!taken) break;
+            }
+            at[j] = next++;
+        }
+    }
+    return 0;
+}
+
 /* decode_best: each row's largest value of x (R, V) float32 and its index, as torch.max(x, dim=-1) gives them:
    the first index where several are equal, and a row's first NaN where it has one. A pass of W-lane maxima,
    then one to find where (the row is in cache by then). torch's max with indices read a greedy step's rows

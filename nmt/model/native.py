@@ -175,6 +175,7 @@ def library() -> ctypes.CDLL | None:
                                                                                                  ctypes.c_int32]
         loaded.decode_log_softmax.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
         loaded.decode_best.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
+        loaded.decode_beam_top_k.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4
         loaded.decode_log_softmax_rest.argtypes = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] + [ctypes.c_void_p] * 2
                                                    + [ctypes.c_int64] + [ctypes.c_void_p] + [ctypes.c_int64] * 3)
         loaded.decode_sentence_logits.argtypes = ([ctypes.c_void_p] * 4 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
@@ -206,6 +207,7 @@ def library() -> ctypes.CDLL | None:
     loaded.decode_sentence_logits_int7.restype = ctypes.c_int32  # 1: no AVX2 or no memory, 2: bad indices
     loaded.decode_layer_norm.restype = loaded.decode_best.restype = None
     loaded.decode_log_softmax_rest.restype = ctypes.c_int32  # 1: no memory, 2: an owner outside rest_bias
+    loaded.decode_beam_top_k.restype = ctypes.c_int32  # 1: k outside 1-64 or above the candidates
     loaded.decode_layers.restype = loaded.encode_layers.restype = ctypes.c_int32  # 1: no products, 2: no memory
     return loaded
 
@@ -310,6 +312,31 @@ def best_kernel() -> Callable[[Tensor], tuple[Tensor, Tensor]] | None:
         return values, indices
 
     return best
+
+
+@functools.cache
+def beam_top_k_kernel() -> Callable[[Tensor, Tensor, int], tuple[Tensor, Tensor]] | None:
+    """decode_beam_top_k as a function of tensors, or None where the kernels are unavailable."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def beam_top_k(log_probs: Tensor, scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
+        """log_probs (N*width, V) and scores (N, width) float32, contiguous CPU tensors -> the k best of each
+        sentence's scores[:, :, None] + log_probs.view(N, width, V), flattened: (values (N, k), indices (N, k)),
+        best first, as torch.topk gives them (of equal values, the larger index first)."""
+        sentences, width = scores.shape
+        if not (log_probs.dtype == scores.dtype == torch.float32 and log_probs.is_cpu and scores.is_cpu
+                and log_probs.is_contiguous() and scores.is_contiguous() and log_probs.dim() == 2
+                and log_probs.size(0) == sentences * width and 1 <= k <= min(64, width * log_probs.size(1))):
+            raise ValueError("decode_beam_top_k needs contiguous float32 CPU tensors, log_probs (N*width, V) and "
+                             "scores (N, width), and 1 <= k <= 64 candidates")
+        values, indices = torch.empty(sentences, k), torch.empty(sentences, k, dtype=torch.int64)
+        loaded.decode_beam_top_k(log_probs.data_ptr(), scores.data_ptr(), values.data_ptr(), indices.data_ptr(),
+                                 sentences, width, log_probs.size(1), k)
+        return values, indices
+
+    return beam_top_k
 
 
 def log_softmax_rest_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None:
