@@ -885,20 +885,6 @@ static int32_t rows_linear(const float *x, const void *const *w, float *out, int
     return 0;
 }
 
-/* decode_layers: one cached decoding step through every decoder layer of an int8_fp32 model, in one call
-   (nmt.model.transformer.decoder_step: at batch 1 a step is some hundred small operations, and their calls
-   from Python cost more than their work). x (R, D) float32, R = N*K rows (K per sentence), the embedded
-   tokens in, the last layer's output out. weights: LAYER_POINTERS per layer: packed weights, scales and
-   bias of self q, self kv, self out, cross q, cross out, up, down (rows_linear), then the weight and bias of
-   the self, cross and feed-forward norms. self_cache: the layer's self keys then values, (capacity, R, H, Dh)
-   bf16, this step's keys and values written at position `step` (rounded as torch rounds to bf16);
-   cross_cache: the layer's cross keys then values (N, H, S, Dh) bf16, each source's lengths[n] tokens first.
-   The attention is decode_self_attention's and decode_cross_attention's, the norms decode_layer_norm's:
-   each row's result is what it would be alone. Returns 1 where a products kernel cannot (bits 8 on a build
-   without VNNI), 2 where scratch memory fails. */
-enum { SELF_Q, SELF_KV, SELF_OUT, CROSS_Q, CROSS_OUT, FFN_UP, FFN_DOWN, LINEARS };
-#define LAYER_POINTERS (3 * LINEARS + 6)
-
 /* a x b x c, or SIZE_MAX where it overflows (a malloc of it then fails) */
 static inline size_t product_or_max(int64_t a, int64_t b, int64_t c) {
     size_t ab, abc;
@@ -914,60 +900,112 @@ static inline void add_rows(float *x, const float *y, int64_t count) {
     for (; i < count; i++) x[i] += y[i];
 }
 
+/* What decode_layers and encode_layers share: the scratch of their R rows of width D (hidden F), and the
+   steps of a sublayer around its work (its input, norm first in pre-norm; the residual, norm after in
+   post-norm), the same operations in both. */
+typedef struct {
+    float *h, *kv, *queries, *attended, *up, *row_scales, *extra; /* (R, D), (R, 2D), (R, D) x 2, (R, F), (R,) */
+    int8_t *q;                                                   /* (R, max(D, F)): quantized rows */
+    int64_t R, D, F;
+    float eps;
+    int32_t pre_norm, bits;
+} Rows;
+
+/* Allocate a Rows' scratch with `extra` floats more (at extra); 2 where it fails. R <= 2^30, D <= 2^30 and
+   F <= 2^24, checked by the callers, keep every size below 2^63. */
+static int32_t rows_scratch(Rows *s, size_t extra) {
+    int64_t R = s->R, D = s->D, F = s->F, widest = F > D ? F : D;
+    size_t floats = product_or_max(R, 5 * D + F + 1, 1) + extra;
+    float *scratch = floats < SIZE_MAX / 8 ? malloc(floats * sizeof(float)) : NULL;
+    s->q = malloc((size_t)R * (size_t)widest);
+    if (!scratch || !s->q) {
+        free(scratch), free(s->q);
+        return 2;
+    }
+    s->h = scratch, s->kv = s->h + R * D, s->queries = s->kv + 2 * R * D, s->attended = s->queries + R * D;
+    s->up = s->attended + R * D, s->row_scales = s->up + R * F, s->extra = s->row_scales + R;
+    return 0;
+}
+
+static void rows_free(Rows *s) { free(s->h), free(s->q); }
+
+static int32_t linear_rows(const Rows *s, const float *in, const void *const *w, float *out, int64_t N, int64_t K,
+                           int32_t relu) {
+    return rows_linear(in, w, out, s->q, s->row_scales, s->R, N, K, relu, s->bits);
+}
+
+/* A sublayer's input: x, or (pre-norm) its norm (norm: weight, bias) in s->h. */
+static const float *sublayer_in(const Rows *s, const float *x, const void *const *norm) {
+    if (!s->pre_norm) return x;
+    layer_norm(x, norm[0], norm[1], s->h, s->R, s->D, s->eps);
+    return s->h;
+}
+
+/* x += the sublayer's output (in s->h), then (post-norm) x = its norm. */
+static void sublayer_out(const Rows *s, float *x, const void *const *norm) {
+    add_rows(x, s->h, s->R * s->D);
+    if (!s->pre_norm) layer_norm(x, norm[0], norm[1], x, s->R, s->D, s->eps);
+}
+
+/* The feed-forward sublayer: up (and ReLU), down, with its input and residual steps. */
+static int32_t feed_forward(const Rows *s, float *x, const void *const *up, const void *const *down,
+                            const void *const *norm) {
+    const float *in = sublayer_in(s, x, norm);
+    int32_t failed = linear_rows(s, in, up, s->up, s->F, s->D, 1);
+    failed |= linear_rows(s, s->up, down, s->h, s->D, s->F, 0);
+    sublayer_out(s, x, norm);
+    return failed;
+}
+
+/* decode_layers: one cached decoding step through every decoder layer of an int8_fp32 model, in one call
+   (nmt.model.transformer.decoder_step: at batch 1 a step is some hundred small operations, and their calls
+   from Python cost more than their work). x (R, D) float32, R = N*K rows (K per sentence), the embedded
+   tokens in, the last layer's output out. weights: LAYER_POINTERS per layer: packed weights, scales and
+   bias of self q, self kv, self out, cross q, cross out, up, down (rows_linear), then the weight and bias of
+   the self, cross and feed-forward norms. self_cache: the layer's self keys then values, (capacity, R, H, Dh)
+   bf16, this step's keys and values written at position `step` (rounded as torch rounds to bf16);
+   cross_cache: the layer's cross keys then values (N, H, S, Dh) bf16, each source's lengths[n] tokens first.
+   The attention is decode_self_attention's and decode_cross_attention's, the norms decode_layer_norm's:
+   each row's result is what it would be alone. Returns 1 where a products kernel cannot (bits 8 on a build
+   without VNNI), 2 where scratch memory fails. */
+enum { SELF_Q, SELF_KV, SELF_OUT, CROSS_Q, CROSS_OUT, FFN_UP, FFN_DOWN, LINEARS };
+#define LAYER_POINTERS (3 * LINEARS + 6)
+
 int32_t decode_layers(float *x, const void *const *weights, int64_t L, uint16_t *const *self_cache, int64_t step,
                       const uint16_t *const *cross_cache, const int64_t *lengths, int64_t N, int64_t K, int64_t H,
                       int64_t Dh, int64_t F, int64_t S, float scale, float eps, int32_t pre_norm, int32_t bits) {
-    int64_t R = N * K, D = H * Dh, T = step + 1, n = R * H, widest = F > D ? F : D;
     if (N < 1 || K < 1 || H < 1 || Dh < 1 || F < 1 || S < 1 || step < 0 || N > (1 << 30) / K || Dh > (1 << 20)
         || H > (1 << 10) || F > (1 << 24) || S > (1 << 24) || step > (1 << 24))
         return 2; /* sizes no model has: their scratch would not fit in memory */
+    int64_t R = N * K, D = H * Dh, T = step + 1, n = R * H;
     size_t self_work = product_or_max(2 * n, Dh, 1) + product_or_max(T, round_up(n), 1);
     size_t cross_work = product_or_max(K, round_up(S) + Dh, 1);
-    size_t floats = product_or_max(R, 5 * D + F + 1, 1) + (self_work > cross_work ? self_work : cross_work);
-    float *scratch = floats < SIZE_MAX / 8 ? malloc(floats * sizeof(float)) : NULL;
-    int8_t *q = malloc((size_t)R * (size_t)widest); /* at most 2^60: the sizes are bounded above */
-    if (!scratch || !q) {
-        free(scratch), free(q);
-        return 2;
-    }
-    float *h = scratch, *kv = h + R * D, *queries = kv + 2 * R * D, *attended = queries + R * D;
-    float *up = attended + R * D, *row_scales = up + R * F, *work = row_scales + R;
+    Rows s = {.R = R, .D = D, .F = F, .eps = eps, .pre_norm = pre_norm, .bits = bits};
+    if (rows_scratch(&s, self_work > cross_work ? self_work : cross_work)) return 2;
     int32_t failed = 0;
     for (int64_t l = 0; l < L && !failed; l++) {
         const void *const *w = weights + l * LAYER_POINTERS, *const *norms = w + 3 * LINEARS;
-        /* self-attention */
-        const float *in = x;
-        if (pre_norm) layer_norm(x, norms[0], norms[1], h, R, D, eps), in = h;
-        failed |= rows_linear(in, w + 3 * SELF_Q, queries, q, row_scales, R, D, D, 0, bits);
-        failed |= rows_linear(in, w + 3 * SELF_KV, kv, q, row_scales, R, 2 * D, D, 0, bits);
+        const float *in = sublayer_in(&s, x, norms); /* self-attention */
+        failed |= linear_rows(&s, in, w + 3 * SELF_Q, s.queries, D, D, 0);
+        failed |= linear_rows(&s, in, w + 3 * SELF_KV, s.kv, 2 * D, D, 0);
         uint16_t *keys = self_cache[2 * l], *values = self_cache[2 * l + 1];
         for (int64_t r = 0; r < R; r++)
             for (int64_t i = 0; i < D; i++) {
-                keys[(step * R + r) * D + i] = to_bf16(kv[r * 2 * D + i]);
-                values[(step * R + r) * D + i] = to_bf16(kv[r * 2 * D + D + i]);
+                keys[(step * R + r) * D + i] = to_bf16(s.kv[r * 2 * D + i]);
+                values[(step * R + r) * D + i] = to_bf16(s.kv[r * 2 * D + D + i]);
             }
-        self_attention(queries, keys, values, attended, work, T, n, Dh, scale, 1);
-        failed |= rows_linear(attended, w + 3 * SELF_OUT, h, q, row_scales, R, D, D, 0, bits);
-        add_rows(x, h, R * D);
-        if (!pre_norm) layer_norm(x, norms[0], norms[1], x, R, D, eps);
-        /* cross-attention */
-        in = x;
-        if (pre_norm) layer_norm(x, norms[2], norms[3], h, R, D, eps), in = h;
-        failed |= rows_linear(in, w + 3 * CROSS_Q, queries, q, row_scales, R, D, D, 0, bits);
-        cross_attention(queries, cross_cache[2 * l], cross_cache[2 * l + 1], lengths, attended, work, N, K, H, S, Dh,
-                        scale, 1);
-        failed |= rows_linear(attended, w + 3 * CROSS_OUT, h, q, row_scales, R, D, D, 0, bits);
-        add_rows(x, h, R * D);
-        if (!pre_norm) layer_norm(x, norms[2], norms[3], x, R, D, eps);
-        /* feed-forward */
-        in = x;
-        if (pre_norm) layer_norm(x, norms[4], norms[5], h, R, D, eps), in = h;
-        failed |= rows_linear(in, w + 3 * FFN_UP, up, q, row_scales, R, F, D, 1, bits);
-        failed |= rows_linear(up, w + 3 * FFN_DOWN, h, q, row_scales, R, D, F, 0, bits);
-        add_rows(x, h, R * D);
-        if (!pre_norm) layer_norm(x, norms[4], norms[5], x, R, D, eps);
+        self_attention(s.queries, keys, values, s.attended, s.extra, T, n, Dh, scale, 1);
+        failed |= linear_rows(&s, s.attended, w + 3 * SELF_OUT, s.h, D, D, 0);
+        sublayer_out(&s, x, norms);
+        in = sublayer_in(&s, x, norms + 2); /* cross-attention */
+        failed |= linear_rows(&s, in, w + 3 * CROSS_Q, s.queries, D, D, 0);
+        cross_attention(s.queries, cross_cache[2 * l], cross_cache[2 * l + 1], lengths, s.attended, s.extra, N, K, H,
+                        S, Dh, scale, 1);
+        failed |= linear_rows(&s, s.attended, w + 3 * CROSS_OUT, s.h, D, D, 0);
+        sublayer_out(&s, x, norms + 2);
+        failed |= feed_forward(&s, x, w + 3 * FFN_UP, w + 3 * FFN_DOWN, norms + 4);
     }
-    free(scratch), free(q);
+    rows_free(&s);
     return failed ? 1 : 0;
 }
 
@@ -1010,37 +1048,23 @@ static void source_attention(const float *queries, const float *kv, float *out, 
 
 int32_t encode_layers(float *x, const void *const *weights, int64_t L, int64_t N, int64_t S, int64_t H, int64_t Dh,
                       int64_t F, float scale, float eps, int32_t pre_norm, int32_t bits) {
-    int64_t R = N * S, D = H * Dh, widest = F > D ? F : D;
     if (N < 1 || S < 1 || H < 1 || Dh < 1 || F < 1 || N > (1 << 30) / S || Dh > (1 << 20) || H > (1 << 10)
         || F > (1 << 24))
         return 2; /* sizes no model has: their scratch would not fit in memory */
-    size_t floats = product_or_max(R, 5 * D + F + 1, 1) + (size_t)S;
-    float *scratch = floats < SIZE_MAX / 8 ? malloc(floats * sizeof(float)) : NULL;
-    int8_t *q = malloc((size_t)R * (size_t)widest); /* at most 2^60: the sizes are bounded above */
-    if (!scratch || !q) {
-        free(scratch), free(q);
-        return 2;
-    }
-    float *h = scratch, *kv = h + R * D, *queries = kv + 2 * R * D, *attended = queries + R * D;
-    float *up = attended + R * D, *row_scales = up + R * F, *scores = row_scales + R;
+    int64_t D = H * Dh;
+    Rows s = {.R = N * S, .D = D, .F = F, .eps = eps, .pre_norm = pre_norm, .bits = bits};
+    if (rows_scratch(&s, (size_t)S)) return 2; /* extra: one query's scores */
     int32_t failed = 0;
     for (int64_t l = 0; l < L && !failed; l++) {
         const void *const *w = weights + l * ENCODER_POINTERS, *const *norms = w + 3 * ENCODER_LINEARS;
-        const float *in = x;
-        if (pre_norm) layer_norm(x, norms[0], norms[1], h, R, D, eps), in = h;
-        failed |= rows_linear(in, w + 3 * ENCODER_Q, queries, q, row_scales, R, D, D, 0, bits);
-        failed |= rows_linear(in, w + 3 * ENCODER_KV, kv, q, row_scales, R, 2 * D, D, 0, bits);
-        source_attention(queries, kv, attended, scores, N, S, H, Dh, scale);
-        failed |= rows_linear(attended, w + 3 * ENCODER_OUT, h, q, row_scales, R, D, D, 0, bits);
-        add_rows(x, h, R * D);
-        if (!pre_norm) layer_norm(x, norms[0], norms[1], x, R, D, eps);
-        in = x;
-        if (pre_norm) layer_norm(x, norms[2], norms[3], h, R, D, eps), in = h;
-        failed |= rows_linear(in, w + 3 * ENCODER_UP, up, q, row_scales, R, F, D, 1, bits);
-        failed |= rows_linear(up, w + 3 * ENCODER_DOWN, h, q, row_scales, R, D, F, 0, bits);
-        add_rows(x, h, R * D);
-        if (!pre_norm) layer_norm(x, norms[2], norms[3], x, R, D, eps);
+        const float *in = sublayer_in(&s, x, norms);
+        failed |= linear_rows(&s, in, w + 3 * ENCODER_Q, s.queries, D, D, 0);
+        failed |= linear_rows(&s, in, w + 3 * ENCODER_KV, s.kv, 2 * D, D, 0);
+        source_attention(s.queries, s.kv, s.attended, s.extra, N, S, H, Dh, scale);
+        failed |= linear_rows(&s, s.attended, w + 3 * ENCODER_OUT, s.h, D, D, 0);
+        sublayer_out(&s, x, norms);
+        failed |= feed_forward(&s, x, w + 3 * ENCODER_UP, w + 3 * ENCODER_DOWN, norms + 2);
     }
-    free(scratch), free(q);
+    rows_free(&s);
     return failed ? 1 : 0;
 }
