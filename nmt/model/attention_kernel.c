@@ -697,7 +697,7 @@ static inline __attribute__((always_inline)) void int7_block_rows(const int ROWS
 }
 
 int32_t int7_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
-                               int64_t K) {
+                           int64_t K) {
     if (K % 4 || R < 1) return 1;
     int32_t *sums = malloc((size_t)R * sizeof(int32_t));
     if (!sums) return 2;
@@ -724,7 +724,7 @@ int32_t int7_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *o
 }
 #else
 int32_t int7_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
-                               int64_t K) {
+                           int64_t K) {
     (void)rows, (void)packed, (void)out, (void)R, (void)N, (void)K;
     return 1;
 }
