@@ -553,17 +553,22 @@ def check_packed(quantized: Tensor, packed: Tensor, outputs: int) -> None:
                          "vnni_pack packs them")
 
 
+def products_built(loaded: ctypes.CDLL, bits: int) -> bool:
+    """Whether this build multiplies rows of `bits` (7: int7_rows_products, AVX2; 8: int8_few_rows_products,
+    AVX-512 VNNI): each returns 1 on a build without its instructions, which a one-row product shows."""
+    rows, weights = torch.zeros(1, 4, dtype=torch.int8), torch.zeros(64, dtype=torch.uint8)  # held: the call writes
+    out = torch.zeros(1, 1, dtype=torch.int32)
+    probe = loaded.int7_rows_products if bits == 7 else loaded.int8_few_rows_products
+    return probe(rows.data_ptr(), weights.data_ptr(), out.data_ptr(), 1, 1, 4) == 0
+
+
 @functools.cache
 def int7_rows_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor | None, bool], Tensor] | None:
     """int7_rows_linear as a function of tensors, for CPUs without VNNI (nmt.model.quantize), or None where the
     kernels are unavailable or built without AVX2 (int7_rows_products, which it calls, is probed)."""
     loaded = library()
-    if loaded is None:
+    if loaded is None or not products_built(loaded, 7):
         return None
-    rows, weights = torch.zeros(1, 4, dtype=torch.int8), torch.zeros(64, dtype=torch.uint8)  # held: the call writes
-    out = torch.zeros(1, 1, dtype=torch.int32)
-    if loaded.int7_rows_products(rows.data_ptr(), weights.data_ptr(), out.data_ptr(), 1, 1, 4):
-        return None  # a build without AVX2
 
     def rows_linear(rows: Tensor, packed: Tensor, scale: Tensor, bias: Tensor | None, relu: bool) -> Tensor:
         """float32 rows (R, K) -> float32 (R, N): each row quantized to 7 bits on its own scale, times the int8
@@ -659,10 +664,7 @@ class Int8Layers:
         d_model, d_ff = layers[0].d_model, layers[0].d_ff
         if d_model % heads or (d_model // heads) % HEAD_DIM_STEP or d_model % 4 or d_ff % 4:
             return None
-        rows, weights = torch.zeros(1, 4, dtype=torch.int8), torch.zeros(64, dtype=torch.uint8)  # held: written
-        out = torch.zeros(1, 1, dtype=torch.int32)
-        probe = loaded.int7_rows_products if bits == 7 else loaded.int8_few_rows_products
-        if probe(rows.data_ptr(), weights.data_ptr(), out.data_ptr(), 1, 1, 4):
+        if not products_built(loaded, bits):
             return None
         return cls(loaded, layers, heads, eps, pre_norm, bits)
 
