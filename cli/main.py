@@ -108,7 +108,7 @@ MODELS_HELP = (MODEL_HELP[:-1] + ". Given several times: an ensemble "
 # Where training pairs come from: `nmt train` and `nmt prepare` take the same options (the same data, the same
 # prepared cache).
 DATA_OPTIONS = {
-    "data": typer.Option(None, "--data", help="Embedded corpora: multi30k, tatoeba, news-commentary; "
+    "data": typer.Option(None, "--data", help="Embedded corpora: multi30k, tatoeba, news-commentary, news, software-ui; "
                          "comma-separated to mix, NAME*K repeats one."),
     "src_file": typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok); with "
                              "--data, added to the embedded corpora."),
@@ -497,6 +497,8 @@ def train(
     dist_timeout: float = typer.Option(None, "--dist-timeout", help="Minutes a rank waits for the others at a "
                                        "collective (their validation, checkpoints, data preparation). Default 30."),
     init_from: str = typer.Option(None, "--init-from", help="Start from this checkpoint's weights (fine-tuning)."),
+    ema: float = typer.Option(None, "--ema", help="Keep a moving average of the weights with this decay (0.9999, "
+                              "say): validation scores it and every checkpoint holds it (`nmt average --ema`)."),
     log_every: int = typer.Option(None, "--log-every", help="Progress line every N steps. Default 100."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
@@ -658,12 +660,14 @@ def average(
     valid: str = typer.Option(None, "--valid", help="Average the latest k checkpoints for the k (1 to all) with the "
                               "best greedy BLEU on these sets (CORPUS:SPLIT, comma-separated), instead of all."),
     limit: int = typer.Option(None, "--limit", help="With --valid: the first N pairs of each set only."),
+    ema: bool = typer.Option(False, "--ema", help="Average the moving averages that `nmt train --ema` kept in the "
+                             "checkpoints instead of their weights (one checkpoint: its moving average alone)."),
 ) -> None:
     """Average the weights of several checkpoints (e.g. OUT/step*.pt of one run)."""
     from nmt.training.train import average_checkpoints
 
     if valid is None:
-        average_checkpoints(checkpoints, out)
+        average_checkpoints(checkpoints, out, ema)
         typer.echo(f"averaged {len(checkpoints)} checkpoints into {out}")
         return
     _configure_logging(False)
@@ -671,7 +675,7 @@ def average(
     from nmt.training.tune import choose_average
 
     pairs = _validation_pairs(valid, limit)
-    averaged, table = choose_average(checkpoints, pairs)
+    averaged, table = choose_average(checkpoints, pairs, ema)
     for count, bleu in table:
         typer.echo(f"the latest {count} averaged: greedy BLEU {bleu:.2f} on {valid} ({len(pairs.source)} pairs)")
     save_checkpoint(out, averaged)

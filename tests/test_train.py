@@ -217,6 +217,55 @@ def test_resume_gives_the_same_parameters_as_a_straight_run(corpus, tmp_path):
         assert torch.equal(tensor, split.weights[name]), name
 
 
+def test_ema_is_saved_in_every_checkpoint_resumed_exactly_and_averaged_on_request(corpus, tmp_path):
+    common = ("--max-tokens", "600", "--warmup", "5", "--ema", "0.9")
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert nmt(*train_args(corpus, straight, "--max-steps", "12", "--valid-every", "6", *common)).returncode == 0
+    assert nmt(*train_args(corpus, split, "--max-steps", "6", "--valid-every", "6", *common)).returncode == 0
+    after6 = load_checkpoint(split / "last.pt")
+    resumed = nmt(*train_args(corpus, split, "--max-steps", "12", "--valid-every", "6", *common))
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = load_checkpoint(straight / "last.pt"), load_checkpoint(split / "last.pt")
+    for name, tensor in a.ema.items():  # the average resumes as exactly as the weights
+        assert torch.equal(tensor, b.ema[name]), name
+    name = "embed.weight"
+    assert not torch.equal(a.ema[name], a.weights[name])  # an average, not the weights themselves
+    snapshot = load_checkpoint(sorted(straight.glob("step*.pt"))[-1])  # step 12's, for nmt average
+    assert torch.equal(snapshot.ema[name], a.ema[name]) and torch.equal(snapshot.weights[name], a.weights[name])
+    assert after6.ema[name].dtype == torch.float32 and a.ema[name].dtype == torch.float32
+    metrics = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if "valid_loss_weights" in m] == [6, 12]  # the weights' loss beside it
+    slim = write_slim_resume_point(straight / "last.pt", tmp_path / "slim.pt")
+    assert slim.ema[name].dtype == torch.float16
+    averaged = tmp_path / "ema.pt"
+    result = nmt("average", "--ema", str(straight / "last.pt"), "--out", str(averaged))
+    assert result.returncode == 0, result.stderr
+    assert torch.equal(load_checkpoint(averaged).weights[name], a.ema[name])
+    plain = tmp_path / "plain"
+    assert nmt(*train_args(corpus, plain, "--max-steps", "2", "--valid-every", "1000")).returncode == 0
+    refused = nmt("average", "--ema", str(plain / "last.pt"), "--out", str(tmp_path / "no.pt"))
+    assert refused.returncode == 2 and "trained without --ema" in refused.stderr
+
+
+def test_the_moving_average_moves_by_its_decay_towards_the_weights():
+    from nmt.model.config import ModelConfig
+    from nmt.model.transformer import Transformer
+    from nmt.training.train import MovingAverage
+
+    model = Transformer(ModelConfig.preset("tiny", vocab_size=50))
+    average = MovingAverage(model, 0.5)
+    before = [p.detach().clone() for p in model.parameters()]
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    average.update(100)  # min(0.5, 101 / 110) = 0.5: halfway
+    for old, new in zip(before, average.model.parameters(), strict=True):
+        torch.testing.assert_close(new, old + 0.5)
+    average.update(0)  # update 0: d = min(0.5, 1 / 10): nearly the weights
+    for old, new in zip(before, average.model.parameters(), strict=True):
+        torch.testing.assert_close(new, old + 0.5 + 0.9 * 0.5)
+
+
 @pytest.mark.slow  # 230 updates
 def test_a_slim_resume_point_resumes_the_run_where_it_stood_with_a_short_rewarm(corpus, tmp_path):
     common = ("--max-tokens", "600", "--valid-every", "1000", "--log-every", "1", "--warmup", "2", "--lr", "1e-3")

@@ -30,6 +30,8 @@ EMBEDDED = {
     "tatoeba": ("tatoeba", {"train": "train", "dev": None}),
     "news-commentary": ("news_commentary", {"train": "train", "dev": None, "dev_newsdiscuss": "dev_newsdiscuss"}),
     "robustness": ("robustness", {"dev": "dev", "test": "test"}),  # nmt.apps.robustness scores it by category
+    "news": ("news", {"train": "train", "dev": "dev", "test": "test"}),  # WMT newstest2012 dev, 2013 test
+    "software-ui": ("software_ui", {"train": "train", "dev": None}),  # interface strings of free applications
 }
 SOURCE_LANG, TARGET_LANG = "en", "fr"
 HELD_OUT_SEED = 1  # a split named None above is held out of "train" by distinct source sentence, this seed

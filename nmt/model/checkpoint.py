@@ -37,6 +37,14 @@ class Checkpoint:
     training: dict = field(default_factory=dict)  # resolved training config and summary
     train_state: dict | None = None  # optimizer, scheduler, step, RNG, data position
     shortlist: Shortlist | None = None  # for `nmt translate --shortlist`
+    ema: dict[str, torch.Tensor] | None = None  # `nmt train --ema`'s moving average of the weights
+
+    def with_ema_weights(self) -> Checkpoint:
+        """This checkpoint with its moving average in place of its weights (for `nmt average --ema`), no
+        training state: a model to decode with or to average."""
+        if self.ema is None:
+            raise CheckpointError("the checkpoint holds no moving average of its weights (train with --ema)")
+        return Checkpoint(self.config, self.ema, self.spm_model, self.decoding, self.training)
 
     def build_model(self, device: str | torch.device = "cpu") -> Transformer:
         return Transformer.from_weights(self.config, self.weights).to(device).eval()
@@ -72,6 +80,8 @@ def save_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:
         payload["train_state"] = checkpoint.train_state
     if checkpoint.shortlist is not None:
         payload["shortlist"] = checkpoint.shortlist.to_dict()
+    if checkpoint.ema is not None:
+        payload["ema"] = checkpoint.ema
     payload["checksum"] = content_checksum(payload)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
@@ -123,6 +133,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
             training=payload.get("training", {}),
             train_state=payload.get("train_state"),
             shortlist=Shortlist.from_dict(payload["shortlist"]) if "shortlist" in payload else None,
+            ema=payload.get("ema"),
         )
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as exc:
         raise CheckpointError(f"{path}: incomplete nmt checkpoint ({exc})") from None
@@ -132,7 +143,9 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if shortlist is not None and any(ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < vocab_size)
                                      for ids in (shortlist.table, shortlist.frequent)):
         raise CheckpointError(f"{path}: its shortlist names tokens outside the model's {vocab_size}")
-    _check_weights(path, checkpoint)
+    _check_weights(path, checkpoint.config, checkpoint.weights)
+    if checkpoint.ema is not None:
+        _check_weights(path, checkpoint.config, checkpoint.ema, "moving average ")
     _check_decoding(path, checkpoint.decoding)
     return checkpoint
 
@@ -166,24 +179,23 @@ def content_checksum(payload: dict) -> str:
     return digest.hexdigest()
 
 
-def _check_weights(path: Path, checkpoint: Checkpoint) -> None:
+def _check_weights(path: Path, config: ModelConfig, weights, what: str = "") -> None:
     """The weights are those of the model the config describes (names and shapes), and finite."""
     with torch.device("meta"):
-        expected = {name: tuple(t.shape) for name, t in Transformer(checkpoint.config).state_dict().items()}
-    weights = checkpoint.weights
+        expected = {name: tuple(t.shape) for name, t in Transformer(config).state_dict().items()}
     if not isinstance(weights, dict) or not all(isinstance(t, torch.Tensor) for t in weights.values()):
-        raise CheckpointError(f"{path}: its weights are not a dictionary of tensors")
+        raise CheckpointError(f"{path}: its {what}weights are not a dictionary of tensors")
     missing, extra = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
     if missing or extra:
-        what = "; ".join(part for part in (f"missing {', '.join(missing[:3])}" if missing else "",
+        mismatch = "; ".join(part for part in (f"missing {', '.join(missing[:3])}" if missing else "",
                                            f"unexpected {', '.join(extra[:3])}" if extra else "") if part)
-        raise CheckpointError(f"{path}: its weights do not match its model config ({what})")
+        raise CheckpointError(f"{path}: its {what}weights do not match its model config ({mismatch})")
     for name, shape in expected.items():
         if tuple(weights[name].shape) != shape:
-            raise CheckpointError(f"{path}: weight {name} has shape {tuple(weights[name].shape)}, its model config "
-                                  f"gives {shape}")
+            raise CheckpointError(f"{path}: {what}weight {name} has shape {tuple(weights[name].shape)}, its model "
+                                  f"config gives {shape}")
         if weights[name].is_floating_point() and not bool(torch.isfinite(weights[name]).all()):
-            raise CheckpointError(f"{path}: weight {name} holds NaN or infinite values")
+            raise CheckpointError(f"{path}: {what}weight {name} holds NaN or infinite values")
 
 
 DECODING_TYPES = {"beam_size": int, "lenpen": float, "max_len_a": float, "max_len_b": int, "min_len": int}

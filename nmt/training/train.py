@@ -51,7 +51,7 @@ REWARM = 200  # updates over which a run resumed without its optimizer moments r
 # Options whose change on resume alters the run (others, such as --max-steps, just extend it).
 # (The model's shape and the schedule are checked harder: a change is an error, see Trainer._resumable/_schedule.)
 RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "prepared", "augment", "augment_swap", "max_tokens",
-                    "seed", "label_smoothing", "precision", "dropout")
+                    "seed", "label_smoothing", "precision", "dropout", "ema")
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,7 @@ class TrainConfig:
     threads: int | None = None
     dist_timeout: float = 30  # minutes a collective waits for the other ranks
     init_from: str | None = None
+    ema: float | None = None  # decay of a moving average of the weights, validated and saved beside them
     max_len: int = 250  # filter: subword tokens per side
     max_ratio: float = 3.0
     log_every: int = 100
@@ -135,6 +136,9 @@ class TrainConfig:
         if not isinstance(self.dist_timeout, int | float) or isinstance(self.dist_timeout, bool) \
                 or self.dist_timeout <= 0:
             raise UsageError(f"--dist-timeout must be a positive number of minutes, not {self.dist_timeout!r}")
+        if self.ema is not None and (not isinstance(self.ema, int | float) or isinstance(self.ema, bool)
+                                     or not 0 < self.ema < 1):
+            raise UsageError(f"--ema must be a decay between 0 and 1 (0.9999, say), not {self.ema!r}")
         for name in ("lr", "dropout", "label_smoothing", "clip_norm", "max_ratio"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or value < 0
@@ -243,7 +247,9 @@ def write_slim_resume_point(last: str | Path, out: str | Path) -> Checkpoint:
     if checkpoint.train_state is None:
         raise UsageError(f"{last} holds no training state: not a run's last.pt")
     state = {key: value for key, value in checkpoint.train_state.items() if key not in ("optimizer", "scaler")}
-    slim = dataclasses.replace(checkpoint, weights=cast_weights(checkpoint.weights, torch.float16), train_state=state)
+    ema = None if checkpoint.ema is None else cast_weights(checkpoint.ema, torch.float16)
+    slim = dataclasses.replace(checkpoint, weights=cast_weights(checkpoint.weights, torch.float16), train_state=state,
+                               ema=ema)
     save_checkpoint(out, slim)
     return slim
 
@@ -476,6 +482,9 @@ class Trainer:
             (self.out / "config.yaml").write_text(yaml.safe_dump({**config.to_dict(), **self.schedule,
                                                                   "model": model_config.to_dict()}))
         self.model = model
+        self.average = None
+        if config.ema:
+            self.average = MovingAverage(model, config.ema, resumed.ema if resumed is not None else None)
         loop = _Loop(self, model, wrapped, optimizer, scheduler, tokenizer, state, valid, valid_ids, batches)
         return loop.run()
 
@@ -624,6 +633,34 @@ class EpochBatches:
         return self._batches
 
 
+class MovingAverage:
+    """An exponential moving average of a model's weights (Polyak averaging; fairseq's --ema-decay): after
+    each update, average <- d * average + (1 - d) * weights, with d = min(decay, (1 + n) / (10 + n)) at
+    update n so that a run from random weights is not held to them. Kept as a second model in eval mode,
+    which validation decodes with; its weights are saved in every checkpoint (`Checkpoint.ema`)."""
+
+    def __init__(self, model: Transformer, decay: float, weights: dict[str, torch.Tensor] | None = None):
+        import copy
+
+        self.decay = decay
+        self.model = copy.deepcopy(model).eval().requires_grad_(False)
+        if weights is not None:
+            self.model.load_state_dict(weights)
+        else:
+            log.info("--ema %g: the moving average starts from the weights the run starts with", decay)
+        self.averaged = [p for p in self.model.parameters()]
+        self.live = [p for p in model.parameters()]
+
+    @torch.no_grad()
+    def update(self, step: int) -> None:
+        """Move the average towards the weights after update `step` (counted from 1)."""
+        decay = min(self.decay, (1 + step) / (10 + step))
+        torch._foreach_lerp_(self.averaged, [p.detach() for p in self.live], 1 - decay)
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        return model_weights(self.model)
+
+
 def _to_random_state(value):
     version, internal, gauss = value
     return (version, tuple(internal), gauss)
@@ -724,6 +761,8 @@ class _Loop:
         if stepped:
             self.optimizer.step()
             self.scheduler.step()
+            if self.trainer.average is not None:
+                self.trainer.average.update(self.state["step"] + 1)
             self.norm_sum += norm.detach().float()  # summed on the device, read when the progress line is written
             self.norm_count += 1
         self.optimizer.zero_grad(set_to_none=True)
@@ -846,8 +885,16 @@ class _Loop:
         with open(self.trainer.out / "metrics.jsonl", "a") as file:
             file.write(json.dumps(record) + "\n")
 
-    def validate(self) -> tuple[float, float]:
-        self.model.eval()
+    def validate(self, model: Transformer) -> tuple[float, float]:
+        """Validation loss (per target token) and greedy BLEU of `model`."""
+        valid_loss = self.validate_loss(model)
+        translator = Translator(model, self.tokenizer, SearchOptions(beam_size=1), self.config.max_tokens)
+        hypotheses = [t.text for t in translator.translate(self.valid.source)]
+        return valid_loss, score(hypotheses, self.valid.target).bleu
+
+    def validate_loss(self, model: Transformer) -> float:
+        """Cross-entropy per target token of the validation pairs under `model` (no label smoothing)."""
+        model.eval()
         c = self.model_config
         total, count = 0.0, 0
         sources, targets = self.valid_ids
@@ -856,13 +903,11 @@ class _Loop:
                                        0, 0):
                 src, tgt_in, tgt_out = collate([sources[i] for i in batch], [targets[i] for i in batch], c.pad_id,
                                                c.bos_id, c.eos_id)
-                logits = self.model(src.to(self.device), tgt_in.to(self.device)).float()
+                logits = model(src.to(self.device), tgt_in.to(self.device)).float()
                 total += F.cross_entropy(logits.view(-1, logits.size(-1)), tgt_out.to(self.device).view(-1),
                                          ignore_index=c.pad_id, reduction="sum").item()
                 count += int((tgt_out != c.pad_id).sum())
-        translator = Translator(self.model, self.tokenizer, SearchOptions(beam_size=1), self.config.max_tokens)
-        hypotheses = [t.text for t in translator.translate(self.valid.source)]
-        return total / max(count, 1), score(hypotheses, self.valid.target).bleu
+        return total / max(count, 1)
 
     def checkpoint(self, with_state: bool = False) -> Checkpoint:
         s = self.state
@@ -879,8 +924,10 @@ class _Loop:
         summary = {"step": s["step"], "epoch": s["epoch"] + 1, "best_bleu": round(s["best_bleu"], 2),
                    "hours": round(s["elapsed"] / 3600, 2), "data": self.config.data or self.config.src_file
                    or self.config.hf_dataset or self.config.prepared}
+        average = self.trainer.average
         return Checkpoint(self.model.config, model_weights(self.model), self.tokenizer.model_bytes,
-                          training={"config": self.config.to_dict(), "summary": summary}, train_state=train_state)
+                          training={"config": self.config.to_dict(), "summary": summary}, train_state=train_state,
+                          ema=average.weights() if average is not None else None)
 
     def save_last(self) -> None:
         if self.dist.is_main:
@@ -891,14 +938,17 @@ class _Loop:
         stop = False
         s = self.state
         if self.dist.is_main:
-            valid_loss, bleu = self.validate()
+            average = self.trainer.average
+            record = {"step": s["step"], "epoch": s["epoch"] + 1}
+            if average is not None:  # the average is what is scored and chosen; the weights' loss beside it
+                record["valid_loss_weights"] = round(self.validate_loss(self.model), 4)
+            valid_loss, bleu = self.validate(average.model if average is not None else self.model)
             improved = bleu > s["best_bleu"]
             s["bad_validations"] = 0 if improved else s["bad_validations"] + 1
             s["best_bleu"] = max(s["best_bleu"], bleu)
-            log.info("validation at step %d: loss %.3f, greedy BLEU %.2f%s", s["step"], valid_loss, bleu,
-                     " (best)" if improved else "")
-            self.append_metrics({"step": s["step"], "epoch": s["epoch"] + 1, "valid_loss": round(valid_loss, 4),
-                                 "valid_bleu": round(bleu, 2)})
+            log.info("validation at step %d: loss %.3f, greedy BLEU %.2f%s%s", s["step"], valid_loss, bleu,
+                     " of the moving average" if average is not None else "", " (best)" if improved else "")
+            self.append_metrics({**record, "valid_loss": round(valid_loss, 4), "valid_bleu": round(bleu, 2)})
             snapshot = self.checkpoint()
             out = self.trainer.out
             if improved:
@@ -927,16 +977,23 @@ def train(config: TrainConfig) -> dict:
     return Trainer(config).run()
 
 
-def average_checkpoints(paths: list[str | Path], out: str | Path) -> None:
-    """Average the weights of several checkpoints of one model (training state dropped)."""
-    save_checkpoint(out, averaged_checkpoint(load_for_averaging(paths)))
+def average_checkpoints(paths: list[str | Path], out: str | Path, ema: bool = False) -> None:
+    """Average the weights (`ema`: the moving averages) of several checkpoints of one model, training state
+    dropped."""
+    save_checkpoint(out, averaged_checkpoint(load_for_averaging(paths, ema)))
 
 
-def load_for_averaging(paths: list[str | Path]) -> list[tuple[str | Path, Checkpoint]]:
-    """Each path with its checkpoint, all of one model, oldest first (by the step each was saved at)."""
+def load_for_averaging(paths: list[str | Path], ema: bool = False) -> list[tuple[str | Path, Checkpoint]]:
+    """Each path with its checkpoint (`ema`: with its moving average as its weights), all of one model, oldest
+    first (by the step each was saved at)."""
     if not paths:
         raise UsageError("nothing to average: give checkpoint files")
     loaded = [(path, load_checkpoint(path)) for path in paths]
+    if ema:
+        missing = [str(path) for path, c in loaded if c.ema is None]
+        if missing:
+            raise UsageError(f"{', '.join(missing[:3])}: no moving average of the weights (trained without --ema)")
+        loaded = [(path, c.with_ema_weights()) for path, c in loaded]
     if any(c.config != loaded[0][1].config for _, c in loaded):
         raise UsageError("checkpoints of different model configurations cannot be averaged")
     return sorted(loaded, key=lambda pair: saved_at_step(pair[1]))

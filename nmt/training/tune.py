@@ -41,11 +41,12 @@ def tune_decoding(checkpoint: Checkpoint, pairs: ParallelText, beams: list[int],
     return ({**best, "no_repeat_ngram": no_repeat_ngram} if no_repeat_ngram else best), table
 
 
-def choose_average(paths: list[str | Path], pairs: ParallelText) -> tuple[Checkpoint, list[tuple[int, float]]]:
-    """The average of the latest k checkpoints, for the k (1 to all) with the best greedy BLEU on `pairs`
-    (the more checkpoints on a tie), and every k's BLEU. Where the run's rate was still high at the oldest
-    checkpoints, averaging them all can score below fewer."""
-    loaded = load_for_averaging(paths)
+def choose_average(paths: list[str | Path], pairs: ParallelText,
+                   ema: bool = False) -> tuple[Checkpoint, list[tuple[int, float]]]:
+    """The average of the latest k checkpoints (`ema`: of their moving averages), for the k (1 to all) with the
+    best greedy BLEU on `pairs` (the more checkpoints on a tie), and every k's BLEU. Where the run's rate was
+    still high at the oldest checkpoints, averaging them all can score below fewer."""
+    loaded = load_for_averaging(paths, ema)
     best, best_bleu, table = None, -1.0, []
     for count in range(1, len(loaded) + 1):
         candidate = averaged_checkpoint(loaded[-count:])
