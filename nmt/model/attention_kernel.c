@@ -841,22 +841,27 @@ static inline void layer_norm(const float *x, const float *weight, const float *
     for (int64_t r = 0; r < R; r++) {
         const float *row = x + r * D;
         float *o = out + r * D;
+        /* Centred on the row's first value, then on the mean of the differences: x - shift is exact where x is
+           near shift, and the mean of the differences is small, so a row with a large mean and a small spread
+           loses nothing to the mean's rounding (which in float32 is spread-sized there: ulp(mean) / spread). */
+        float shift = row[0];
         vf acc = splat(0.0f);
         int64_t k = 0;
-        for (; k + W <= D; k += W) acc += load(row + k);
+        for (; k + W <= D; k += W) acc += load(row + k) - shift;
         float sum = total_of(acc);
-        for (; k < D; k++) sum += row[k];
-        float mean = sum / (float)D;
+        for (; k < D; k++) sum += row[k] - shift;
+        float mean = sum / (float)D; /* of x - shift */
         vf squares = splat(0.0f);
         for (k = 0; k + W <= D; k += W) {
-            vf d = load(row + k) - mean;
+            vf d = (load(row + k) - shift) - mean;
             squares += d * d;
         }
         float variance = total_of(squares);
-        for (; k < D; k++) variance += (row[k] - mean) * (row[k] - mean);
+        for (; k < D; k++) variance += ((row[k] - shift) - mean) * ((row[k] - shift) - mean);
         float inverse = 1.0f / sqrtf(variance / (float)D + eps);
-        for (k = 0; k + W <= D; k += W) store(o + k, (load(row + k) - mean) * inverse * load(weight + k) + load(bias + k));
-        for (; k < D; k++) o[k] = (row[k] - mean) * inverse * weight[k] + bias[k];
+        for (k = 0; k + W <= D; k += W)
+            store(o + k, ((load(row + k) - shift) - mean) * inverse * load(weight + k) + load(bias + k));
+        for (; k < D; k++) o[k] = ((row[k] - shift) - mean) * inverse * weight[k] + bias[k];
     }
 }
 
