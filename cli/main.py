@@ -108,8 +108,8 @@ MODELS_HELP = (MODEL_HELP[:-1] + ". Given several times: an ensemble "
 # Where training pairs come from: `nmt train` and `nmt prepare` take the same options (the same data, the same
 # prepared cache).
 DATA_OPTIONS = {
-    "data": typer.Option(None, "--data", help="Embedded corpora: multi30k, tatoeba, news-commentary, news, software-ui; "
-                         "comma-separated to mix, NAME*K repeats one."),
+    "data": typer.Option(None, "--data", help="Embedded corpora: multi30k, tatoeba, news-commentary, news, "
+                         "software-ui; comma-separated to mix, NAME*K repeats one."),
     "src_file": typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok); with "
                              "--data, added to the embedded corpora."),
     "tgt_file": typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
@@ -467,8 +467,10 @@ def train(
     update_freq: int = typer.Option(None, "--update-freq", help="Batches accumulated per update on each rank. "
                                     "Default 1."),
     tokens_per_update: int = typer.Option(None, "--tokens-per-update", help="Padded tokens an update takes over "
-                                          "all ranks (the paper: about 50,000, source and target): sets "
-                                          "--update-freq from the number of ranks and --max-tokens."),
+                                          "all ranks, counted on a pair's longer side as --max-tokens is (the "
+                                          "paper: about 25,000 source and 25,000 target tokens): sets --update-freq "
+                                          "from the number of ranks and --max-tokens; refused where no whole "
+                                          "number of batches comes within 25% of it."),
     lr: float = typer.Option(None, "--lr", help="Peak learning rate. Default the paper's (d_model * warmup)^-0.5 "
                              "(7.0e-4 for base at warmup 4000). Stored in the run: a resume keeps it."),
     warmup: int = typer.Option(None, "--warmup", help="Warmup steps. Default a tenth of the planned steps, at most "
@@ -482,7 +484,8 @@ def train(
     clip_norm: float = typer.Option(None, "--clip-norm", help="Gradient norm clip, 0 = off. Default 1.0."),
     precision: Literal["fp32", "bf16", "fp16", "auto"] = typer.Option(None, "--precision",
                                   help="fp32, bf16 (CPU/GPU), fp16 (CUDA) or auto (bf16 where "
-                             "the CPU or GPU computes in it, else fp32 on a CPU, fp16 on CUDA). Default fp32."),
+                             "the CPU or GPU computes in it, else fp32 on a CPU, fp16 on CUDA). Default auto on CUDA, "
+                             "fp32 on a CPU."),
     max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many updates."),
     max_epochs: int = typer.Option(None, "--max-epochs", help="Stop after this many epochs."),
     max_minutes: float = typer.Option(None, "--max-minutes", help="Stop after this much training time."),
@@ -495,7 +498,10 @@ def train(
     seed: int = typer.Option(None, "--seed", help="Default 1."),
     threads: int = typer.Option(None, "--threads", help="CPU threads."),
     dist_timeout: float = typer.Option(None, "--dist-timeout", help="Minutes a rank waits for the others at a "
-                                       "collective (their validation, checkpoints, data preparation). Default 30."),
+                                       "collective (their validation and checkpoints). Default 30."),
+    dist_backend: Literal["nccl", "gloo"] = typer.Option(None, "--dist-backend", help="How the ranks of torchrun "
+                                                         "talk: nccl (default on CUDA, a GPU per process) or gloo "
+                                                         "(the default on CPUs; on CUDA it lets ranks share a GPU)."),
     init_from: str = typer.Option(None, "--init-from", help="Start from this checkpoint's weights (fine-tuning)."),
     ema: float = typer.Option(None, "--ema", help="Keep a moving average of the weights with this decay (0.9999, "
                               "say): validation scores it and every checkpoint holds it (`nmt average --ema`)."),

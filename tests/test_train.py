@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import io
 import json
@@ -769,8 +770,13 @@ def test_tokens_per_update_sets_the_accumulation_from_the_number_of_ranks():
     from nmt.training.train import batches_per_update
 
     config = TrainConfig(out="x", data="multi30k", max_steps=1, max_tokens=4096, tokens_per_update=32768)
-    assert [batches_per_update(config, world) for world in (1, 2, 8, 16)] == [8, 4, 1, 1]
+    assert [batches_per_update(config, world) for world in (1, 2, 8, 6)] == [8, 4, 1, 1]  # 6: 24,576, -25%
     assert batches_per_update(TrainConfig(out="x", data="multi30k", max_steps=1), 8) == 1
+    # 2 nodes x 8 GPUs at 4,096 take twice the 32,768 asked: refused, naming the --max-tokens that fits
+    with pytest.raises(UsageError, match="take 65,536 padded tokens an update at the least.*--max-tokens 2048"):
+        batches_per_update(config, 16)
+    with pytest.raises(UsageError, match="--max-tokens 2730"):  # 6 ranks: 24,576 for 16,384, 50% more
+        batches_per_update(dataclasses.replace(config, tokens_per_update=16384), 6)
     with pytest.raises(UsageError, match="not both"):
         TrainConfig(out="x", data="multi30k", max_steps=1, update_freq=2, tokens_per_update=8192)
 
@@ -796,3 +802,70 @@ def test_a_resume_on_another_number_of_ranks_takes_the_same_batches_an_update_or
     progress = load_checkpoint(tmp_path / "last.pt").train_state["progress"]
     assert (progress["step"], progress["batch_in_epoch"], progress["world_size"], progress["update_freq"]) \
         == (6, 6, 1, 2)
+
+
+def launch_nodes(out: Path, caches: tuple[Path, Path], temporaries: tuple[Path, Path], steps: int,
+                 *extra: str) -> list[subprocess.Popen]:
+    """`nmt train` as a user launches it on two machines of one GPU-less rank each: two torchrun agents,
+    --nnodes 2 and --node_rank 0 and 1, meeting at 127.0.0.1; one shared --out, each node its own cache
+    and temporary folder (a machine's own disk)."""
+    port = free_port()
+    nodes = []
+    for node in (0, 1):
+        caches[node].mkdir(parents=True, exist_ok=True)
+        temporaries[node].mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "NMT_CACHE_DIR": str(caches[node]),
+               "TMPDIR": str(temporaries[node])}
+        nodes.append(subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(node),
+             "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port", str(port),
+             "-m", "nmt_cli.main", "train", "--data", "multi30k", "--preset", "tiny", "--vocab-size", "500",
+             "--out", str(out), "--max-tokens", "500", "--max-steps", str(steps), "--valid-every", "1000",
+             "--log-every", "1", "--warmup", "5", "--threads", "1", "--prepare-workers", "1", *extra],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    return nodes
+
+
+def finished(nodes: list[subprocess.Popen], timeout: float = 240) -> list[tuple[int, str]]:
+    return [(node.wait(timeout=timeout), node.stderr.read()) for node in nodes]
+
+
+def logged_losses(out: Path) -> dict[int, float]:
+    return {m["step"]: m["train_loss"] for m in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+            if "train_loss" in m}
+
+
+@pytest.mark.slow  # five torchrun launches, about a minute
+def test_two_nodes_prepare_apart_stop_on_sigterm_and_resume_as_if_never_stopped(tmp_path):
+    """Two machines simulated on this one (issue 63): trained straight through; then again with node 0's cache
+    warm and node 1's cold under a collective timeout of a second (node 0 waits for node 1's preparation in
+    the join, not in a collective), SIGTERM to both launchers mid-run (each worker gets it from its torchrun:
+    repeated signals are one request), and the same commands again: the run resumes where it stopped, every
+    rank with its own random state, and logs the losses of the uninterrupted run."""
+    temporaries = (tmp_path / "tmp0", tmp_path / "tmp1")
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    warm, cold = tmp_path / "cache0", tmp_path / "cache1"
+    results = finished(launch_nodes(straight, (warm, warm), temporaries, 30))
+    assert all(code == 0 for code, _ in results), results[0][1][-2000:] + results[1][1][-2000:]
+    expected = logged_losses(straight)
+    assert sorted(expected) == list(range(1, 31))
+
+    nodes = launch_nodes(split, (warm, cold), temporaries, 30, "--dist-timeout", "0.02", "--save-every", "1000")
+    deadline = time.monotonic() + 180
+    while not ((split / "metrics.jsonl").exists() and len(logged_losses(split)) >= 8):
+        assert time.monotonic() < deadline and all(node.poll() is None for node in nodes), \
+            "".join(node.stderr.read()[-2000:] for node in nodes if node.poll() is not None)
+        time.sleep(0.2)
+    for node in nodes:
+        node.send_signal(signal.SIGTERM)
+    results = finished(nodes)
+    stopped = load_checkpoint(split / "last.pt").train_state
+    assert 8 <= stopped["progress"]["step"] < 30, results[0][1][-2000:]
+    assert len(stopped["rank_rng"]) == 2
+    assert "interrupted by SIGTERM" in results[0][1]
+    assert not list(split.glob(".*tmp*")) and not list(cold.glob("*.tmp-*")) and not list(cold.glob("*.claim"))
+
+    results = finished(launch_nodes(split, (warm, cold), temporaries, 30))
+    assert all(code == 0 for code, _ in results), results[0][1][-2000:] + results[1][1][-2000:]
+    resumed = logged_losses(split)
+    assert {step: resumed[step] for step in expected} == expected

@@ -13,11 +13,17 @@ corpora (parquet, json, Arrow, the hub); the cache is numpy's.
 
 Sentencepiece trains on a uniform random sample of the whole corpus (reservoir sampling over one pass), not
 its first rows. Tokenizing runs in forked worker processes, a chunk of pairs each; the folder is written
-under a temporary name and renamed when complete, so a cache that exists is whole.
+under a temporary name (host, process and a random part: containers on several machines often share process
+ids) and renamed when complete, so a cache that exists is whole.
+
+One process makes a missing folder: whichever creates its `.claim` file first (an exclusive create, which
+network file systems honour), however many ranks, machines or `nmt prepare`s want it; the others wait on the
+file system for its meta.json, and take a claim over whose holder stopped refreshing it (a killed process).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -25,7 +31,10 @@ import logging
 import multiprocessing
 import os
 import random
+import secrets
 import shutil
+import socket
+import threading
 import time
 import zipfile
 import zlib
@@ -46,6 +55,8 @@ log = logging.getLogger("nmt")
 CACHE_VERSION = 1
 SPM_VERSION = 2  # 2: with nmt.text.protect's placeholders as pieces
 CHUNK_PAIRS = 50_000
+CLAIM_REFRESH = 30  # seconds between the refreshes of a claim by the process that holds it
+CLAIM_STALE = 300  # seconds without a refresh after which a claim is taken over
 
 
 @dataclass(frozen=True)
@@ -68,10 +79,10 @@ class PrepareOptions:
                    workers=options.prepare_workers, cache_dir=options.cache_dir)
 
 
-def prepare_training_data(options, spm_model: bytes | None = None, writer: bool = True) -> Prepared:
+def prepare_training_data(options, spm_model: bytes | None = None) -> Prepared:
     """The cache of the training data that `options` name (DataSpec.of, PrepareOptions.of): what `nmt prepare`
     makes and `nmt train` opens."""
-    return prepare(training_source(DataSpec.of(options)), PrepareOptions.of(options, spm_model), writer)
+    return prepare(training_source(DataSpec.of(options)), PrepareOptions.of(options, spm_model))
 
 
 @dataclass(frozen=True)
@@ -93,10 +104,10 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def prepare(source: PairSource, options: PrepareOptions, writer: bool = True) -> Prepared:
-    """The cache of `source`, made if missing. With no --spm, a sentencepiece model is trained first (and
-    cached under the corpus's identity, vocabulary size, sample size and seed). writer False: wait for
-    another process (the first rank on this machine) to make what is missing instead."""
+def prepare(source: PairSource, options: PrepareOptions) -> Prepared:
+    """The cache of `source`, made if missing (by this process, or by another that claimed it first: then
+    this one waits for it). With no --spm, a sentencepiece model is trained first (and cached under the
+    corpus's identity, vocabulary size, sample size and seed)."""
     root = cache_root(options.cache_dir)
     hold_out = source.valid is None
     plan = _digest(CACHE_VERSION, SPM_VERSION, source.identity, options.vocab_size, options.spm_sample, options.seed,
@@ -105,21 +116,20 @@ def prepare(source: PairSource, options: PrepareOptions, writer: bool = True) ->
         tokenizer, share = Tokenizer(options.spm_model), None
     else:
         spm_folder = root / f"spm-{plan}"
-        if not writer:
-            _wait_for(spm_folder)
-        elif not (spm_folder / "meta.json").exists():
-            _train_sentencepiece(source, options, spm_folder, hold_out)
+        made_once(spm_folder, lambda: _train_sentencepiece(source, options, spm_folder, hold_out))
         tokenizer = Tokenizer((spm_folder / "spm.model").read_bytes())
         share = json.loads((spm_folder / "meta.json").read_text())["held_out_share"]
     key = _digest(CACHE_VERSION, source.identity, hashlib.sha256(tokenizer.model_bytes).hexdigest(),
                   asdict(options.limits), options.valid_size if hold_out else None, options.seed)
     folder = root / f"corpus-{key}"
-    if not writer:
-        _wait_for(folder)
-    elif not (folder / "meta.json").exists():
-        if hold_out and share is None:  # with --spm, the corpus has not been counted yet
-            share = _held_out_share(sum(len(chunk) for chunk in source.chunks(CHUNK_PAIRS)), options.valid_size)
-        _write(source, options, tokenizer, folder, share if hold_out else None)
+
+    def write() -> None:
+        held_out = share
+        if hold_out and held_out is None:  # with --spm, the corpus has not been counted yet
+            held_out = _held_out_share(sum(len(chunk) for chunk in source.chunks(CHUNK_PAIRS)), options.valid_size)
+        _write(source, options, tokenizer, folder, held_out if hold_out else None)
+
+    made_once(folder, write)
     meta = json.loads((folder / "meta.json").read_text())
     valid = source.valid if not hold_out else ParallelText(*_read_valid(folder))
     log.info("prepared corpus %s: %d pairs, %d + %d tokens", folder, meta["pairs"], meta["source_tokens"],
@@ -153,7 +163,7 @@ def kept_beside(folder: Path, name: str, make: Callable[[], dict[str, np.ndarray
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
             log.warning("%s is unreadable (%s): making it again", path, exc)
     arrays = make()
-    temporary = folder / f".{name}.tmp{os.getpid()}"
+    temporary = folder / f".{name}.{unique_suffix()}"
     try:
         with open(temporary, "wb") as file:
             np.savez(file, **arrays)
@@ -165,11 +175,77 @@ def kept_beside(folder: Path, name: str, make: Callable[[], dict[str, np.ndarray
     return arrays
 
 
-def _wait_for(folder: Path, poll: float = 1.0) -> None:
-    if not (folder / "meta.json").exists():
-        log.info("waiting for %s (prepared by the first rank)", folder)
+def unique_suffix() -> str:
+    """A temporary file's suffix no other process makes: host, process id and a random part."""
+    return f"tmp-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def made_once(folder: Path, make: Callable[[], None], poll: float = 1.0) -> None:
+    """`make()` the cache folder where it has no meta.json yet, in one process among all that share the cache:
+    the one that creates FOLDER.claim; the others wait until the folder is whole (its meta.json), or until the
+    claim goes stale (CLAIM_STALE seconds unrefreshed: its process died) and they claim it in turn."""
+    claim = folder.with_name(f"{folder.name}.claim")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    announced = False
     while not (folder / "meta.json").exists():
-        time.sleep(poll)
+        try:
+            descriptor = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            if not announced:
+                log.info("waiting for %s (being prepared by %s)", folder, _holder(claim))
+                announced = True
+            _drop_if_stale(claim)
+            time.sleep(poll)
+            continue
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(f"{socket.gethostname()} {os.getpid()}\n")
+        try:
+            if not (folder / "meta.json").exists():  # finished by another between the check and the claim
+                with _refreshed(claim):
+                    make()
+        finally:
+            claim.unlink(missing_ok=True)
+        return
+
+
+def _holder(claim: Path) -> str:
+    try:
+        host, pid = claim.read_text().split()
+        return f"process {pid} on {host}"
+    except (OSError, ValueError):
+        return "another process"
+
+
+def _drop_if_stale(claim: Path) -> None:
+    try:
+        if time.time() - claim.stat().st_mtime > CLAIM_STALE:
+            log.warning("%s was not refreshed for %d s (its process has died?): taking it over", claim, CLAIM_STALE)
+            claim.unlink(missing_ok=True)
+    except FileNotFoundError:
+        pass
+
+
+class _refreshed:
+    """Touch `claim` every CLAIM_REFRESH seconds from a daemon thread while the work inside runs."""
+
+    def __init__(self, claim: Path):
+        self.claim, self.done = claim, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.done.wait(CLAIM_REFRESH):
+            try:
+                os.utime(self.claim)
+            except OSError:
+                pass
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
 
 
 def _train_sentencepiece(source: PairSource, options: PrepareOptions, folder: Path, hold_out: bool) -> None:
@@ -181,13 +257,13 @@ def _train_sentencepiece(source: PairSource, options: PrepareOptions, folder: Pa
     log.info("training a %d-piece sentencepiece model on %d sentences sampled from %d pairs", options.vocab_size,
              len(sample), pairs)
     tokenizer = train_tokenizer(sample, options.vocab_size)
-    temporary = _temporary(folder)
-    (temporary / "spm.model").write_bytes(tokenizer.model_bytes)
-    share = _held_out_share(pairs, options.valid_size) if hold_out else None
-    meta = {"pairs": pairs, "held_out_share": share, "sample": len(sample),
-            "sample_seconds": round(sampled - started, 1), "train_seconds": round(time.monotonic() - sampled, 1)}
-    (temporary / "meta.json").write_text(json.dumps(meta))
-    _publish(temporary, folder)
+    with _temporary(folder) as temporary:
+        (temporary / "spm.model").write_bytes(tokenizer.model_bytes)
+        share = _held_out_share(pairs, options.valid_size) if hold_out else None
+        meta = {"pairs": pairs, "held_out_share": share, "sample": len(sample),
+                "sample_seconds": round(sampled - started, 1), "train_seconds": round(time.monotonic() - sampled, 1)}
+        (temporary / "meta.json").write_text(json.dumps(meta))
+        _publish(temporary, folder)
 
 
 def _held_out_share(pairs: int, valid_size: int) -> float:
@@ -275,9 +351,14 @@ def _write(source: PairSource, options: PrepareOptions, tokenizer: Tokenizer, fo
     if options.limits.max_tokens > np.iinfo(np.uint16).max:
         raise DataError(f"--max-len above {np.iinfo(np.uint16).max} tokens is not supported")
     dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
+    with _temporary(folder) as temporary:
+        _write_into(temporary, source, options, tokenizer, folder, share, dtype)
+
+
+def _write_into(temporary: Path, source: PairSource, options: PrepareOptions, tokenizer: Tokenizer, folder: Path,
+                share: float | None, dtype) -> None:
     workers = options.workers or os.cpu_count() or 1
     started = time.monotonic()
-    temporary = _temporary(folder)
     removed = {"empty": 0, "too long": 0, "length ratio": 0}
     valid = ParallelText([], [])
     pairs = source_tokens = target_tokens = 0
@@ -304,7 +385,6 @@ def _write(source: PairSource, options: PrepareOptions, tokenizer: Tokenizer, fo
         for handle in files.values():
             handle.close()
     if not pairs:
-        shutil.rmtree(temporary, ignore_errors=True)
         reasons = ", ".join(f"{n} {rule}" for rule, n in removed.items() if n) or "none"
         raise DataError(f"no training pairs are left after filtering (removed: {reasons})")
     for side in ("source", "target"):
@@ -346,11 +426,16 @@ def _encoded(chunks: Iterator[ParallelText], workers: int, arguments: tuple) -> 
             yield chunk, result.get()
 
 
-def _temporary(folder: Path) -> Path:
-    temporary = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
-    shutil.rmtree(temporary, ignore_errors=True)
+@contextlib.contextmanager
+def _temporary(folder: Path) -> Iterator[Path]:
+    """A temporary folder beside `folder`, removed if the work in it fails (published ones are renamed)."""
+    temporary = folder.with_name(f"{folder.name}.{unique_suffix()}")
     temporary.mkdir(parents=True)
-    return temporary
+    try:
+        yield temporary
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
 
 
 def _publish(temporary: Path, folder: Path) -> None:

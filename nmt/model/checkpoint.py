@@ -38,6 +38,7 @@ class Checkpoint:
     train_state: dict | None = None  # optimizer, scheduler, step, RNG, data position
     shortlist: Shortlist | None = None  # for `nmt translate --shortlist`
     ema: dict[str, torch.Tensor] | None = None  # `nmt train --ema`'s moving average of the weights
+    checksum: str | None = None  # of the file it was loaded from (not written: save_checkpoint computes it)
 
     def with_ema_weights(self) -> Checkpoint:
         """This checkpoint with its moving average in place of its weights (for `nmt average --ema`), no
@@ -121,7 +122,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
             f"{path}: checkpoint format version {version} is newer than this nmt reads ({FORMAT_VERSION}); upgrade nmt"
         )
     stored = payload.pop("checksum", None)  # files written before checksums have none
-    if stored is not None and stored != content_checksum(payload):
+    computed = content_checksum(payload)
+    if stored is not None and stored != computed:
         raise CheckpointError(f"{path}: damaged: its contents do not match the checksum stored in it (a flipped bit "
                               "or a bad copy?)")
     try:
@@ -134,6 +136,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
             train_state=payload.get("train_state"),
             shortlist=Shortlist.from_dict(payload["shortlist"]) if "shortlist" in payload else None,
             ema=payload.get("ema"),
+            checksum=computed,
         )
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as exc:
         raise CheckpointError(f"{path}: incomplete nmt checkpoint ({exc})") from None

@@ -29,6 +29,10 @@ class _ChunkedOutputCrossEntropy(torch.autograd.Function):
         """hidden (N, D), weight (V, D), bias (V,) or None, targets (N,) -> the summed loss (a scalar)."""
         vocab = weight.size(0)
         weight_c = weight.to(dtype)
+        # fp16's gradients are formed here, before backward brings the loss scale: softmax minus the target in
+        # fp16 would flush the small probabilities to zero, so under fp16 their products run in float32
+        grad_dtype = torch.float32 if dtype == torch.float16 else dtype
+        weight_g = weight_c if grad_dtype == dtype else weight.float()
         grad_hidden = torch.empty_like(hidden)
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
         grad_bias = torch.zeros(vocab, dtype=torch.float32, device=weight.device) if bias is not None else None
@@ -49,8 +53,8 @@ class _ChunkedOutputCrossEntropy(torch.autograd.Function):
             grad -= smoothing / vocab
             grad[rows, target] -= 1 - smoothing
             grad *= real[:, None]
-            grad_hidden[start : start + CHUNK_TOKENS] = (grad.to(dtype) @ weight_c).to(hidden.dtype)
-            grad_weight += (grad.to(dtype).T @ h).float()
+            grad_hidden[start : start + CHUNK_TOKENS] = (grad.to(grad_dtype) @ weight_g).to(hidden.dtype)
+            grad_weight += (grad.to(grad_dtype).T @ h.to(grad_dtype)).float()
             if grad_bias is not None:
                 grad_bias += grad.sum(dim=0)
         ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
@@ -72,7 +76,25 @@ def output_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, ta
     dtype = torch.get_autocast_dtype(hidden.device.type) if torch.is_autocast_enabled(hidden.device.type) \
         else hidden.dtype
     with torch.autocast(hidden.device.type, enabled=False):
+        if not torch.is_grad_enabled():  # validation: the loss alone, still a chunk of logits at a time
+            return _chunked_loss(hidden, weight, bias, targets, pad_id, smoothing, dtype)
         return _ChunkedOutputCrossEntropy.apply(hidden, weight, bias, targets, pad_id, smoothing, dtype)
+
+
+def _chunked_loss(hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, pad_id: int,
+                  smoothing: float, dtype: torch.dtype) -> Tensor:
+    weight_c = weight.to(dtype)
+    total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+    for start in range(0, hidden.size(0), CHUNK_TOKENS):
+        logits = (hidden[start : start + CHUNK_TOKENS].to(dtype) @ weight_c.T).float()  # (n, V)
+        if bias is not None:
+            logits += bias.float()
+        target = targets[start : start + CHUNK_TOKENS]
+        log_probs = logits.log_softmax(dim=-1)
+        nll = -log_probs.gather(1, target[:, None]).squeeze(1)
+        loss = (1 - smoothing) * nll + smoothing * -log_probs.mean(dim=-1) if smoothing else nll
+        total += (loss * (target != pad_id)).sum()
+    return total
 
 
 class TranslationLoss(nn.Module):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -26,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from nmt.data.batching import collate, token_batches
 from nmt.data.corpus import ParallelText
@@ -46,6 +46,8 @@ from nmt.training.allocator import keep_freed_memory
 log = logging.getLogger("nmt")
 
 MAX_SKIPPED_IN_A_ROW = 50  # updates skipped for a loss or gradients that are not finite, before giving up
+VALID_MAX_TOKENS = 8192  # padded tokens in a validation batch, at most
+JOIN_HOURS = 48  # how long a rank waits for the others to join (their data preparation) before giving up
 REWARM = 200  # updates over which a run resumed without its optimizer moments ramps its rate up again
 
 # Options whose change on resume alters the run (others, such as --max-steps, just extend it).
@@ -91,7 +93,7 @@ class TrainConfig:
     decay: str | None = None  # after warmup: "inverse-sqrt" (the paper's, the default) or "linear" to zero
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
-    precision: str = "fp32"
+    precision: str | None = None  # default: bf16 on CUDA (fp16 where it lacks bf16), fp32 on a CPU
     max_steps: int | None = None
     max_epochs: int | None = None
     max_minutes: float | None = None
@@ -104,6 +106,7 @@ class TrainConfig:
     seed: int = 1
     threads: int | None = None
     dist_timeout: float = 30  # minutes a collective waits for the other ranks
+    dist_backend: str | None = None  # default: nccl on CUDA, gloo on a CPU
     init_from: str | None = None
     ema: float | None = None  # decay of a moving average of the weights, validated and saved beside them
     max_len: int = 250  # filter: subword tokens per side
@@ -121,7 +124,9 @@ class TrainConfig:
         if self.prepared and (self.data or self.src_file or self.tgt_file or self.hf_dataset or self.augment):
             raise UsageError("--prepared is a whole training input: give it without --data, --src-file/--tgt-file, "
                              "--hf-dataset or --augment (those made the folder)")
-        if self.precision not in ("fp32", "bf16", "fp16", "auto"):
+        if self.dist_backend not in (None, "nccl", "gloo"):
+            raise UsageError(f"--dist-backend must be nccl or gloo, not {self.dist_backend!r}")
+        if self.precision not in (None, "fp32", "bf16", "fp16", "auto"):
             raise UsageError(f"--precision must be fp32, bf16, fp16 or auto, not {self.precision!r}")
         if not (self.max_steps or self.max_epochs or self.max_minutes):
             raise UsageError("give a budget: --max-steps, --max-epochs or --max-minutes")
@@ -150,11 +155,14 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-def training_precision(precision: str, device: torch.device) -> str:
+def training_precision(precision: str | None, device: torch.device) -> str:
     """--precision, with auto resolved: bf16 autocast where the hardware computes in bf16 (CUDA with bf16, a
     CPU with AVX-512 BF16 or AMX), else fp16 on CUDA and fp32 on a CPU. On a CPU without native bf16, autocast
     emulates it: `nmt train` small ran at 1,100 target tokens/s in bf16 and 2,800 in fp32 on an Intel Xeon
-    with AVX-512 VNNI alone, where a Zen 4 gains from bf16 (docs/TRAINING.md)."""
+    with AVX-512 VNNI alone, where a Zen 4 gains from bf16 (docs/TRAINING.md). Not given: auto on CUDA
+    (true fp32 there leaves the tensor cores idle), fp32 on a CPU."""
+    if precision is None:
+        precision = "auto" if device.type == "cuda" else "fp32"
     if precision != "auto":
         return precision
     if device.type == "cuda":
@@ -164,12 +172,31 @@ def training_precision(precision: str, device: torch.device) -> str:
     return "bf16" if cpu_flags() & {"avx512_bf16", "amx_bf16"} else "fp32"
 
 
+TOKENS_PER_UPDATE_SLACK = 0.25  # how far the padded tokens an update may miss --tokens-per-update
+
+
 def batches_per_update(config: TrainConfig, world_size: int) -> int:
     """Batches each rank accumulates into an update: --update-freq, else enough that world_size x it x
-    --max-tokens comes nearest --tokens-per-update (at least 1), else 1."""
+    --max-tokens comes nearest --tokens-per-update (at least 1), else 1. Where even the nearest misses
+    --tokens-per-update by more than a quarter (16 GPUs at --max-tokens 4096 take 65,536 tokens an update
+    at the least), the run is refused with the --max-tokens that fits: another batch an update is another
+    recipe (its learning rate was tuned for the asked size)."""
     if config.tokens_per_update is None:
         return config.update_freq or 1
-    return max(1, round(config.tokens_per_update / (config.max_tokens * world_size)))
+    per_batch = config.max_tokens * world_size
+    freq = max(1, round(config.tokens_per_update / per_batch))
+    if abs(freq * per_batch - config.tokens_per_update) > TOKENS_PER_UPDATE_SLACK * config.tokens_per_update:
+        fits = max(1, config.tokens_per_update // world_size)
+        raise UsageError(f"{world_size} ranks x --max-tokens {config.max_tokens} take {per_batch:,} padded tokens an "
+                         f"update at the least, not the {config.tokens_per_update:,} of --tokens-per-update: give "
+                         f"--max-tokens {fits} (or fewer, accumulated), or change --tokens-per-update")
+    return freq
+
+
+def steps_in_epoch(batches: int, world_size: int, update_freq: int) -> int:
+    """Updates an epoch of `batches` makes: each rank takes batches // world_size of them (the rest wait for
+    the next epoch), `update_freq` an update, the last update of the epoch with fewer."""
+    return math.ceil(batches // world_size / update_freq)
 
 
 def model_config(config: TrainConfig, vocab_size: int) -> ModelConfig:
@@ -262,16 +289,18 @@ class Distributed:
     device: torch.device = torch.device("cpu")
     rank: int = 0
     world_size: int = 1
+    group: object = None  # every rank, with the collectives' timeout (the default group has the join's)
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
     @classmethod
-    def from_environment(cls, device: torch.device, timeout_minutes: float = 30) -> Distributed:
-        """Join the process group torchrun describes, with `timeout_minutes` for any collective to wait
-        (the ranks wait at barriers for rank 0's validation and checkpoints, and for a slower machine's data
-        preparation)."""
+    def from_environment(cls, device: torch.device, timeout_minutes: float = 30,
+                         backend: str | None = None) -> Distributed:
+        """Join the process group torchrun describes (NCCL on CUDA, gloo on a CPU, or `backend`), with
+        `timeout_minutes` for any collective to wait (the ranks wait at barriers for rank 0's validation and
+        checkpoints). NCCL takes one GPU a process: more processes on a machine than GPUs is refused."""
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         if world_size == 1:
             return cls(device)
@@ -279,10 +308,22 @@ class Distributed:
 
         import torch.distributed as dist
 
+        backend = backend or ("nccl" if device.type == "cuda" else "gloo")
+        if backend == "nccl" and device.type != "cuda":
+            raise UsageError("--dist-backend nccl needs CUDA devices; on CPUs the ranks use gloo")
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        if backend == "nccl" and local > torch.cuda.device_count():
+            raise UsageError(f"{local} processes on this machine but {torch.cuda.device_count()} visible GPU(s): NCCL "
+                             "needs a GPU for each (--nproc_per_node at most the GPUs; --dist-backend gloo shares "
+                             "them, slowly)")
         if not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                    timeout=datetime.timedelta(minutes=timeout_minutes))
-        return cls(device, dist.get_rank(), world_size)
+            # The join waits as long as the slowest machine prepares its corpus (hours, on a cold node-local
+            # cache): the default group has that timeout, and the run's collectives go through a group of
+            # every rank that waits `timeout_minutes`.
+            dist.init_process_group(backend=backend, timeout=datetime.timedelta(hours=JOIN_HOURS),
+                                    device_id=device if backend == "nccl" else None)
+        group = dist.new_group(timeout=datetime.timedelta(minutes=timeout_minutes), backend=backend)
+        return cls(device, dist.get_rank(), world_size, group)
 
     def close(self) -> None:
         """Leave the process group (at every exit: a group torn down by the interpreter's exit can abort)."""
@@ -291,7 +332,7 @@ class Distributed:
 
     def barrier(self) -> None:
         if self.world_size > 1:
-            torch.distributed.barrier()
+            torch.distributed.barrier(group=self.group)
 
     def any(self, flag: bool) -> bool:
         """True on every rank when `flag` is true on one of them."""
@@ -302,7 +343,7 @@ class Distributed:
         if self.world_size == 1:
             return int(flag)
         tensor = torch.tensor([int(flag)], device=self.device)
-        torch.distributed.all_reduce(tensor)
+        torch.distributed.all_reduce(tensor, group=self.group)
         return int(tensor.item())
 
     def from_main(self, value):
@@ -310,7 +351,7 @@ class Distributed:
         if self.world_size == 1:
             return value
         holder = [value]
-        torch.distributed.broadcast_object_list(holder, src=0, device=self.device)
+        torch.distributed.broadcast_object_list(holder, src=0, group=self.group, device=self.device)
         return holder[0]
 
 
@@ -350,6 +391,22 @@ def check_shared_folder(out: Path, dist: Distributed) -> None:
                          "to: --out must be one folder that every machine shares (a network file system)")
 
 
+def check_same_inputs(dist: Distributed, digests: dict[str, str | None]) -> None:
+    """Every rank resumes the same last.pt and reads the same tokenizer and corpus (a stale network file system
+    or a machine's own cache can hand one rank another): each `digests` value against rank 0's, on every rank,
+    refused on every rank at once with what differs."""
+    if dist.world_size == 1:
+        return
+    gathered = [None] * dist.world_size
+    torch.distributed.all_gather_object(gathered, digests, group=dist.group)
+    differing = sorted({name for other in gathered for name in digests if other[name] != gathered[0][name]})
+    if differing:
+        ranks = [rank for rank, other in enumerate(gathered) if other != gathered[0]]
+        raise UsageError(f"ranks {', '.join(map(str, ranks))} read another {' and '.join(differing)} than rank 0: "
+                         "every machine must see the same files (--out and the cache on one shared file system, "
+                         "or identical copies)")
+
+
 def lock_run_folder(out: Path):
     """Hold OUT/.lock for as long as this process lives (the returned file stays open), so that a second
     `nmt train` on the same folder is refused instead of mixing its checkpoints and metrics with this one's;
@@ -375,6 +432,7 @@ class Trainer:
         self.device = training_device()
         self.dist = Distributed(self.device)  # until run() joins the others
         self.started = time.monotonic()  # minus the time trained before, once resumed
+        self.agreed_elapsed = None  # rank 0's training seconds, as the ranks last agreed on them
         self.scaler_state = None
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -383,7 +441,7 @@ class Trainer:
         if config.precision == "fp16" and self.device.type != "cuda":
             raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
         self.precision = training_precision(config.precision, self.device)
-        if config.precision == "auto":
+        if config.precision == "auto" or (config.precision is None and self.device.type == "cuda"):
             log.info("precision auto: %s on this %s", self.precision, self.device.type)
         self._lock = None
         if int(os.environ.get("RANK", "0")) == 0:
@@ -395,11 +453,11 @@ class Trainer:
     # ---- data -------------------------------------------------------------------------------------
     def _prepare(self, spm_model: bytes | None) -> Prepared:
         """The corpus tokenized into the cache (nmt.data.prepare) with `spm_model`, else with one trained on a sample
-        of the corpus, by the first rank of each machine; the others wait for its folder to appear."""
+        of the corpus, by one process of all that share the cache; the others wait for its folder to appear."""
         config = self.config
         if config.prepared:
             return self._open_prepared(spm_model)
-        return prepare_training_data(config, spm_model, writer=int(os.environ.get("LOCAL_RANK", "0")) == 0)
+        return prepare_training_data(config, spm_model)
 
     def _open_prepared(self, spm_model: bytes | None) -> Prepared:
         """--prepared: the folder's tokens, sentencepiece model and validation pairs (or --valid-src's)."""
@@ -425,6 +483,11 @@ class Trainer:
         """Train; the process group is left and the folder's lock let go when the run ends, however it ends."""
         try:
             return self._train()
+        except torch.distributed.DistError as exc:  # another rank died or hangs: one line, not torch's pages
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise NmtError(f"rank {self.dist.rank}: the other ranks did not answer within --dist-timeout "
+                           f"{self.config.dist_timeout:g} minutes (one failed or hangs; its log says why): "
+                           f"{first}") from None
         finally:
             self.dist.close()
             if self._lock is not None:
@@ -433,12 +496,16 @@ class Trainer:
 
     def _train(self) -> dict:
         config = self.config
-        self.dist = Distributed.from_environment(self.device, config.dist_timeout)
-        check_shared_folder(self.out, self.dist)
-        last = self._last_checkpoint() if self.dist.from_main((self.out / "last.pt").exists()) else None
+        # Everything that can take long happens before the ranks join: the corpus is prepared (or waited for,
+        # on the file system) by one process of all, and no rank sits in a collective meanwhile.
+        last = self._last_checkpoint() if (self.out / "last.pt").exists() else None
         init = load_checkpoint(config.init_from) if config.init_from else None
         prepared = self._prepare(self._spm_model(last, init))
-        self.dist.barrier()  # every machine's first rank has prepared the corpus
+        self.dist = Distributed.from_environment(self.device, config.dist_timeout, config.dist_backend)
+        check_shared_folder(self.out, self.dist)
+        check_same_inputs(self.dist, {"last.pt": last.checksum if last is not None else None,
+                                      "sentencepiece model": hashlib.sha256(prepared.tokenizer.model_bytes).hexdigest(),
+                                      "prepared corpus": prepared.folder.name})
         tokenizer, corpus = prepared.tokenizer, TokenCorpus(prepared.folder)
         valid = prepared.valid
         if config.valid_bleu_lines and len(valid) > config.valid_bleu_lines:
@@ -453,7 +520,14 @@ class Trainer:
         torch.manual_seed(config.seed + self.dist.rank)  # but different dropout
         batches = EpochBatches(corpus, config.max_tokens, config.seed)
         self.update_freq = batches_per_update(config, self.dist.world_size)
-        steps_per_epoch = max(1, len(batches.of(0)) // (self.update_freq * self.dist.world_size))
+        if len(batches.of(0)) < self.dist.world_size:
+            raise UsageError(f"the corpus makes {len(batches.of(0))} batches of --max-tokens {config.max_tokens}, "
+                             f"fewer than the {self.dist.world_size} ranks: each rank needs one an update (a "
+                             "smaller --max-tokens, fewer ranks or more data)")
+        steps_per_epoch = steps_in_epoch(len(batches.of(0)), self.dist.world_size, self.update_freq)
+        log.info("%d ranks x %d batches of up to %d padded tokens: up to %d padded tokens an update",
+                 self.dist.world_size, self.update_freq, config.max_tokens,
+                 self.dist.world_size * self.update_freq * config.max_tokens)
         resumed = self._resumable(last, model_config)
         self.schedule = self._schedule(resumed, model_config, steps_per_epoch)
         optimizer = torch.optim.Adam(model.parameters(), lr=self.schedule["lr"], betas=(0.9, 0.98), eps=1e-9,
@@ -472,10 +546,12 @@ class Trainer:
         if resumed is not None:
             state = self._resume(resumed, model, optimizer, scheduler)
         self.started = time.monotonic() - state["elapsed"]
+        self.agreed_elapsed = state["elapsed"]
         wrapped = TranslationLoss(model, config.label_smoothing)
         if self.dist.world_size > 1:
-            wrapped = torch.nn.parallel.DistributedDataParallel(
-                wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            wrapped = torch.nn.parallel.DistributedDataParallel(  # the model's buffers are constants: no broadcast
+                wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                broadcast_buffers=False, process_group=self.dist.group)
         if self.dist.is_main:
             import yaml
 
@@ -488,9 +564,16 @@ class Trainer:
         loop = _Loop(self, model, wrapped, optimizer, scheduler, tokenizer, state, valid, valid_ids, batches)
         return loop.run()
 
-    def elapsed(self) -> float:
-        """Seconds of training so far, across resumes."""
+    def local_elapsed(self) -> float:
+        """Seconds of training so far, across resumes, by this process's clock."""
         return time.monotonic() - self.started
+
+    def elapsed(self) -> float:
+        """Seconds of training so far by the run's one clock: rank 0's, as of the last update's all-reduce
+        (each rank's own would let a time-based rate and stop differ between ranks), and this process's alone."""
+        if self.dist.world_size == 1 or self.agreed_elapsed is None:
+            return self.local_elapsed()
+        return self.agreed_elapsed
 
     def _spm_model(self, last: Checkpoint | None, init: Checkpoint | None) -> bytes | None:
         """A resumed run's own sentencepiece model, else --spm's, else --init-from's; None: train one."""
@@ -577,12 +660,21 @@ class Trainer:
         scheduler.load_state_dict(train_state["scheduler"])
         if self.config.reset_schedule:  # the stored state keeps the step; the new schedule applies from here
             scheduler.base_lrs = [self.schedule["lr"] for _ in scheduler.base_lrs]
-        torch.set_rng_state(train_state["torch_rng"])
-        if "cuda_rng" in train_state and self.device.type == "cuda":
-            torch.cuda.set_rng_state(train_state["cuda_rng"], self.device)
-        if self.dist.rank:  # only rank 0's generator is saved: the others start a new stream
-            torch.manual_seed(self.config.seed + self.dist.rank + train_state["progress"]["step"])
-        random.setstate(_to_random_state(train_state["python_rng"]))
+        ranks = train_state.get("rank_rng")
+        if ranks is not None and len(ranks) == self.dist.world_size:  # each rank its own generators back
+            mine = ranks[self.dist.rank]
+        else:  # saved on another number of ranks (or before every rank's were saved): rank 0's, new streams else
+            mine = {"torch": train_state["torch_rng"], "python": train_state["python_rng"]}
+            if "cuda_rng" in train_state:
+                mine["cuda"] = train_state["cuda_rng"]
+            if self.dist.rank:
+                torch.manual_seed(self.config.seed + self.dist.rank + train_state["progress"]["step"])
+                mine = {"python": train_state["python_rng"]}  # the data order is the same on every rank
+        if "torch" in mine:
+            torch.set_rng_state(mine["torch"])
+        if "cuda" in mine and self.device.type == "cuda":
+            torch.cuda.set_rng_state(mine["cuda"], self.device)
+        random.setstate(_to_random_state(mine["python"]))
         self.scaler_state = train_state.get("scaler")  # fp16's loss scale and its growth tracker
         log.info("resuming from %s at step %d", self.out / "last.pt", train_state["progress"]["step"])
         return self._same_batches(dict(train_state["progress"]))
@@ -679,6 +771,8 @@ class _Loop:
         self.interrupted = 0  # the signal that asked the run to stop at the next step boundary
         self.norm_sum, self.norm_count = torch.zeros((), device=self.device), 0  # gradient norms before clipping
         self.scaler = torch.amp.GradScaler("cuda") if trainer.precision == "fp16" else None
+        # validation's batches: a --max-tokens raised to fill a GPU for training would not fit beside it
+        self.valid_tokens = min(self.config.max_tokens, VALID_MAX_TOKENS)
         self.stop_voted = None  # whether some rank wanted to stop, as of the last update (finished())
         if self.scaler and trainer.scaler_state:
             self.scaler.load_state_dict(trainer.scaler_state)
@@ -707,7 +801,7 @@ class _Loop:
             src, tgt_in, tgt_out = (t.pin_memory().to(self.device, non_blocking=True) for t in (src, tgt_in, tgt_out))
         with self.autocast():
             loss_sum = self.wrapped(src, tgt_in, tgt_out)  # nmt.model.loss: the logits never all at once
-        return loss_sum / n_tokens, n_tokens
+        return loss_sum, n_tokens
 
     def finished(self) -> bool:
         """Whether to stop before the next update, the same on every rank. The step and epoch budgets are the
@@ -726,36 +820,51 @@ class _Loop:
         return bool(c.max_minutes and self.trainer.elapsed() >= 60 * c.max_minutes or self.interrupted)
 
     def update(self, group: list[Batch]) -> tuple[float, int, bool]:
-        """One optimizer step over a group of batches (gradient accumulation): the mean loss over every rank,
-        this rank's tokens, and whether the step was taken. An update whose loss is not finite on some rank
-        is skipped by all of them (their gradients were averaged with that rank's); with fp16, so is one whose
-        gradients overflow (the loss scaler's own skip), and the scheduler stays in step with the optimizer."""
+        """One optimizer step over a group of batches (gradient accumulation): the loss per target token over
+        every rank, the target tokens of every rank, and whether the step was taken.
+
+        The gradient is that of the loss summed over the update's target tokens on all ranks, divided by their
+        number (the paper's and fairseq's normalization: every token weighs the same, whichever micro-batch or
+        rank it is in). Each backward pass takes its batch's summed loss over a constant; DDP averages the
+        ranks' gradients; the token count travels in the all-reduce the update makes anyway, and the gradients
+        are scaled by it (and by the clip) on the device. An update whose loss is not finite on some rank is
+        skipped by all of them; with fp16, so is one whose gradients overflow (the loss scaler's own skip), and
+        the scheduler stays in step with the optimizer."""
         self.wrapped.train()
         scaler = self.scaler
+        constant = self.config.max_tokens * len(group)  # keeps the backward's values near a per-token mean's
         total_loss, total_tokens = torch.zeros((), device=self.device), 0
         for k, batch in enumerate(group):
             sync = k == len(group) - 1 or self.dist.world_size == 1
             with contextlib.nullcontext() if sync else self.wrapped.no_sync():  # all-reduce once per step
-                loss, n_tokens = self.loss(batch)
-                scaled = loss / len(group)
+                loss_sum, n_tokens = self.loss(batch)
+                scaled = loss_sum / constant
                 (scaler.scale(scaled) if scaler else scaled).backward()
-            total_loss += scaled.detach()
+            total_loss += loss_sum.detach().float()
             total_tokens += n_tokens
         if scaler:
             scaler.unscale_(self.optimizer)
-        parameters = [p for p in self.model.parameters() if p.grad is not None]
-        if self.config.clip_norm > 0:
-            norm = torch.nn.utils.clip_grad_norm_(parameters, self.config.clip_norm)
-        else:
-            norm = torch.nn.utils.get_total_norm([p.grad for p in parameters])
-        # (loss, loss not finite, gradients not finite, a rank wants to stop): the update's one host sync
-        flags = torch.stack([total_loss.float(), (~torch.isfinite(total_loss)).float(), (~torch.isfinite(norm)).float(),
-                             torch.full((), float(self.wants_to_stop()), device=self.device)])  # no copy to wait on
+        gradients = [p.grad for p in self.model.parameters() if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm(gradients)  # of the rank-averaged gradients, before normalizing
+        # (loss, target tokens, loss not finite, gradients not finite, a rank wants to stop, rank 0's clock):
+        # the update's one all-reduce and its one host sync
+        clock = self.trainer.local_elapsed() if self.dist.is_main else 0.0
+        flags = torch.stack([total_loss, torch.full((), float(total_tokens), device=self.device),
+                             (~torch.isfinite(total_loss)).float(), (~torch.isfinite(norm)).float(),
+                             torch.full((), float(self.wants_to_stop()), device=self.device),
+                             torch.full((), clock, device=self.device)]).double()
         if self.dist.world_size > 1:
-            torch.distributed.all_reduce(flags)
-        loss_sum, bad_loss, bad_gradients, stop = flags.tolist()
+            torch.distributed.all_reduce(flags, group=self.dist.group)
+        to_tokens = self.dist.world_size * constant / flags[1]  # gradients of the mean loss per target token
+        norm = norm * to_tokens
+        factor = to_tokens
+        if self.config.clip_norm > 0:
+            factor = factor * (self.config.clip_norm / (norm + 1e-6)).clamp(max=1.0)
+        torch._foreach_mul_(gradients, factor.float())
+        loss_sum, tokens, bad_loss, bad_gradients, stop, clock = flags.tolist()
+        self.trainer.agreed_elapsed = clock
         self.stop_voted = stop > 0
-        mean_loss = loss_sum / self.dist.world_size
+        mean_loss = loss_sum / tokens
         self.rate = self.optimizer.param_groups[0]["lr"]  # the rate of this update, for the log
         stepped = not (bad_loss or bad_gradients)
         if stepped:
@@ -771,7 +880,7 @@ class _Loop:
                 scaler.update(scaler.get_scale() * scaler.get_backoff_factor())
             else:  # unscale_ recorded whether the gradients overflowed: the scale backs off, or grows in time
                 scaler.update()
-        return mean_loss, total_tokens, stepped
+        return mean_loss, int(tokens), stepped
 
     def run(self) -> dict:
         with self.stops_at_step_boundaries():
@@ -780,17 +889,23 @@ class _Loop:
     @contextlib.contextmanager
     def stops_at_step_boundaries(self) -> Iterator[None]:
         """Ctrl-C, SIGTERM and SIGHUP stop the run after the update in progress, with last.pt saved there, so
-        that rerunning resumes exactly; a second one stops at once, keeping the last save. (Only the main
-        thread can take signals; elsewhere they keep their handlers.)"""
+        that rerunning resumes exactly; a second Ctrl-C stops at once, keeping the last save. A second SIGTERM
+        or SIGHUP is the same request again (a scheduler such as SLURM signals every process, and torchrun
+        passes its own on to the workers): the save goes on. (Only the main thread can take signals; elsewhere
+        they keep their handlers.)"""
         self.interrupted = 0
 
         def stop(signal_number, frame):
-            if self.interrupted:
+            if self.interrupted and signal_number == signal.SIGINT:
                 raise Interrupted(signal_number, message=f"interrupted by {signal_name(signal_number)} again: "
                                   f"stopped at once; {self.trainer.out / 'last.pt'} holds the last save")
+            if self.interrupted:
+                log.warning("%s again: already stopping after this update (Ctrl-C twice stops at once)",
+                            signal_name(signal_number))
+                return
             self.interrupted = signal_number
-            log.warning("%s: stopping after this update to save last.pt (again: stop at once, without saving)",
-                        signal_name(signal_number))
+            log.warning("%s: stopping after this update to save last.pt (Ctrl-C again: stop at once, without "
+                        "saving)", signal_name(signal_number))
 
         if threading.current_thread() is not threading.main_thread():
             yield
@@ -864,9 +979,9 @@ class _Loop:
         eta = f" | ETA {min(remaining) / 60:.0f} min" if remaining else ""
         lr = self.rate
         log.info("step %d | epoch %d | loss %.3f | lr %.2e | %.0f tgt tok/s%s", s["step"], s["epoch"] + 1, loss, lr,
-                 tokens_per_second * self.dist.world_size, eta)
+                 tokens_per_second, eta)  # every rank's tokens, counted in the update's all-reduce
         record = {"step": s["step"], "epoch": s["epoch"] + 1, "train_loss": round(loss, 4), "lr": lr,
-                  "tokens_per_s": round(tokens_per_second * self.dist.world_size)}
+                  "tokens_per_s": round(tokens_per_second)}
         if s.get("skipped"):
             record["skipped_updates"] = s["skipped"]  # since the run began
         if self.scaler:
@@ -881,14 +996,15 @@ class _Loop:
         self.append_metrics(record)
 
     def append_metrics(self, record: dict) -> None:
-        record["elapsed_s"] = round(self.trainer.elapsed(), 1)
+        record["elapsed_s"] = round(self.trainer.local_elapsed(), 1)
         with open(self.trainer.out / "metrics.jsonl", "a") as file:
             file.write(json.dumps(record) + "\n")
 
     def validate(self, model: Transformer) -> tuple[float, float]:
         """Validation loss (per target token) and greedy BLEU of `model`."""
         valid_loss = self.validate_loss(model)
-        translator = Translator(model, self.tokenizer, SearchOptions(beam_size=1), self.config.max_tokens)
+        translator = Translator(model, self.tokenizer, SearchOptions(beam_size=1), self.valid_tokens,
+                                cuda_graphs=False)  # graphs captured for each batch shape would stay in memory
         hypotheses = [t.text for t in translator.translate(self.valid.source)]
         return valid_loss, score(hypotheses, self.valid.target).bleu
 
@@ -896,31 +1012,43 @@ class _Loop:
         """Cross-entropy per target token of the validation pairs under `model` (no label smoothing)."""
         model.eval()
         c = self.model_config
+        criterion = TranslationLoss(model)  # the logits a chunk at a time, as in training
         total, count = 0.0, 0
         sources, targets = self.valid_ids
         with torch.no_grad():
-            for batch in token_batches([len(s) for s in sources], [len(t) for t in targets], self.config.max_tokens,
-                                       0, 0):
+            for batch in token_batches([len(s) for s in sources], [len(t) for t in targets], self.valid_tokens, 0, 0):
                 src, tgt_in, tgt_out = collate([sources[i] for i in batch], [targets[i] for i in batch], c.pad_id,
                                                c.bos_id, c.eos_id)
-                logits = model(src.to(self.device), tgt_in.to(self.device)).float()
-                total += F.cross_entropy(logits.view(-1, logits.size(-1)), tgt_out.to(self.device).view(-1),
-                                         ignore_index=c.pad_id, reduction="sum").item()
+                total += criterion(src.to(self.device), tgt_in.to(self.device), tgt_out.to(self.device)).item()
                 count += int((tgt_out != c.pad_id).sum())
         return total / max(count, 1)
 
-    def checkpoint(self, with_state: bool = False) -> Checkpoint:
+    def random_states(self) -> list[dict]:
+        """Every rank's random generators (dropout's, the data order's), gathered on every rank: a resume on
+        as many ranks gives each its own back, and is exact. A collective: every rank calls it."""
+        mine = {"torch": torch.get_rng_state(), "python": random.getstate()}
+        if self.device.type == "cuda":
+            mine["cuda"] = torch.cuda.get_rng_state(self.device)
+        if self.dist.world_size == 1:
+            return [mine]
+        gathered = [None] * self.dist.world_size
+        torch.distributed.all_gather_object(gathered, mine, group=self.dist.group)
+        return gathered
+
+    def checkpoint(self, random_states: list[dict] | None = None) -> Checkpoint:
+        """The run as it stands; with the training state to resume from where every rank's `random_states`
+        are given (random_states())."""
         s = self.state
-        s["elapsed"] = self.trainer.elapsed()
+        s["elapsed"] = self.trainer.local_elapsed()  # rank 0's, which saves
         train_state = None
-        if with_state:
+        if random_states is not None:
             train_state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                           "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(), "progress": dict(s),
-                           "schedule": dict(self.trainer.schedule)}
+                           "torch_rng": random_states[0]["torch"], "python_rng": random_states[0]["python"],
+                           "rank_rng": random_states, "progress": dict(s), "schedule": dict(self.trainer.schedule)}
             if self.scaler:
                 train_state["scaler"] = self.scaler.state_dict()
-            if self.device.type == "cuda":
-                train_state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+            if "cuda" in random_states[0]:
+                train_state["cuda_rng"] = random_states[0]["cuda"]
         summary = {"step": s["step"], "epoch": s["epoch"] + 1, "best_bleu": round(s["best_bleu"], 2),
                    "hours": round(s["elapsed"] / 3600, 2), "data": self.config.data or self.config.src_file
                    or self.config.hf_dataset or self.config.prepared}
@@ -930,8 +1058,10 @@ class _Loop:
                           ema=average.weights() if average is not None else None)
 
     def save_last(self) -> None:
+        """last.pt, written by rank 0 with every rank's random states (every rank calls it)."""
+        random_states = self.random_states()
         if self.dist.is_main:
-            save_checkpoint(self.trainer.out / "last.pt", self.checkpoint(with_state=True))
+            save_checkpoint(self.trainer.out / "last.pt", self.checkpoint(random_states))
 
     def validate_and_save(self) -> bool:
         """Validate, write checkpoints; True when early stopping says stop (on every rank)."""
@@ -957,8 +1087,8 @@ class _Loop:
                 save_checkpoint(out / f"step{s['step']:07d}.pt", snapshot)
                 for old in sorted(out.glob("step*.pt"))[: -self.config.keep_last]:
                     old.unlink()
-            self.save_last()
             stop = bool(self.config.patience) and s["bad_validations"] >= self.config.patience
+        self.save_last()
         return self.dist.any(stop)
 
     def summary(self, reason: str) -> dict:
