@@ -20,10 +20,15 @@ from nmt.errors import UsageError
 from nmt.training.train import TrainConfig, Trainer, _Loop
 
 out, src, tgt, spm = sys.argv[1:5]
-if sys.argv[5:] == ["--node-local-out"] and os.environ["RANK"] != "0":  # as a second machine's own disk
-    out = f"{out}-rank{os.environ['RANK']}"
+options = dict(zip(sys.argv[5::2], sys.argv[6::2], strict=True))  # --option value ...
+rank = os.environ["RANK"]
+if options.get("--node-local-out") == "yes" and rank != "0":  # as a second machine's own disk
+    out = f"{out}-rank{rank}"
+if "--other-spm-on-rank1" in options and rank == "1":  # as a machine with a stale copy of the files
+    spm = options["--other-spm-on-rank1"]
 trainer = Trainer(TrainConfig(out=out, src_file=src, tgt_file=tgt, spm=spm, preset="tiny", max_steps=4,
-                              max_tokens=500, valid_every=1000, keep_last=0, threads=1))
+                              max_tokens=int(options.get("--max-tokens", 500)), valid_every=1000, keep_last=0,
+                              threads=1))
 checked = []
 counted = {"collectives": 0, "host_reads": 0, "calls": 0}
 in_the_loop = {"update or finished": False, "optimizer step": False}

@@ -50,3 +50,37 @@ def test_under_bf16_autocast_it_stays_close_to_the_reference():
         found = TranslationLoss(model, label_smoothing=0.1)(SRC, TGT_IN, TGT_OUT)
     assert found.dtype == torch.float32
     assert torch.allclose(found, expected, rtol=2e-2)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_without_gradients_it_gives_the_same_loss_a_chunk_at_a_time(monkeypatch, smoothing):
+    """Validation's path (no autograd): the value of the training loss, chunk by chunk."""
+    monkeypatch.setattr(loss_module, "CHUNK_TOKENS", 4)
+    model = tiny_model(vocab_size=50).eval()
+    with torch.no_grad():
+        found = TranslationLoss(model, label_smoothing=smoothing)(SRC, TGT_IN, TGT_OUT)
+        expected = reference(model, smoothing)
+    torch.testing.assert_close(found, expected, atol=1e-4, rtol=1e-5)
+
+
+def test_under_fp16_the_output_layer_gradient_keeps_small_probabilities():
+    """fp16's gradients are formed in the forward pass, before backward brings the loss scale: softmax minus
+    the target rounded to fp16 would flush every probability under 6e-8 to zero, and the rarely predicted
+    pieces' weights (fp32 parameters under autocast) would never learn. Formed in float32, they do."""
+    from nmt.model.loss import output_cross_entropy
+
+    torch.manual_seed(0)
+    vocab, width = 2000, 16
+    hidden = (2 * F.one_hot(torch.arange(8) % 4, width).float()).half().requires_grad_(True)
+    weight = torch.randn(vocab, width) * 0.05
+    weight[:4] = 10 * torch.eye(4, width)  # each row's target takes nearly all; the rest about 2e-9 each
+    weight.requires_grad_(True)
+    targets = torch.arange(8) % 4
+    output_cross_entropy(hidden, weight, None, targets, pad_id=-1).backward(torch.tensor(65536.0))  # a loss scale
+    probs = (hidden.detach().double() @ weight.detach().double().T).softmax(dim=-1)
+    assert probs[:, 4:].max() < 6e-8  # what fp16 cannot hold
+    expected = (probs - F.one_hot(targets, vocab).double()).T @ hidden.detach().double() * 65536
+    torch.testing.assert_close(weight.grad[4:].double(), expected[4:], rtol=0.01, atol=1e-6)
+    assert weight.grad[4:].abs().max() > 1e-4
+    torch.testing.assert_close(hidden.grad.double(), (probs - F.one_hot(targets, vocab).double())
+                               @ weight.detach().double() * 65536, rtol=0.01, atol=1.0)

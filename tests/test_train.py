@@ -451,12 +451,34 @@ def test_ddp_with_gloo_keeps_ranks_identical_and_writes_one_checkpoint(corpus, t
 def test_ranks_that_do_not_share_the_run_folder_all_refuse_before_training(corpus, tmp_path):
     """As two machines each given --out on a disk of their own: the second would resume from nothing (or
     from another run) while the first resumed; every rank stops with one line instead."""
-    result = run_ranks(corpus, tmp_path / "run", "--node-local-out")
+    result = run_ranks(corpus, tmp_path / "run", "--node-local-out", "yes")
     assert result.returncode != 0
     for rank in (0, 1):
         assert f"rank {rank}: 1 of 2 ranks do not see the run folder" in result.stderr
     assert "nmt/training/train.py" not in result.stderr  # no traceback through nmt (torchrun prints its own)
     assert not (tmp_path / "run" / "last.pt").exists() and not (tmp_path / "run-rank1").exists()
+
+
+@pytest.mark.slow
+def test_ranks_that_read_another_tokenizer_and_corpus_all_refuse_before_training(corpus, tmp_path):
+    from nmt.text.tokenizer import train_tokenizer
+
+    pairs = load_embedded("multi30k", "train")
+    other = tmp_path / "other.model"
+    other.write_bytes(train_tokenizer(pairs.source[:3000] + pairs.target[:3000], 600).model_bytes)
+    result = run_ranks(corpus, tmp_path / "run", "--other-spm-on-rank1", str(other))
+    assert result.returncode != 0
+    for rank in (0, 1):
+        assert (f"rank {rank}: ranks 1 read another prepared corpus and sentencepiece model than rank 0"
+                in result.stderr), result.stderr[-2000:]
+    assert not (tmp_path / "run" / "last.pt").exists()
+
+
+@pytest.mark.slow
+def test_an_epoch_of_fewer_batches_than_ranks_is_refused_instead_of_spinning(corpus, tmp_path):
+    result = run_ranks(corpus, tmp_path / "run", "--max-tokens", "200000")  # 2,000 pairs: one batch
+    assert result.returncode != 0
+    assert "rank 0: the corpus makes 1 batches of --max-tokens 200000, fewer than the 2 ranks" in result.stderr
 
 
 def test_local_data_in_every_form_a_user_has(corpus, tmp_path):
@@ -869,3 +891,36 @@ def test_two_nodes_prepare_apart_stop_on_sigterm_and_resume_as_if_never_stopped(
     assert all(code == 0 for code, _ in results), results[0][1][-2000:] + results[1][1][-2000:]
     resumed = logged_losses(split)
     assert {step: resumed[step] for step in expected} == expected
+
+
+def test_an_update_weighs_every_target_token_alike_whichever_batch_it_is_in(tmp_path):
+    """The paper's and fairseq's normalization: an update's gradient is that of the loss summed over its
+    target tokens over their number. Two batches of very different sizes accumulated give the gradient of
+    the one batch holding both (a mean of per-batch means would weigh the short batch's tokens 9 times
+    more here)."""
+    import types
+
+    from nmt.model.loss import TranslationLoss
+    from nmt.training.train import Distributed
+    from tests.conftest import tiny_model
+
+    model = tiny_model(vocab_size=50).train()
+    config = TrainConfig(out=str(tmp_path), data="multi30k", max_steps=1, max_tokens=100, clip_norm=0.0)
+    trainer = types.SimpleNamespace(config=config, dist=Distributed(), device=torch.device("cpu"), precision="fp32",
+                                    scaler_state=None, average=None, update_freq=2, agreed_elapsed=None,
+                                    local_elapsed=lambda: 0.0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    captured = []
+    optimizer.register_step_pre_hook(
+        lambda *_: captured.append({n: p.grad.clone() for n, p in model.named_parameters()}))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    loop = _Loop(trainer, model, TranslationLoss(model), optimizer, scheduler, None, {"step": 0}, None, None, None)
+    rng = np.random.default_rng(0)
+    short = ([rng.integers(4, 50, 3)], [rng.integers(4, 50, 2)])  # 3 target tokens with EOS
+    long = ([rng.integers(4, 50, 12) for _ in range(3)], [rng.integers(4, 50, 8) for _ in range(3)])  # 27
+    _, tokens, stepped = loop.update([short, long])
+    assert stepped and tokens == 30
+    loop.update([(short[0] + long[0], short[1] + long[1])])
+    apart, together = captured
+    for name, gradient in together.items():
+        torch.testing.assert_close(apart[name], gradient, atol=1e-6, rtol=1e-4)

@@ -33,7 +33,7 @@ class _ChunkedOutputCrossEntropy(torch.autograd.Function):
         # fp16 would flush the small probabilities to zero, so under fp16 their products run in float32
         grad_dtype = torch.float32 if dtype == torch.float16 else dtype
         weight_g = weight_c if grad_dtype == dtype else weight.float()
-        grad_hidden = torch.empty_like(hidden)
+        grad_hidden = torch.empty_like(hidden, dtype=torch.float32 if dtype == torch.float16 else hidden.dtype)
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
         grad_bias = torch.zeros(vocab, dtype=torch.float32, device=weight.device) if bias is not None else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
@@ -53,19 +53,19 @@ class _ChunkedOutputCrossEntropy(torch.autograd.Function):
             grad -= smoothing / vocab
             grad[rows, target] -= 1 - smoothing
             grad *= real[:, None]
-            grad_hidden[start : start + CHUNK_TOKENS] = (grad.to(grad_dtype) @ weight_g).to(hidden.dtype)
+            grad_hidden[start : start + CHUNK_TOKENS] = grad.to(grad_dtype) @ weight_g
             grad_weight += (grad.to(grad_dtype).T @ h.to(grad_dtype)).float()
             if grad_bias is not None:
                 grad_bias += grad.sum(dim=0)
         ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
         ctx.has_bias = bias is not None
-        ctx.weight_dtype = weight.dtype
+        ctx.weight_dtype, ctx.hidden_dtype = weight.dtype, hidden.dtype
         return total
 
     @staticmethod
     def backward(ctx, grad_output: Tensor):
         grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
-        return (grad_hidden * grad_output, (grad_weight * grad_output).to(ctx.weight_dtype),
+        return ((grad_hidden * grad_output).to(ctx.hidden_dtype), (grad_weight * grad_output).to(ctx.weight_dtype),
                 grad_bias * grad_output if ctx.has_bias else None, None, None, None, None)
 
 

@@ -1,0 +1,62 @@
+"""nmt.data.prepare's one maker per cache folder: whoever claims it first, the others wait on the file system."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+
+from nmt.data import prepare
+from nmt.data.prepare import made_once, unique_suffix
+
+
+def test_one_process_makes_a_folder_the_others_wait_for_it_on_the_file_system(tmp_path):
+    folder = tmp_path / "corpus-abc"
+    claim = tmp_path / "corpus-abc.claim"
+    claim.write_text("elsewhere 123\n")  # another machine's rank is preparing it
+    calls = []
+
+    def finish_elsewhere():
+        time.sleep(0.3)
+        folder.mkdir()
+        (folder / "meta.json").write_text("{}")
+        claim.unlink()
+
+    other = threading.Thread(target=finish_elsewhere)
+    other.start()
+    made_once(folder, lambda: calls.append("made"), poll=0.05)
+    other.join()
+    assert calls == [] and (folder / "meta.json").exists()
+    made_once(folder, lambda: calls.append("made"))  # whole already: nothing to do
+    assert calls == []
+
+
+def test_a_claim_whose_process_died_is_taken_over_and_a_claim_is_released_after_failure(tmp_path):
+    folder = tmp_path / "corpus-abc"
+    claim = tmp_path / "corpus-abc.claim"
+    claim.write_text("elsewhere 123\n")
+    long_ago = time.time() - prepare.CLAIM_STALE - 1
+    os.utime(claim, (long_ago, long_ago))
+
+    def make():
+        assert claim.read_text() == f"{socket.gethostname()} {os.getpid()}\n"  # this process's claim now
+        folder.mkdir()
+        (folder / "meta.json").write_text("{}")
+
+    made_once(folder, make, poll=0.01)
+    assert (folder / "meta.json").exists() and not claim.exists()
+
+    def fail():
+        raise RuntimeError("disk full")
+
+    try:
+        made_once(tmp_path / "corpus-def", fail)
+    except RuntimeError:
+        pass
+    assert not (tmp_path / "corpus-def.claim").exists()  # the next process can claim it at once
+
+
+def test_temporary_names_differ_between_processes_with_the_same_id():
+    names = {unique_suffix() for _ in range(100)}  # containers on several machines often share a pid
+    assert len(names) == 100 and all(socket.gethostname() in name for name in names)
