@@ -1,41 +1,41 @@
-"""`nmt train` on one CUDA GPU: the check a session runs when it is lent one (about 4 minutes on an H200).
+"""`nmt train` on one CUDA GPU: the check a session runs when it is lent one (about 6 minutes on an H200).
 
     python benchmarks/gpu_train.py --out $OUT/gpu-train      # on a CUDA machine; prints and writes report.md
     python benchmarks/gpu_train.py --smoke --out /tmp/smoke   # on a CPU, tiny sizes: checks the script itself
 
-Four parts, on the embedded Multi30k corpus:
-1. `torchrun --nproc_per_node 1 nmt train` of `base` in bf16 for --updates updates: target tokens/s,
-   gradient norm and GPU memory as `nmt train` logs them (metrics.jsonl).
-2. In this process, nmt's Transformer against torch.nn.Transformer of the same size over the same batches
-   (benchmarks/train.py's loop, bf16 autocast, fused Adam, the models interleaved step by step), on CUDA
-   also with cuDNN's attention left out (the baseline at its best): target tokens/s and model FLOPs
-   utilization (the FLOPs of a step counted by torch.utils.flop_counter, against the GPU's dense bf16 peak),
-   the attention kernels a step of nmt's model runs and each model's heaviest operations (torch.profiler).
-3. An exact resume: the run of part 1 trained again to half of --updates, then resumed to the end;
-   its weights and losses against the straight run's.
-4. fp16: the run of part 1 with --precision fp16: loss scale, skipped updates, losses against bf16's.
+Four parts, on the embedded Multi30k corpus (report.md is rewritten after each, so a run cut short keeps what
+it measured):
+1. Throughput against --max-tokens, in this process: nmt's Transformer eager and compiled (`nmt train
+   --compile`), and torch.nn.Transformer with cuDNN's attention left out (the baseline at its best), base in
+   bf16 over the same batches at each size (benchmarks/train.py's loop, fused Adam, the models interleaved step
+   by step): target tokens/s, model FLOPs utilization (a step's FLOPs counted by torch.utils.flop_counter,
+   against the GPU's dense bf16 peak), peak GPU memory.
+2. `torchrun --nproc_per_node 1 nmt train --dist-backend nccl`: one rank through init_process_group with NCCL
+   and DistributedDataParallel, as on a cluster; target tokens/s and GPU memory as `nmt train` logs them.
+3. Two ranks on the one GPU (`--dist-backend gloo` over CUDA tensors): trained straight, then stopped halfway
+   and resumed, the logged losses compared (an exact resume at world size 2); and NCCL asked for two ranks on
+   one GPU, which must refuse with one line.
+4. fp16 (`--precision fp16`): loss scale, skipped updates, losses against bf16's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 from train import Run, TorchTransformer, compare
 
 from nmt.data.batching import collate, token_batches
 from nmt.data.corpus import load_embedded
-from nmt.model.checkpoint import load_checkpoint
 from nmt.model.config import ModelConfig
 from nmt.model.loss import TranslationLoss
 from nmt.model.transformer import Transformer
@@ -68,18 +68,19 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def nmt_train(out: Path, sizes: dict, precision: str, updates: int) -> float:
-    """`nmt train` under torchrun with one process; its wall time in seconds (start-up included)."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1", "--master_port",
+def nmt_train(out: Path, sizes: dict, updates: int, *extra: str, ranks: int = 1,
+              check: bool = True) -> tuple[float, subprocess.CompletedProcess]:
+    """`nmt train` under torchrun with `ranks` processes; its wall time in seconds (start-up included)."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ranks), "--master_port",
                str(free_port()), "-m", "nmt_cli.main", "train", "--data", "multi30k", "--preset", sizes["preset"],
-               "--precision", precision, "--max-steps", str(updates), "--max-tokens", str(sizes["max_tokens"]),
-               "--valid-every", "1000000", "--log-every", str(sizes["log_every"]), "--save-every", str(updates),
-               "--keep-last", "0", "--warmup", str(sizes["warmup"]), "--lr", str(sizes["lr"]), "--out", str(out)]
+               "--max-steps", str(updates), "--max-tokens", str(sizes["max_tokens"]), "--valid-every", "1000000",
+               "--log-every", str(sizes["log_every"]), "--keep-last", "0", "--warmup", str(sizes["warmup"]),
+               "--lr", str(sizes["lr"]), "--out", str(out), *extra]
     started = time.monotonic()
     result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"nmt train failed ({' '.join(command)}):\n{result.stderr[-3000:]}")
-    return time.monotonic() - started
+    if check and result.returncode != 0:
+        raise RuntimeError(f"nmt train failed ({' '.join(command)}):\n{result.stderr[-3000:]}")
+    return time.monotonic() - started, result
 
 
 def metrics(out: Path) -> list[dict]:
@@ -87,149 +88,147 @@ def metrics(out: Path) -> list[dict]:
             if "train_loss" in record]
 
 
-def part_training(folder: Path, sizes: dict, updates: int) -> list[str]:
-    wall = nmt_train(folder / "bf16", sizes, "bf16", updates)
-    records = metrics(folder / "bf16")
+def steady_speed(records: list[dict]) -> float:
     steady = records[len(records) // 2 :]  # past the first batches' allocations and kernel choices
-    shown = records[:: max(1, len(records) // 8)]
-    shown += records[-1:] if shown[-1] is not records[-1] else []
-    lines = [f"`torchrun --nproc_per_node 1 nmt train --data multi30k --preset {sizes['preset']} --precision bf16 "
-             f"--max-steps {updates} --max-tokens {sizes['max_tokens']}`: {wall:.0f} s in all, start-up included.",
-             "", "| step | train loss | target tok/s | grad norm | GPU memory (GiB) |", "|---|---|---|---|---|"]
-    lines += [f"| {r['step']} | {r['train_loss']:.3f} | {r['tokens_per_s']} | {r.get('grad_norm', '-')} | "
-              f"{r.get('gpu_memory_gib', '-')} |" for r in shown]
-    lines += ["", f"Second half: {sum(r['tokens_per_s'] for r in steady) / len(steady):.0f} target tokens/s."]
-    return lines
+    return sum(r["tokens_per_s"] for r in steady) / len(steady)
+
+
+def multi30k_batches(device: torch.device, sentences: int, max_tokens: int, tokenizer) -> list[tuple]:
+    pairs = load_embedded("multi30k", "train")
+    src_ids = tokenizer.encode_batch(pairs.source[:sentences])
+    tgt_ids = tokenizer.encode_batch(pairs.target[:sentences])
+    index_batches = token_batches([len(s) for s in src_ids], [len(t) for t in tgt_ids], max_tokens, seed=1, epoch=0)
+    return [tuple(t.to(device) for t in collate([src_ids[i] for i in b], [tgt_ids[i] for i in b], 0, 2, 3))
+            for b in index_batches]
 
 
 def part_throughput(device: torch.device, sizes: dict, steps: int) -> list[str]:
     pairs = load_embedded("multi30k", "train")
     tokenizer = train_tokenizer(pairs.source[:20000] + pairs.target[:20000], 8000)
-    count = sizes["sentences"]
-    src_ids, tgt_ids = tokenizer.encode_batch(pairs.source[:count]), tokenizer.encode_batch(pairs.target[:count])
-    index_batches = token_batches([len(s) for s in src_ids], [len(t) for t in tgt_ids], sizes["max_tokens"], seed=1,
-                                  epoch=0)
-    batches = [tuple(t.to(device) for t in collate([src_ids[i] for i in b], [tgt_ids[i] for i in b], 0, 2, 3))
-               for b in index_batches]
     config = ModelConfig.preset(sizes["preset"], vocab_size=tokenizer.vocab_size)
-    torch.manual_seed(0)
-    model = Transformer(config)
-    criterion = TranslationLoss(model, label_smoothing=0.1).to(device)
+    runs = {}
+    for label, compiled in (("nmt", False), ("nmt --compile", True)):
+        torch.manual_seed(0)
+        criterion = TranslationLoss(Transformer(config), label_smoothing=0.1, compiled=compiled)
 
-    def nmt_loss(src, tgt_in, tgt_out):
-        return criterion(src, tgt_in, tgt_out) / (tgt_out != 0).sum()
+        def nmt_loss(src, tgt_in, tgt_out, criterion=criterion):
+            return criterion(src, tgt_in, tgt_out) / (tgt_out != 0).sum()
 
-    runs = {"nmt": Run(model, "bf16", nmt_loss, device),
-            "torch.nn.Transformer": Run(TorchTransformer(config), "bf16", device=device)}
-    if device.type == "cuda":
-        runs["torch.nn.Transformer, cuDNN attention off"] = Run(TorchTransformerNoCudnn(config), "bf16", device=device)
-    ours = runs["nmt"]
-    speeds = dict(zip(runs, compare(list(runs.values()), batches, min(steps, len(batches))), strict=True))
-    batch = max(batches, key=lambda b: b[1].numel())
-    tokens = int((batch[2] != 0).sum())
-    flops = {}
-    for label, run in runs.items():
-        with FlopCounterMode(display=False) as counter:
-            run.step(batch, timed=False)
-        flops[label] = counter.get_total_flops() / tokens
-    with profile(activities=[ProfilerActivity.CPU]) as profiler:
-        ours.step(batch, timed=False)
-    kernels = Counter({event.key: event.count for event in profiler.key_averages()
-                       if "attention" in event.key and event.key.startswith("aten::_")})
-    heaviest = [f"{label}: " + top_operations(run, batch, device) for label, run in runs.items()]
+        runs[label] = Run(criterion.model, "bf16", nmt_loss, device)
+    baseline = TorchTransformerNoCudnn if device.type == "cuda" else TorchTransformer
+    runs["torch.nn.Transformer, cuDNN attention off"] = Run(baseline(config), "bf16", device=device)
     name, peak = peak_flops(device)
-    lines = [f"{name}; {sizes['preset']}, bf16 autocast, batches of about {sizes['max_tokens']} padded tokens from "
-             f"Multi30k, {min(steps, len(batches))} timed steps each after 2 warm-up steps, interleaved.", "",
-             "| model | target tok/s | GFLOP per target token | model FLOPs utilization |", "|---|---|---|---|"]
-    for label, speed in speeds.items():
-        utilization = f"{speed * flops[label] / peak:.1%}" if peak else "- (no peak known)"
-        lines.append(f"| {label} | {speed:.0f} | {flops[label] / 1e9:.3f} | {utilization} |")
-    best = max((label for label in speeds if label != "nmt"), key=speeds.get)
-    lines += ["", f"nmt / {best} (the faster baseline): {speeds['nmt'] / speeds[best]:.2f}x.", "",
-              "Attention kernels in one step of nmt's model: "
-              + (", ".join(f"`{key}` x{n}" for key, n in sorted(kernels.items())) or "none found") + ".", "",
-              "The operations that take most of one step on the largest batch (self time, ms, CPU / device):", "",
-              *(f"- {line}" for line in heaviest)]
+    lines = [f"{name}; {sizes['preset']} ({config.d_model} wide, {config.n_encoder_layers}+{config.n_decoder_layers} "
+             f"layers, 8,000 pieces), bf16 autocast, fused Adam, Multi30k batches; at each --max-tokens up to {steps} "
+             "timed steps a model after 2 warm-up steps on the largest batches, the models interleaved.", "",
+             "| --max-tokens | model | target tok/s | model FLOPs utilization | peak GPU memory (GiB) |",
+             "|---|---|---|---|---|"]
+    started = time.monotonic()
+    for max_tokens in sizes["sweep"]:
+        batches = multi30k_batches(device, sizes["sentences"], max_tokens, tokenizer)
+        batch = max(batches, key=lambda b: b[1].numel())
+        tokens = int((batch[2] != 0).sum())
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        speeds = compare(list(runs.values()), batches, min(steps, len(batches)))
+        memory = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
+        for (label, run), speed in zip(runs.items(), speeds, strict=True):
+            with FlopCounterMode(display=False) as counter:
+                run.step(batch, timed=False)
+            flops = counter.get_total_flops() / tokens
+            utilization = f"{speed * flops / peak:.1%}" if peak else "-"
+            lines.append(f"| {max_tokens:,} | {label} | {speed:,.0f} | {utilization} | {memory:.1f} (all three) |")
+        print(lines[-3:], f"{time.monotonic() - started:.0f} s", flush=True)
     return lines
 
 
-def top_operations(run: Run, batch, device: torch.device, count: int = 6) -> str:
-    """The operations of one training step with the most self time on the host and on the device."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as profiler:
-        run.step(batch, timed=False)
-    events = profiler.key_averages()
-    device_time = (lambda e: getattr(e, "self_device_time_total", 0)) if device.type == "cuda" else (lambda e: 0)
-    ranked = sorted(events, key=lambda e: max(e.self_cpu_time_total, device_time(e)), reverse=True)[:count]
-    def name(key: str) -> str:  # a kernel's name can be a template of a thousand characters
-        return key if len(key) <= 60 else key[:57] + "..."
-
-    return ", ".join(f"`{name(e.key)}` x{e.count} {e.self_cpu_time_total / 1e3:.1f} / {device_time(e) / 1e3:.1f}"
-                     for e in ranked)
+def part_nccl(folder: Path, sizes: dict, updates: int) -> list[str]:
+    wall, result = nmt_train(folder / "nccl", sizes, updates, "--dist-backend", "nccl", "--precision", "bf16")
+    records = metrics(folder / "nccl")
+    last = records[-1]
+    joined = next((line.split("train: ", 1)[-1] for line in result.stderr.splitlines() if "joined the process group"
+                   in line), "no process group joined")
+    return [f"`torchrun --nproc_per_node 1 nmt train --dist-backend nccl --precision bf16 --preset {sizes['preset']} "
+            f"--max-tokens {sizes['max_tokens']} --max-steps {updates}`: {wall:.0f} s in all, start-up included; "
+            f"exit {result.returncode}; its log: \"{joined.strip()}\"; final train loss "
+            f"{last['train_loss']:.3f}; second half {steady_speed(records):,.0f} target tok/s; "
+            f"{last.get('gpu_memory_gib', '-')} GiB of GPU memory."]
 
 
-def part_resume(folder: Path, sizes: dict, updates: int) -> list[str]:
+def part_two_ranks(folder: Path, sizes: dict, updates: int) -> list[str]:
+    gloo = ("--dist-backend", "gloo", "--precision", "bf16")
+    wall, _ = nmt_train(folder / "two", sizes, updates, *gloo, ranks=2)
     half = updates // 2
-    nmt_train(folder / "resumed", sizes, "bf16", half)
-    nmt_train(folder / "resumed", sizes, "bf16", updates)
-    straight, resumed = (load_checkpoint(folder / name / "last.pt") for name in ("bf16", "resumed"))
-    worst = max((straight.weights[key].float() - resumed.weights[key].float()).abs().max().item()
-                for key in straight.weights)
-    losses = {r["step"]: r["train_loss"] for r in metrics(folder / "bf16")}
-    # a logged loss is the mean since the previous log: the first window after the resume holds fewer updates
-    after = [(r["step"], losses.get(r["step"]), r["train_loss"]) for r in metrics(folder / "resumed")
-             if r["step"] - sizes["log_every"] >= half]
-    differing = [(step, a, b) for step, a, b in after if a != b]
-    return [f"Trained to step {half}, stopped, resumed to step {updates} with the same command; against the straight "
-            f"run: largest weight difference {worst:.3g}; {len(after) - len(differing)} of {len(after)} logged "
-            "losses after the resume identical"
+    nmt_train(folder / "two-resumed", sizes, half, *gloo, ranks=2)
+    nmt_train(folder / "two-resumed", sizes, updates, *gloo, ranks=2)
+    straight = {r["step"]: r["train_loss"] for r in metrics(folder / "two")}
+    resumed = {r["step"]: r["train_loss"] for r in metrics(folder / "two-resumed")}
+    # a logged loss is the mean since the previous log: the window that holds the resume averages fewer updates
+    after = [step for step in straight if step - sizes["log_every"] >= half]
+    differing = [(step, straight[step], resumed.get(step)) for step in after if straight[step] != resumed.get(step)]
+    _, refused = nmt_train(folder / "refused", sizes, 2, "--dist-backend", "nccl", ranks=2, check=False)
+    line = next((text for text in refused.stderr.splitlines() if "NCCL" in text or "nccl" in text), "(no such line)")
+    return [f"Two ranks on one GPU, gloo over CUDA tensors, {updates} updates: {wall:.0f} s, second half "
+            f"{steady_speed(metrics(folder / 'two')):,.0f} target tok/s (both ranks); trained to {half}, stopped, "
+            f"resumed to {updates}: {len(after) - len(differing)} of {len(after)} logged losses after the resume equal "
+            "the straight run's"
             + (f" (first difference at step {differing[0][0]}: {differing[0][1]} against {differing[0][2]})"
-               if differing else "") + "."]
+               if differing else "") + ".", "",
+            f"NCCL asked for two ranks on one GPU: exit {refused.returncode}, `{line.strip()}`."]
 
 
 def part_fp16(folder: Path, sizes: dict, updates: int) -> list[str]:
-    wall = nmt_train(folder / "fp16", sizes, "fp16", updates)
-    records, bf16 = metrics(folder / "fp16"), metrics(folder / "bf16")
-    last, steady = records[-1], records[len(records) // 2 :]
+    wall, _ = nmt_train(folder / "fp16", sizes, updates, "--precision", "fp16")
+    if not (folder / "nccl" / "metrics.jsonl").exists():  # part 2's run is the bf16 one, else one here
+        nmt_train(folder / "nccl", sizes, updates, "--precision", "bf16")
+    records, bf16 = metrics(folder / "fp16"), metrics(folder / "nccl")
+    last = records[-1]
     return [f"`--precision fp16`, {updates} updates, {wall:.0f} s: final train loss {last['train_loss']:.3f} "
             f"(bf16: {bf16[-1]['train_loss']:.3f}); loss scale {last.get('loss_scale')}; skipped updates "
-            f"{last.get('skipped_updates', 0)}; second half {sum(r['tokens_per_s'] for r in steady) / len(steady):.0f} "
-            "target tok/s."]
+            f"{last.get('skipped_updates', 0)}; second half {steady_speed(records):,.0f} target tok/s (bf16: "
+            f"{steady_speed(bf16):,.0f})."]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/gpu-train"))
-    parser.add_argument("--updates", type=int, default=300)
-    parser.add_argument("--steps", type=int, default=30, help="Timed steps per model in part 2.")
+    parser.add_argument("--updates", type=int, default=80)
+    parser.add_argument("--steps", type=int, default=12, help="Timed steps per model and size in part 1.")
     parser.add_argument("--smoke", action="store_true", help="Tiny sizes on the CPU, to check the script.")
-    parser.add_argument("--parts", default="1,2,3,4", help="Which parts to run (3 and 4 need 1's run).")
+    parser.add_argument("--parts", default="1,2,3,4", help="Which parts to run.")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     if device.type != "cuda" and not args.smoke:
         sys.exit("gpu_train.py: no CUDA device (use --smoke to check the script on a CPU)")
     # the peak rate given: the paper's rule at warmup 100 would be 4.4e-3, where base stalls at the unigram loss
-    sizes = ({"preset": "tiny", "max_tokens": 600, "log_every": 2, "warmup": 4, "lr": 1e-3, "sentences": 400}
+    sizes = ({"preset": "tiny", "max_tokens": 600, "log_every": 2, "warmup": 4, "lr": 1e-3, "sentences": 400,
+              "sweep": (300, 600)}
              if args.smoke else
-             {"preset": "base", "max_tokens": 16384, "log_every": 20, "warmup": 100, "lr": 7e-4, "sentences": 20000})
+             {"preset": "base", "max_tokens": 16384, "log_every": 10, "warmup": 100, "lr": 7e-4, "sentences": 29000,
+              "sweep": (4096, 16384, 32768, 65536)})
     updates = 8 if args.smoke else args.updates
     args.out.mkdir(parents=True, exist_ok=True)
-    sections = []
-    parts = (("1. nmt train under torchrun", lambda: part_training(args.out, sizes, updates)),
-             ("2. Against torch.nn.Transformer", lambda: part_throughput(device, sizes, args.steps)),
-             ("3. Exact resume", lambda: part_resume(args.out, sizes, updates)),
-             ("4. fp16", lambda: part_fp16(args.out, sizes, updates) if device.type == "cuda"
-              else ["fp16 training runs on CUDA only: not checked here."]))
-    for title, part in (parts[int(number) - 1] for number in args.parts.split(",")):
+    os.environ.setdefault("NMT_CACHE_DIR", str(args.out / "cache"))  # the subprocesses' prepared corpus
+    parts = {"1": ("1. Throughput against --max-tokens", lambda: part_throughput(device, sizes, args.steps)),
+             "2": ("2. One rank through NCCL and DDP", lambda: part_nccl(args.out, sizes, updates)
+                   if device.type == "cuda" else ["NCCL runs on CUDA only: not checked here."]),
+             "3": ("3. Two ranks on one GPU, and an exact resume", lambda: part_two_ranks(args.out, sizes, updates)),
+             "4": ("4. fp16", lambda: part_fp16(args.out, sizes, updates) if device.type == "cuda"
+                   else ["fp16 training runs on CUDA only: not checked here."])}
+    command = (f"python benchmarks/gpu_train.py{' --smoke' if args.smoke else ''} --updates {updates} --steps "
+               f"{args.steps}{f' --parts {args.parts}' if args.parts != '1,2,3,4' else ''}")
+    sections = [f"# gpu_train.py, {time.strftime('%Y-%m-%d')}: {peak_flops(device)[0]}, torch {torch.__version__}",
+                "", f"Command: `{command}`", ""]
+    for number in args.parts.split(","):
+        title, part = parts[number]
         started = time.monotonic()
-        lines = part()
+        try:
+            lines = part()
+        except Exception as exc:  # a failing part is a finding: the others still run and report
+            lines = [f"FAILED: {type(exc).__name__}: {str(exc)[-2500:]}"]
         sections += [f"## {title} ({time.monotonic() - started:.0f} s)", "", *lines, ""]
         print("\n".join(sections[-len(lines) - 3 :]), flush=True)
-    command = (f"python benchmarks/gpu_train.py{' --smoke' if args.smoke else ''} --updates {updates}"
-               f"{f' --parts {args.parts}' if args.parts != '1,2,3,4' else ''}")
-    header = [f"# gpu_train.py, {time.strftime('%Y-%m-%d')}: {peak_flops(device)[0]}, torch {torch.__version__}",
-              "", f"Command: `{command}`", ""]
-    (args.out / "report.md").write_text("\n".join(header + sections))
+        (args.out / "report.md").write_text("\n".join(sections))
 
 
 if __name__ == "__main__":

@@ -503,6 +503,8 @@ def train(
                                                          "talk: nccl (default on CUDA, a GPU per process) or gloo "
                                                          "(the default on CPUs; on CUDA it lets ranks share a GPU)."),
     init_from: str = typer.Option(None, "--init-from", help="Start from this checkpoint's weights (fine-tuning)."),
+    compile: bool = typer.Option(None, "--compile/--no-compile", help="The encoder and decoder through "
+                                 "torch.compile: fused kernels, a minute or more of compiling at start. Default off."),
     ema: float = typer.Option(None, "--ema", help="Keep a moving average of the weights with this decay (0.9999, "
                               "say): validation scores it and every checkpoint holds it (`nmt average --ema`)."),
     log_every: int = typer.Option(None, "--log-every", help="Progress line every N steps. Default 100."),

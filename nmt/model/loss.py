@@ -101,16 +101,24 @@ class TranslationLoss(nn.Module):
     """The model and its training loss as one module, for DistributedDataParallel to wrap (its hooks see
     every parameter used, the tied output projection included)."""
 
-    def __init__(self, model: Transformer, label_smoothing: float = 0.0):
+    def __init__(self, model: Transformer, label_smoothing: float = 0.0, compiled: bool = False):
+        """compiled: the encoder and decoder through torch.compile (Inductor: the dropout, residual and norm
+        chains fused into a few kernels; shapes marked dynamic, so that batches of every length share one
+        graph); the loss's chunks stay eager."""
         super().__init__()
         self.model = model
         self.label_smoothing = label_smoothing
+        self.hidden = torch.compile(self._hidden, dynamic=True) if compiled else self._hidden
+
+    def _hidden(self, src: Tensor, tgt_in: Tensor, mask: Tensor | None) -> Tensor:
+        model = self.model
+        return model.decode(tgt_in, model.encode(src, mask), mask)  # (B, T, D)
 
     def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
         """Source (B, S), target input (B, T), target output (B, T) -> the loss summed over real tokens."""
         model = self.model
-        mask = model.source_mask(src)
-        hidden = model.decode(tgt_in, model.encode(src, mask), mask)  # (B, T, D)
+        mask = model.source_mask(src)  # (may ask the device whether there is padding: not in the graph)
+        hidden = self.hidden(src, tgt_in, mask)
         weight, bias = model.output_weights()
         return output_cross_entropy(hidden.reshape(-1, hidden.size(-1)), weight, bias, tgt_out.reshape(-1),
                                     model.config.pad_id, self.label_smoothing)

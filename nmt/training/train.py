@@ -109,6 +109,7 @@ class TrainConfig:
     dist_backend: str | None = None  # default: nccl on CUDA, gloo on a CPU
     init_from: str | None = None
     ema: float | None = None  # decay of a moving average of the weights, validated and saved beside them
+    compile: bool = False  # the encoder and decoder through torch.compile (nmt.model.loss.TranslationLoss)
     max_len: int = 250  # filter: subword tokens per side
     max_ratio: float = 3.0
     log_every: int = 100
@@ -300,9 +301,10 @@ class Distributed:
                          backend: str | None = None) -> Distributed:
         """Join the process group torchrun describes (NCCL on CUDA, gloo on a CPU, or `backend`), with
         `timeout_minutes` for any collective to wait (the ranks wait at barriers for rank 0's validation and
-        checkpoints). NCCL takes one GPU a process: more processes on a machine than GPUs is refused."""
+        checkpoints). NCCL takes one GPU a process: more processes on a machine than GPUs is refused. A lone
+        process under torchrun joins only where `backend` is given (to try the backend and DDP on one GPU)."""
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        if world_size == 1:
+        if world_size == 1 and (backend is None or "MASTER_ADDR" not in os.environ):
             return cls(device)
         import datetime
 
@@ -323,11 +325,12 @@ class Distributed:
             dist.init_process_group(backend=backend, timeout=datetime.timedelta(hours=JOIN_HOURS),
                                     device_id=device if backend == "nccl" else None)
         group = dist.new_group(timeout=datetime.timedelta(minutes=timeout_minutes), backend=backend)
+        log.info("joined the process group: rank %d of %d, %s on %s", dist.get_rank(), world_size, backend, device)
         return cls(device, dist.get_rank(), world_size, group)
 
     def close(self) -> None:
         """Leave the process group (at every exit: a group torn down by the interpreter's exit can abort)."""
-        if self.world_size > 1 and torch.distributed.is_initialized():
+        if self.group is not None and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
 
     def barrier(self) -> None:
@@ -547,8 +550,8 @@ class Trainer:
             state = self._resume(resumed, model, optimizer, scheduler)
         self.started = time.monotonic() - state["elapsed"]
         self.agreed_elapsed = state["elapsed"]
-        wrapped = TranslationLoss(model, config.label_smoothing)
-        if self.dist.world_size > 1:
+        wrapped = TranslationLoss(model, config.label_smoothing, compiled=config.compile)
+        if self.dist.group is not None:
             wrapped = torch.nn.parallel.DistributedDataParallel(  # the model's buffers are constants: no broadcast
                 wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 broadcast_buffers=False, process_group=self.dist.group)
@@ -835,7 +838,7 @@ class _Loop:
         constant = self.config.max_tokens * len(group)  # keeps the backward's values near a per-token mean's
         total_loss, total_tokens = torch.zeros((), device=self.device), 0
         for k, batch in enumerate(group):
-            sync = k == len(group) - 1 or self.dist.world_size == 1
+            sync = k == len(group) - 1 or self.dist.group is None
             with contextlib.nullcontext() if sync else self.wrapped.no_sync():  # all-reduce once per step
                 loss_sum, n_tokens = self.loss(batch)
                 scaled = loss_sum / constant
@@ -853,7 +856,7 @@ class _Loop:
                              (~torch.isfinite(total_loss)).float(), (~torch.isfinite(norm)).float(),
                              torch.full((), float(self.wants_to_stop()), device=self.device),
                              torch.full((), clock, device=self.device)]).double()
-        if self.dist.world_size > 1:
+        if self.dist.group is not None:
             torch.distributed.all_reduce(flags, group=self.dist.group)
         to_tokens = self.dist.world_size * constant / flags[1]  # gradients of the mean loss per target token
         norm = norm * to_tokens
