@@ -924,3 +924,36 @@ def test_an_update_weighs_every_target_token_alike_whichever_batch_it_is_in(tmp_
     apart, together = captured
     for name, gradient in together.items():
         torch.testing.assert_close(apart[name], gradient, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.slow  # torch.compile on a CPU: a minute or two
+def test_the_compiled_step_trains_as_the_eager_one_and_compiles_once_for_every_length(corpus, tmp_path):
+    """`--compile` (issue 64): over 50 updates of batches of every length, the losses of the eager step to
+    within float32's reordered sums, and one compilation: lengths padded to 8 (no recompiles for
+    alignment), source and target lengths distinct symbols (duck sizing off)."""
+    common = ("--max-steps", "50", "--max-tokens", "600", "--valid-every", "1000", "--log-every", "1",
+              "--warmup", "10", "--dropout", "0", "--precision", "fp32")
+    env = {"TORCH_LOGS": "recompiles", "OMP_NUM_THREADS": "1"}
+    eager = nmt(*train_args(corpus, tmp_path / "eager", *common), env=env)
+    compiled = nmt(*train_args(corpus, tmp_path / "compiled", *common, "--compile"), env=env)
+    assert eager.returncode == 0 and compiled.returncode == 0, compiled.stderr[-3000:]
+    assert "Recompiling function" not in compiled.stderr, compiled.stderr[-3000:]
+    a, b = logged_losses(tmp_path / "eager"), logged_losses(tmp_path / "compiled")
+    assert sorted(a) == sorted(b) == list(range(1, 51))
+    for step in a:
+        assert b[step] == pytest.approx(a[step], rel=2e-3), step
+
+
+@pytest.mark.parametrize("name", ["wmt14-en-fr-base", "wmt14-en-fr-big"])
+def test_the_wmt14_configs_take_their_tokens_an_update_on_one_and_eight_gpus(name):
+    import yaml
+
+    from nmt.training.train import batches_per_update
+
+    values = yaml.safe_load((Path(__file__).parent.parent / "configs" / f"{name}.yaml").read_text())
+    config = TrainConfig(out="x", **values)
+    for gpus, accumulated in ((1, 8), (8, 1)):
+        assert batches_per_update(config, gpus) == accumulated
+        assert gpus * accumulated * config.max_tokens == config.tokens_per_update
+    with pytest.raises(UsageError, match="--max-tokens 8192"):  # 2 x 8 GPUs: it says what fits
+        batches_per_update(config, 16)

@@ -58,23 +58,28 @@ def sorted_batches(lengths, max_tokens: int, batch_size: int | None = None) -> l
     return batches
 
 
-def pad_sources(src, pad_id: int, eos_id: int) -> Tensor:
-    """Sequences of token ids -> ids + EOS, padded with pad_id (B, S)."""
-    out = np.full((len(src), max(map(len, src)) + 1), pad_id, dtype=np.int64)
+def padded_length(longest: int, multiple: int) -> int:
+    return -(-longest // multiple) * multiple
+
+
+def pad_sources(src, pad_id: int, eos_id: int, multiple: int = 1) -> Tensor:
+    """Sequences of token ids -> ids + EOS, padded with pad_id (B, S), S a multiple of `multiple`."""
+    out = np.full((len(src), padded_length(max(map(len, src)) + 1, multiple)), pad_id, dtype=np.int64)
     for row, source in enumerate(src):
         out[row, : len(source)] = source
         out[row, len(source)] = eos_id
     return torch.from_numpy(out)
 
 
-def collate(src, tgt, pad_id: int, bos_id: int, eos_id: int) -> tuple[Tensor, Tensor, Tensor]:
+def collate(src, tgt, pad_id: int, bos_id: int, eos_id: int, multiple: int = 1) -> tuple[Tensor, Tensor, Tensor]:
     """Sequences of token ids (lists or arrays) -> source ids + EOS (B, S); target input BOS + ids (B, T);
-    target output ids + EOS (B, T); padded with pad_id."""
-    tgt_in = np.full((len(tgt), max(map(len, tgt)) + 1), pad_id, dtype=np.int64)
+    target output ids + EOS (B, T); padded with pad_id, S and T to a multiple of `multiple` (a compiled
+    step's kernels are specialized to lengths aligned or not: `nmt train --compile` pads to 8)."""
+    tgt_in = np.full((len(tgt), padded_length(max(map(len, tgt)) + 1, multiple)), pad_id, dtype=np.int64)
     tgt_out = tgt_in.copy()
     for row, target in enumerate(tgt):
         tgt_in[row, 0] = bos_id
         tgt_in[row, 1 : len(target) + 1] = target
         tgt_out[row, : len(target)] = target
         tgt_out[row, len(target)] = eos_id
-    return pad_sources(src, pad_id, eos_id), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out)
+    return pad_sources(src, pad_id, eos_id, multiple), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out)

@@ -108,7 +108,17 @@ class TranslationLoss(nn.Module):
         super().__init__()
         self.model = model
         self.label_smoothing = label_smoothing
-        self.hidden = torch.compile(self._hidden, dynamic=True) if compiled else self._hidden
+        self.compiled = torch.compile(self._hidden, dynamic=True) if compiled else None
+
+    def hidden(self, src: Tensor, tgt_in: Tensor, mask: Tensor | None) -> Tensor:
+        if self.compiled is None:
+            return self._hidden(src, tgt_in, mask)
+        import torch.fx.experimental._config as fx_config
+
+        # Duck sizing would give the source and target lengths one symbol where a first batch has them equal,
+        # and compile again at the first batch where they differ (on an H200: 70 s each time)
+        with fx_config.patch(use_duck_shape=False):
+            return self.compiled(src, tgt_in, mask)
 
     def _hidden(self, src: Tensor, tgt_in: Tensor, mask: Tensor | None) -> Tensor:
         model = self.model

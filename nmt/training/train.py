@@ -46,6 +46,7 @@ from nmt.training.allocator import keep_freed_memory
 log = logging.getLogger("nmt")
 
 MAX_SKIPPED_IN_A_ROW = 50  # updates skipped for a loss or gradients that are not finite, before giving up
+COMPILED_LENGTH_MULTIPLE = 8  # --compile: lengths padded to it, so no length recompiles the step for alignment
 VALID_MAX_TOKENS = 8192  # padded tokens in a validation batch, at most
 JOIN_HOURS = 48  # how long a rank waits for the others to join (their data preparation) before giving up
 REWARM = 200  # updates over which a run resumed without its optimizer moments ramps its rate up again
@@ -798,7 +799,8 @@ class _Loop:
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, int]:
         c = self.model_config
-        src, tgt_in, tgt_out = collate(batch[0], batch[1], c.pad_id, c.bos_id, c.eos_id)
+        src, tgt_in, tgt_out = collate(batch[0], batch[1], c.pad_id, c.bos_id, c.eos_id,
+                                       COMPILED_LENGTH_MULTIPLE if self.config.compile else 1)
         n_tokens = sum(map(len, batch[1])) + len(batch[1])  # with EOS: counted here, not on the device
         if self.device.type == "cuda":  # copies from pinned memory overlap the previous step's work
             src, tgt_in, tgt_out = (t.pin_memory().to(self.device, non_blocking=True) for t in (src, tgt_in, tgt_out))
