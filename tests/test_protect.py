@@ -1,3 +1,5 @@
+import pytest
+
 from nmt.text.protect import case_normalized, entities, is_title_case, name_spans, protect
 
 
@@ -65,3 +67,45 @@ def test_names_leave_out_contractions_possessive_endings_days_and_months():
     whole = {"Indian"}  # a vocabulary holding the singular whole: its plural is no name, a name's s stays
     assert name_spans("The Indians met Charles.", lambda word: word not in whole) == [(16, 23)]
 
+
+
+@pytest.mark.parametrize("sentence, digits", [
+    ("In the 1980s, the company grew.", ["1980"]),
+    ("She is a 35-year-old engineer.", ["35"]),
+    ("The race is 10km long.", ["10"]),
+    ("He finished 2nd.", ["2"]),
+    ("The deal is worth $5bn.", ["5"]),
+    ("It was 1.5km away.", ["15"]),
+])
+def test_a_number_with_an_english_word_glued_to_it_is_left_to_the_model(sentence, digits):
+    """A placeholder there kept the English letters ("Dans la ⦅1⦆s"); the model writes "années 1980", "35 ans",
+    "10 km", "2e": the whole goes to it, and its digits still count as a number to keep."""
+    protected = protect(sentence)
+    assert protected.text == sentence and protected.originals == ()
+    assert entities(sentence) == ([], digits)
+
+
+def test_codes_and_numbers_beside_words_still_go_behind_placeholders():
+    protected = protect("COVID-19 cases rose 12 % after the MP3 leak, AF1234 said, on the 3rd floor.")
+    assert protected.originals == ("COVID-19", "12", "MP3", "AF1234")
+    assert protect("See https://example.com/2nd-edition now.").originals == ("https://example.com/2nd-edition",)
+
+
+@pytest.mark.parametrize("english, french", [
+    ("open from 7 a.m. to 1 p.m. daily", ("7 h", "13 h")),
+    ("We meet at 10:30 a.m. in Room 4B.", ("10 h 30", "4B")),
+    ("The sitting was suspended at 8.25 p.m.", ("20 h 25",)),
+    ("at 12 a.m. or 12pm", ("0 h", "12 h")),
+    ("doors open at 7:00 PM", ("19 h",)),
+])
+def test_a_time_with_am_or_pm_comes_back_as_french_writes_it(english, french):
+    protected = protect(english)
+    assert protected.originals == french
+    assert protected.restore(protected.text) == protected.restore(protected.text).strip()
+    if english.endswith("."):  # the sentence's own period stays outside the placeholder
+        assert protected.text.endswith("⦆.")
+
+
+def test_an_hour_over_twelve_with_pm_is_no_time_and_times_count_in_french():
+    assert protect("It happened at 13 p.m. sharp.").originals == ("13",)
+    assert entities("The concert starts at 2 p.m. on November 17.") == ([], ["14", "17"])

@@ -35,6 +35,13 @@ CODE = re.compile(r"(?<![\w-])(?:--?[a-z][\w-]*|\d+(?:\.\d+){2,}(?:[\w.-]*\w)?"
 # a number as English writes it: 12, 1,249.99, 9:30, +44 20 7946 0958 (a phone's groups are one entity)
 NUMBER = re.compile(r"\+?\d+(?:[.,:]\d+)*(?:[ -]\(?\d+\)?(?:[.,:-]\d+)*)*")
 DIGIT_GROUPS = re.compile(r"\d+(?:[.,:]\d+)*")
+# A number an English suffix, unit or word is glued to (1980s, 2nd, 10km, 5bn, 35-year-old): left to the model,
+# which writes "années 1980", "2e", "10 km", "5 milliards", "35 ans"; a placeholder would keep the English
+# letters beside it ("⦅1⦆s"). Its digits still count as a number the translation must keep (entities).
+NUMBER_WITH_WORD = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?:-?[a-z]+)+(?![\w-])")
+# A time of day with a.m. or p.m. (7 a.m., 10:30 p.m., 1pm): behind a placeholder that comes back as French
+# writes it ("7 h", "22 h 30", "13 h"). The period that ends a sentence after it stays.
+CLOCK_TIME = re.compile(r"(?<![\w:.])(\d{1,2})(?:[:.]([0-5]\d))?\s?([ap])\.?\s?m(?:\.(?!\s*$))?(?!\w)", re.IGNORECASE)
 EMOJI_JOINERS = "\u200d\ufe0f"
 
 
@@ -56,25 +63,42 @@ def emoji_runs(text: str) -> list[tuple[int, int]]:
     return runs
 
 
+def overlaps(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
+    return any(start < span[1] and span[0] < end for start, end in spans)
+
+
 def verbatim_spans(text: str, numbers: bool = True) -> list[tuple[int, int]]:
-    """(start, end) of each URL, e-mail, code, emoji run (and number), in order, not overlapping."""
+    """(start, end) of each URL, e-mail, code, emoji run (and number), in order, not overlapping. A number
+    with a word glued to it (NUMBER_WITH_WORD) is neither a code nor a number here: the model translates it."""
     spans: list[tuple[int, int]] = []
+    left_to_model = [match.span() for match in NUMBER_WITH_WORD.finditer(text)]
     patterns = (URL, EMAIL, CODE, NUMBER) if numbers else (URL, EMAIL, CODE)
     for pattern in patterns:
         for match in pattern.finditer(text):
-            if not any(start < match.end() and match.start() < end for start, end in spans):
+            if not overlaps(match.span(), spans) and (pattern in (URL, EMAIL)
+                                                      or not overlaps(match.span(), left_to_model)):
                 spans.append(match.span())
-    spans.extend(span for span in emoji_runs(text)
-                 if not any(start < span[1] and span[0] < end for start, end in spans))
+    spans.extend(span for span in emoji_runs(text) if not overlaps(span, spans))
     return sorted(spans)
+
+
+def french_time(match: re.Match) -> str | None:
+    """CLOCK_TIME's match as French writes a time ("7 h", "13 h", "10 h 30"); None for an hour over 12."""
+    hour, minutes, half = int(match.group(1)), match.group(2), match.group(3).lower()
+    if not 1 <= hour <= 12:
+        return None
+    hour = hour % 12 + (12 if half == "p" else 0)
+    return f"{hour} h" + (f" {minutes}" if minutes and minutes != "00" else "")
 
 
 def entities(text: str) -> tuple[list[str], list[str]]:
     """(strings a translation must keep byte-identical: URLs, e-mails, codes, emoji; the digit strings of
-    its numbers, a full hour without its minutes since French writes "18 h"), in order."""
+    its numbers, a full hour without its minutes since French writes "18 h", a time with a.m. or p.m. as
+    French writes it: "2 p.m." is "14 h"), in order."""
     spans = verbatim_spans(text, numbers=False)
     verbatim = [text[start:end] for start, end in spans]
     rest = "".join(" " if any(start <= i < end for start, end in spans) else char for i, char in enumerate(text))
+    rest = CLOCK_TIME.sub(lambda match: french_time(match) or match.group(), rest)
     numbers = [re.sub(r"\D", "", re.sub(r"^(\d{1,2}):00$", r"\1", number)) for number in DIGIT_GROUPS.findall(rest)]
     return verbatim, numbers
 
@@ -159,18 +183,29 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
     if "\u2985" in sentence or "\u2986" in sentence:
         return Protected(sentence, (), (), untouched=True)
     spans = verbatim_spans(sentence, numbers)
+    rendered = {}  # span -> what its placeholder comes back as, where not the source's own text
+    if numbers:
+        for match in CLOCK_TIME.finditer(sentence):
+            french = french_time(match)
+            if french is not None and not overlaps(match.span(), [s for s in spans if not contains(match.span(), s)]):
+                spans = [s for s in spans if not contains(match.span(), s)] + [match.span()]
+                rendered[match.span()] = french
+        spans = sorted(spans)
     if names is not None:
-        spans = sorted(spans + [span for span in name_spans(sentence, names)
-                                if not any(start < span[1] and span[0] < end for start, end in spans)])
+        spans = sorted(spans + [span for span in name_spans(sentence, names) if not overlaps(span, spans)])
     spans = spans[:MAX_PLACEHOLDERS]
     pieces, originals, positions, last = [], [], [], 0
     for number, (start, end) in enumerate(spans, 1):
         pieces.append(sentence[last:start] + PLACEHOLDER.format(number))
-        originals.append(sentence[start:end])
+        originals.append(rendered.get((start, end), sentence[start:end]))
         positions.append(start / max(1, len(sentence)))
         last = end
     pieces.append(sentence[last:])
     return Protected("".join(pieces), tuple(originals), tuple(positions))
+
+
+def contains(outer: tuple[int, int], inner: tuple[int, int]) -> bool:
+    return outer[0] <= inner[0] and inner[1] <= outer[1]
 
 
 def is_all_caps(text: str) -> bool:
