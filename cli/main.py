@@ -499,6 +499,8 @@ def train(
     threads: int = typer.Option(None, "--threads", help="CPU threads."),
     dist_timeout: float = typer.Option(None, "--dist-timeout", help="Minutes a rank waits for the others at a "
                                        "collective (their validation and checkpoints). Default 30."),
+    join_timeout: float = typer.Option(None, "--join-timeout", help="Minutes a rank waits for the others to join "
+                                       "(their data preparation, on a machine with a cold cache). Default 360."),
     dist_backend: Literal["nccl", "gloo"] = typer.Option(None, "--dist-backend", help="How the ranks of torchrun "
                                                          "talk: nccl (default on CUDA, a GPU per process) or gloo "
                                                          "(the default on CPUs; on CUDA it lets ranks share a GPU)."),

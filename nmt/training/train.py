@@ -48,7 +48,6 @@ log = logging.getLogger("nmt")
 MAX_SKIPPED_IN_A_ROW = 50  # updates skipped for a loss or gradients that are not finite, before giving up
 COMPILED_LENGTH_MULTIPLE = 8  # --compile: lengths padded to it, so no length recompiles the step for alignment
 VALID_MAX_TOKENS = 8192  # padded tokens in a validation batch, at most
-JOIN_HOURS = 48  # how long a rank waits for the others to join (their data preparation) before giving up
 REWARM = 200  # updates over which a run resumed without its optimizer moments ramps its rate up again
 
 # Options whose change on resume alters the run (others, such as --max-steps, just extend it).
@@ -108,6 +107,7 @@ class TrainConfig:
     threads: int | None = None
     dist_timeout: float = 30  # minutes a collective waits for the other ranks
     dist_backend: str | None = None  # default: nccl on CUDA, gloo on a CPU
+    join_timeout: float = 360  # minutes a rank waits for the others to join (a cold node-local cache)
     init_from: str | None = None
     ema: float | None = None  # decay of a moving average of the weights, validated and saved beside them
     compile: bool = False  # the encoder and decoder through torch.compile (nmt.model.loss.TranslationLoss)
@@ -140,9 +140,10 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise UsageError(f"--{name.replace('_', '-')} must be a whole number of at least 1, not {value!r}")
-        if not isinstance(self.dist_timeout, int | float) or isinstance(self.dist_timeout, bool) \
-                or self.dist_timeout <= 0:
-            raise UsageError(f"--dist-timeout must be a positive number of minutes, not {self.dist_timeout!r}")
+        for name in ("dist_timeout", "join_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+                raise UsageError(f"--{name.replace('_', '-')} must be a positive number of minutes, not {value!r}")
         if self.ema is not None and (not isinstance(self.ema, int | float) or isinstance(self.ema, bool)
                                      or not 0 < self.ema < 1):
             raise UsageError(f"--ema must be a decay between 0 and 1 (0.9999, say), not {self.ema!r}")
@@ -298,8 +299,8 @@ class Distributed:
         return self.rank == 0
 
     @classmethod
-    def from_environment(cls, device: torch.device, timeout_minutes: float = 30,
-                         backend: str | None = None) -> Distributed:
+    def from_environment(cls, device: torch.device, timeout_minutes: float = 30, backend: str | None = None,
+                         join_minutes: float = 360) -> Distributed:
         """Join the process group torchrun describes (NCCL on CUDA, gloo on a CPU, or `backend`), with
         `timeout_minutes` for any collective to wait (the ranks wait at barriers for rank 0's validation and
         checkpoints). NCCL takes one GPU a process: more processes on a machine than GPUs is refused. A lone
@@ -320,10 +321,11 @@ class Distributed:
                              "needs a GPU for each (--nproc_per_node at most the GPUs; --dist-backend gloo shares "
                              "them, slowly)")
         if not dist.is_initialized():
-            # The join waits as long as the slowest machine prepares its corpus (hours, on a cold node-local
-            # cache): the default group has that timeout, and the run's collectives go through a group of
-            # every rank that waits `timeout_minutes`.
-            dist.init_process_group(backend=backend, timeout=datetime.timedelta(hours=JOIN_HOURS),
+            # The join waits `join_minutes` for the slowest machine to prepare its corpus (hours, on a cold
+            # node-local cache; a machine that died before joining is only noticed then): the default group has
+            # that timeout, and the run's collectives go through a group of every rank that waits
+            # `timeout_minutes`.
+            dist.init_process_group(backend=backend, timeout=datetime.timedelta(minutes=join_minutes),
                                     device_id=device if backend == "nccl" else None)
         group = dist.new_group(timeout=datetime.timedelta(minutes=timeout_minutes), backend=backend)
         log.info("joined the process group: rank %d of %d, %s on %s", dist.get_rank(), world_size, backend, device)
@@ -505,7 +507,8 @@ class Trainer:
         last = self._last_checkpoint() if (self.out / "last.pt").exists() else None
         init = load_checkpoint(config.init_from) if config.init_from else None
         prepared = self._prepare(self._spm_model(last, init))
-        self.dist = Distributed.from_environment(self.device, config.dist_timeout, config.dist_backend)
+        self.dist = Distributed.from_environment(self.device, config.dist_timeout, config.dist_backend,
+                                                 config.join_timeout)
         check_shared_folder(self.out, self.dist)
         check_same_inputs(self.dist, {"last.pt": last.checksum if last is not None else None,
                                       "sentencepiece model": hashlib.sha256(prepared.tokenizer.model_bytes).hexdigest(),
