@@ -7,6 +7,7 @@ become a one-line `error: ...` and an exit code: 2 for bad usage or input, 1 for
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import logging
@@ -105,6 +106,29 @@ MODEL_HELP = ("Checkpoint file, or a shipped model's name (`nmt models`); defaul
               "shipped model.")
 MODELS_HELP = (MODEL_HELP[:-1] + ". Given several times: an ensemble "
                "averaging the models' log-probabilities at each step (one sentencepiece model).")
+# What one file may cost (nmt.apps.files.FileLimits): `nmt translate -i FILE` and `nmt serve`'s /translate_file,
+# the server's defaults lower (SERVER_LIMITS).
+FILE_LIMIT_OPTIONS = {
+    "max_chars": typer.Option(None, "--max-file-chars", help="Characters of text one file may give to translate "
+                              "(exit 2 or 413 above). Default 5,000,000 (nmt serve: 500,000)."),
+    "max_depth": typer.Option(None, "--max-file-depth", help="How deep a file's markup may nest. Default 256 (nmt "
+                              "serve: 128)."),
+    "max_inflated": typer.Option(None, "--max-file-inflated", help="Bytes a .docx's parts may inflate to, together. "
+                                 "Default 268,435,456 (nmt serve: 67,108,864)."),
+    "max_ratio": typer.Option(None, "--max-file-ratio", help="How many times a .docx's part over 1 MiB may inflate "
+                              "(a zip bomb's: thousands). Default 100."),
+}
+
+
+def file_limits(base, **given):
+    """`base` (nmt.apps.files.FileLimits) with the --max-file-* options given in place of its values."""
+    values = {name: value for name, value in given.items() if value is not None}
+    for name, value in values.items():
+        if value < 1:
+            raise UsageError(f"--max-file-{name.removeprefix('max_')} must be at least 1, not {value}")
+    return dataclasses.replace(base, **values)
+
+
 # Where training pairs come from: `nmt train` and `nmt prepare` take the same options (the same data, the same
 # prepared cache).
 DATA_OPTIONS = {
@@ -164,6 +188,10 @@ def translate(
                                      "md: Markdown, its markup and code kept. Default: by the --input file's name "
                                      "(*.srt, *.html, *.htm, *.docx, *.md), else text."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
+    max_file_chars: int = FILE_LIMIT_OPTIONS["max_chars"],
+    max_file_depth: int = FILE_LIMIT_OPTIONS["max_depth"],
+    max_file_inflated: int = FILE_LIMIT_OPTIONS["max_inflated"],
+    max_file_ratio: int = FILE_LIMIT_OPTIONS["max_ratio"],
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or warnings on stderr."),
     decoding: DecodingFlags = None,
 ) -> None:
@@ -184,12 +212,18 @@ def translate(
         raise UsageError("--document reads and writes text: drop --format, --input-format and --nbest")
     if nbest > 1 and output_format != "jsonl":
         raise UsageError("--nbest above 1 needs --format jsonl (the text format keeps one line per input)")
+    from nmt.apps.files import FileLimits, looks_binary
+
+    limits = file_limits(FileLimits(), max_chars=max_file_chars, max_depth=max_file_depth,
+                         max_inflated=max_file_inflated, max_ratio=max_file_ratio)
     _configure_logging(quiet)
+    source = _open_input(input)
+    if input is not None and not whole_file and input_format != "jsonl" and looks_binary(source.peek(8192)[:8192]):
+        raise UsageError(f"{input} is not a text file: it holds binary data (a picture, an archive?)")
     with collection_paused():
         from nmt.decoding.translate import translate_document, translate_stream
 
         translator, config = load_translator(model, decoding)
-    source = _open_input(input)
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000
     try:
         with interruptible(), _output(output, input) as sink:
@@ -197,7 +231,7 @@ def translate(
                 from nmt.apps.files import translate_file
 
                 sink.flush()
-                sink.buffer.write(translate_file(input_format, source.read(), *file_translator(translator)))
+                sink.buffer.write(translate_file(input_format, source.read(), *file_translator(translator), limits))
             elif document:
                 sink.write(translate_document(translator, source.read().decode("utf-8", errors="replace")))
             else:
@@ -228,6 +262,12 @@ def serve(
                                        "takes (413 above)."),
     drain_timeout: float = typer.Option(60.0, "--drain-timeout", help="On SIGTERM or Ctrl-C, seconds the requests "
                                         "in flight have to finish before the server exits anyway."),
+    max_file_seconds: float = typer.Option(600.0, "--max-file-seconds", help="A file's translation stops after "
+                                           "this long (503); it also stops when its client goes away."),
+    max_file_chars: int = FILE_LIMIT_OPTIONS["max_chars"],
+    max_file_depth: int = FILE_LIMIT_OPTIONS["max_depth"],
+    max_file_inflated: int = FILE_LIMIT_OPTIONS["max_inflated"],
+    max_file_ratio: int = FILE_LIMIT_OPTIONS["max_ratio"],
     api_key: str = typer.Option(None, "--api-key", envvar="NMT_API_KEY", help="Require this key (api_key in the "
                                 "body, or Authorization: Bearer) on the translation endpoints. Default $NMT_API_KEY."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr."),
@@ -273,20 +313,28 @@ def serve(
         return Translator.from_config(checkpoint, config)
 
     engine = Engine(load, max_lines=max_batch_lines, wait=batch_wait_ms / 1000, max_queue=max_queue)
+    from nmt.apps.files import SERVER_LIMITS
+
+    limits = file_limits(SERVER_LIMITS, max_chars=max_file_chars, max_depth=max_file_depth,
+                         max_inflated=max_file_inflated, max_ratio=max_file_ratio)
+    if max_file_seconds <= 0:
+        raise UsageError("--max-file-seconds must be positive")
     settings = ServeSettings(max_chars=max_chars, api_key=api_key, model_name=find_model(model).name,
-                             decoding=config.to_dict(), read_timeout=read_timeout, max_file_bytes=max_file_bytes)
+                             decoding=config.to_dict(), read_timeout=read_timeout, max_file_bytes=max_file_bytes,
+                             file_limits=limits, max_file_seconds=max_file_seconds)
     server = Server(uvicorn.Config(create_app(engine, config.search, settings), log_level="error" if quiet else
                                    "warning", lifespan="off", timeout_graceful_shutdown=drain_timeout,
                                    http=functools.partial(TimedHeaders, timeout=read_timeout),
                                    limit_concurrency=max_connections + 1))  # uvicorn counts the one arriving
     engine.on_failure = lambda: setattr(server, "should_exit", True)
+    server.on_exit = lambda: setattr(engine, "draining", True)
     engine.start()
     if not quiet:
         mode = config.precision + (", shortlist" if config.shortlist else "")
         typer.echo(f"nmt serve: http://{host}:{port} ({mode}; loading the model; /health answers 200 once it is "
                    "loaded)", err=True)
-    server.run(sockets=[listener])
-    engine.stop()
+    server.run(sockets=[listener])  # returns once the requests in flight are answered, or --drain-timeout passed
+    engine.stop(drop_queued=True, wait=5)  # what a file job still had queued is dropped: the process exits
     if engine.failure is not None:
         raise NmtError(f"the model could not be loaded: {engine.failure}")
 
@@ -857,7 +905,8 @@ def _open_input(path: Path | None):
 @contextlib.contextmanager
 def _output(path: Path | None, input: Path | None) -> Iterator[TextIO]:
     """stdout, or the file `path`: written as PATH.partial and renamed to PATH once every line is in it, so
-    PATH is never left half-written; after an error or an interruption PATH.partial holds the lines finished.
+    PATH is never left half-written; after an interruption PATH.partial holds the lines finished (where there
+    are some); after an error nothing is left.
     A device or a pipe (not a regular file) is written in place. The reader of stdout going away (`nmt
     translate | head -1`) ends the command quietly, as Unix tools do."""
     if path is None:
@@ -888,9 +937,16 @@ def _output(path: Path | None, input: Path | None) -> Iterator[TextIO]:
         if not in_place:
             os.replace(target, path)
     except Interrupted as stop:
+        if not in_place and target.stat().st_size == 0:  # nothing finished: nothing to keep
+            target.unlink(missing_ok=True)
+            raise stop from None
         raise stop.after(0, where) from None
-    except OSError as exc:
-        raise NmtError(f"cannot write {target}: {exc.strerror or exc}") from None
+    except BaseException as exc:
+        if not in_place:
+            target.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise NmtError(f"cannot write {target}: {exc.strerror or exc}") from None
+        raise
 
 
 @contextlib.contextmanager

@@ -6,12 +6,24 @@
 
 translate: texts -> their translations, in order; align: an English text and its French -> Pharaoh word
 pairs (nmt.decoding.alignment), with which inline formatting follows its words.
+
+A file may cost only so much (FileLimits): the characters it gives to translate, the nesting of its markup,
+and for a .docx (a zip) the size of its members once inflated and their compression ratio, read from the
+zip's directory before a byte is inflated (Python's zipfile then reads no member past its declared size).
+Over a limit, or a file its parser cannot read, is a FileRefused (exit 2 on the command line, HTTP 413 or
+400 from the server) naming the limit and the option that raises it.
 """
 
 from __future__ import annotations
 
+import io
+import re
+import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+from nmt.errors import UsageError
 
 KINDS = {".txt": "txt", ".srt": "srt", ".html": "html", ".htm": "html", ".docx": "docx", ".md": "md",
          ".markdown": "md"}
@@ -21,14 +33,99 @@ def file_kind(name: str) -> str | None:
     return KINDS.get(Path(name).suffix.lower())
 
 
+@dataclass(frozen=True)
+class FileLimits:
+    """What one file may cost. The defaults fit a long report (a 600-page book is about 1.5M characters);
+    `nmt serve` takes lower ones (SERVER_LIMITS)."""
+
+    max_chars: int = 5_000_000  # characters given to the model, all texts of the file together
+    max_depth: int = 256  # nesting of markup elements (HTML tags, Markdown blocks)
+    max_inflated: int = 256 * 2**20  # bytes of a zip's members (a .docx's XML) once inflated, together
+    max_ratio: int = 100  # inflated over compressed size of a member over 1 MiB (Word's XML: 5-20)
+
+
+SERVER_LIMITS = FileLimits(max_chars=500_000, max_depth=128, max_inflated=64 * 2**20, max_ratio=100)
+
+
+class FileRefused(UsageError):
+    """A file over one of its FileLimits (`limit` names the field), or one its parser cannot read."""
+
+    def __init__(self, message: str, limit: str | None = None):
+        super().__init__(message)
+        self.limit = limit
+
+
+OPTIONS = {"max_chars": "--max-file-chars", "max_depth": "--max-file-depth", "max_inflated": "--max-file-inflated",
+           "max_ratio": "--max-file-ratio"}
+
+
+def over(limits: FileLimits, field: str, what: str) -> FileRefused:
+    return FileRefused(f"{what} ({OPTIONS[field]} raises the limit)", field)
+
+
+def counted(translate: Callable[[list[str]], list[str]], limits: FileLimits) -> Callable[[list[str]], list[str]]:
+    """`translate`, refusing (before translating) once the texts given to it exceed limits.max_chars."""
+    total = 0
+
+    def translate_counted(texts: list[str]) -> list[str]:
+        nonlocal total
+        total += sum(map(len, texts))
+        if total > limits.max_chars:
+            raise over(limits, "max_chars", f"the file holds more than {limits.max_chars:,} characters to translate")
+        return translate(texts)
+
+    return translate_counted
+
+
+def check_zip(data: bytes, limits: FileLimits) -> None:
+    """A zip's members, by its directory, against the inflated size and ratio limits; an unreadable zip."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
+        raise FileRefused(f"not a Word (.docx) document: not a readable zip ({exc})") from None
+    total = 0
+    for member in members:
+        total += member.file_size
+        if total > limits.max_inflated:
+            raise over(limits, "max_inflated", f"the document's parts inflate to more than {limits.max_inflated:,} "
+                       "bytes")
+        if member.file_size > 2**20 and member.file_size > limits.max_ratio * max(member.compress_size, 1):
+            ratio = member.file_size // max(member.compress_size, 1)
+            raise over(limits, "max_ratio", f"the document's part {member.filename} inflates {ratio:,} times (a zip "
+                       f"bomb?), more than {limits.max_ratio}")
+
+
+TAG = re.compile(r"<(/?)([A-Za-z][\w:.-]*)[^>]*?(/?)>")
+VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+
+
+def check_depth(text: str, limits: FileLimits) -> None:
+    """The nesting of `text`'s HTML tags (a linear scan, before any parser) against limits.max_depth."""
+    depth, deepest = 0, 0
+    for match in TAG.finditer(text):
+        closing, name, self_closing = match.groups()
+        if closing:
+            depth = max(0, depth - 1)
+        elif not self_closing and name.lower() not in VOID:
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limits.max_depth:
+                raise over(limits, "max_depth", f"the markup nests deeper than {limits.max_depth} elements")
+
+
 def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list[str]],
-                   align: Callable[[str, str], list[tuple[int, int]]]) -> bytes:
+                   align: Callable[[str, str], list[tuple[int, int]]], limits: FileLimits = FileLimits()) -> bytes:
     """A whole file of `kind` (txt, srt, html, docx, md) translated: a text file a line at a time, its line
-    breaks kept; the others by nmt.apps.subtitles, webpages, office and markdown."""
+    breaks kept; the others by nmt.apps.subtitles, webpages, office and markdown; within `limits`."""
+    translate = counted(translate, limits)
     if kind == "docx":
         from nmt.apps.office import translate_docx
 
+        check_zip(data, limits)
         return translate_docx(data, translate, align)
+    if kind != "txt" and looks_binary(data):
+        raise FileRefused(f"not a {kind} file: it holds binary data (a picture, an archive?)")
     text = data.decode("utf-8", errors="replace")
     if kind == "srt":
         from nmt.apps.subtitles import translate_srt
@@ -37,12 +134,22 @@ def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list
     if kind == "html":
         from nmt.apps.webpages import translate_html
 
+        check_depth(text, limits)
         return translate_html(text, translate, align).encode()
     if kind == "md":
         from nmt.apps.markdown import translate_markdown
 
         return translate_markdown(text, translate, align).encode()
+    if looks_binary(data):
+        raise FileRefused("not a text file: it holds binary data (a picture, an archive?)")
     lines = text.split("\n")
     ends = ["\r" if line.endswith("\r") else "" for line in lines]
     translated = translate([line.removesuffix("\r") for line in lines])
     return "\n".join(line + end for line, end in zip(translated, ends, strict=True)).encode()
+
+
+def looks_binary(data: bytes) -> bool:
+    """Whether `data` is no text: a NUL byte in its first 8 KiB (no text encoding of ours has one), or a
+    picture's or archive's signature."""
+    head = data[:8192]
+    return b"\0" in head or head.startswith((b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"PK\x03\x04", b"%PDF"))

@@ -36,10 +36,16 @@ def translate_docx(document: bytes, translate: Callable[[list[str]], list[str]],
         from docx.opc.exceptions import PackageNotFoundError
     except ImportError:
         raise UsageError("Word documents need python-docx: pip install 'nmt-transformer[docx]'") from None
+    from lxml import etree
+
+    from nmt.apps.files import FileRefused
+
     try:
+        declares_entities(document)
         parsed = docx.Document(io.BytesIO(document))
-    except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile) as exc:
-        raise UsageError(f"not a Word (.docx) document: {exc}") from None
+    except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile, etree.LxmlError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise FileRefused(f"cannot read the file as a Word (.docx) document: {reason}") from None
     from docx.text.run import Run
 
     units = []  # (paragraph, runs): runs translated together as one line
@@ -66,6 +72,23 @@ def translate_docx(document: bytes, translate: Callable[[list[str]], list[str]],
     out = io.BytesIO()
     parsed.save(out)
     return out.getvalue()
+
+
+def declares_entities(document: bytes) -> None:
+    """Refuse a document whose XML parts declare a document type or entities (Word never writes them; a
+    "billion laughs" needs them): python-docx's parser leaves entities unresolved (resolve_entities=False),
+    and libxml2 caps their amplification, but neither should be reached. Called after nmt.apps.files.check_zip
+    has bounded what the parts inflate to."""
+    from nmt.apps.files import FileRefused
+
+    with zipfile.ZipFile(io.BytesIO(document)) as archive:
+        for member in archive.infolist():
+            if member.filename.endswith((".xml", ".rels")):
+                with archive.open(member) as part:
+                    head = part.read(4096)
+                if b"<!DOCTYPE" in head or b"<!ENTITY" in head:
+                    raise FileRefused(f"cannot read the file as a Word (.docx) document: its part {member.filename} "
+                                      "declares XML entities (Word never does; an entity bomb?)")
 
 
 def _paragraphs(document) -> Iterator:

@@ -14,6 +14,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import mimetypes
@@ -35,7 +36,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from nmt.apps.files import KINDS, file_kind, translate_file
+from nmt.apps.files import KINDS, SERVER_LIMITS, FileLimits, FileRefused, file_kind, translate_file
 from nmt.apps.webpages import translate_html
 from nmt.decoding.alignment import align
 from nmt.decoding.search import SearchOptions
@@ -74,6 +75,11 @@ class Job:
         self.left = len(self.lines)
 
 
+class Cancelled(Exception):
+    """A file's translation stopped before its end: its client went away, its time ran out, or the server is
+    stopping."""
+
+
 class Engine:
     """The thread that owns the Translator and decodes the queued lines of all requests together."""
 
@@ -89,6 +95,7 @@ class Engine:
         self._waiting = 0  # lines queued and not yet taken
         self._lock = threading.Condition()
         self._stopping = False
+        self.draining = False  # set on SIGTERM, before the requests in flight are waited for
         self.ready = threading.Event()
         self.failure: str | None = None  # why the Translator could not be built
         self.translator: Translator | None = None
@@ -103,12 +110,24 @@ class Engine:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
-        """Finish the queued lines, then end the thread."""
+    @property
+    def stopping(self) -> bool:
+        """Whether the server is stopping (SIGTERM): long jobs give up at their next check."""
+        return self._stopping or self.draining
+
+    def stop(self, drop_queued: bool = False, wait: float | None = None) -> None:
+        """Finish the queued lines (or, `drop_queued`, answer each queued request with Cancelled), then end
+        the thread; wait for it at most `wait` seconds (it is a daemon: the process may exit without it)."""
         with self._lock:
             self._stopping = True
+            dropped = list(self._jobs) if drop_queued else []
+            if drop_queued:
+                self._jobs.clear()
+                self._waiting = 0
             self._lock.notify_all()
-        self._thread.join()
+        for job in dropped:
+            job.done(Cancelled("the server is stopping"))
+        self._thread.join(wait)
 
     def submit(self, lines: list[str], options: SearchOptions,
                done: Callable[[list[Translation] | BaseException], None]) -> None:
@@ -199,6 +218,8 @@ class ServeSettings:
     decoding: dict | None = None  # the resolved decoding configuration (nmt.decoding.configuration), shown by /health
     read_timeout: float = 30.0  # seconds a client may take to send its headers, and each part of its body
     max_file_bytes: int = 10_000_000  # the largest file /translate_file takes
+    file_limits: FileLimits = SERVER_LIMITS  # what one file may cost (characters, nesting, a zip's inflation)
+    max_file_seconds: float = 600.0  # a file's translation stops after this long (checked between batches)
 
     @property
     def max_body_bytes(self) -> int:
@@ -455,12 +476,15 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
 
     finished_files: collections.OrderedDict[str, tuple[bytes, str]] = collections.OrderedDict()
 
-    def lines_now(texts: list[str]) -> list[str]:
+    def lines_now(texts: list[str], should_stop: Callable[[], str | None] = lambda: None) -> list[str]:
         """Translations of `texts` through the engine's queue, waited for (from a worker thread), a share of
-        the queue at a time."""
+        the queue at a time; Cancelled as soon as `should_stop()` says why (checked between shares and while
+        waiting: what is queued is translated, no more)."""
         translated: list[str] = []
-        step = max(1, engine.max_queue // 2)
+        step = max(1, min(engine.max_queue // 2, 4 * engine.max_lines))
         for start in range(0, len(texts), step):
+            if why := should_stop():
+                raise Cancelled(why)
             arrived, box = threading.Event(), []
 
             def done(result, box=box, arrived=arrived):
@@ -475,7 +499,9 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
                     time.sleep(0.1)
             else:
                 raise QueueFull
-            arrived.wait()
+            while not arrived.wait(0.25):
+                if (why := should_stop()) and engine.stopping:
+                    raise Cancelled(why)
             if isinstance(box[0], BaseException):
                 raise box[0]
             translated.extend(t.text for t in box[0])
@@ -505,12 +531,36 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
         if not engine.ready.is_set():
             return _error(503, "the model is still loading", **{"Retry-After": "1"})
         data = await upload.read()
+        gone, deadline = threading.Event(), time.monotonic() + settings.max_file_seconds
+
+        def should_stop() -> str | None:
+            if gone.is_set():
+                return "the client went away"
+            if engine.stopping:
+                return "the server is stopping"
+            if time.monotonic() > deadline:
+                return f"the file took longer than {settings.max_file_seconds:g} s (--max-file-seconds)"
+            return None
+
+        work = asyncio.ensure_future(asyncio.to_thread(
+            translate_file, kind, data, functools.partial(lines_now, should_stop=should_stop), aligned,
+            settings.file_limits))
         try:
-            translated = await asyncio.to_thread(translate_file, kind, data, lines_now, aligned)
+            while not work.done():  # the client may leave: its file's translation stops at the next share
+                await asyncio.wait({work}, timeout=0.5)
+                if not work.done() and await request.is_disconnected():
+                    gone.set()
+            translated = work.result()
+        except FileRefused as exc:
+            return _error(413 if exc.limit else 400, str(exc))
+        except Cancelled as exc:
+            return _error(503, f"the file's translation stopped: {exc}")
         except NmtError as exc:
             return _error(400, str(exc))
         except QueueFull:
             return _error(503, "the server is too busy to take a file now", **{"Retry-After": "10"})
+        finally:
+            gone.set()  # cancelled too (the server stopping): the worker thread stops at its next check
         token = secrets.token_urlsafe(16)
         stem, suffix = Path(upload.filename).stem, Path(upload.filename).suffix
         finished_files[token] = (translated, f"{stem}.fr{suffix}")
@@ -639,7 +689,14 @@ class TimedHeaders(H11Protocol):
 
 class Server(uvicorn.Server):
     """uvicorn's server, which after a graceful stop on SIGTERM or SIGINT returns instead of raising the
-    signal again: `nmt serve` then exits 0 once the requests in flight are answered."""
+    signal again: `nmt serve` then exits 0 once the requests in flight are answered. `on_exit` is told of the
+    signal first (the engine: a file job in flight stops at its next batch instead of holding the drain)."""
+
+    on_exit: Callable[[], None] = staticmethod(lambda: None)
+
+    def handle_exit(self, sig, frame) -> None:
+        self.on_exit()
+        super().handle_exit(sig, frame)
 
     @contextlib.contextmanager
     def capture_signals(self):

@@ -2,9 +2,11 @@
 
     french = translate_srt(english_srt_text, translate, align)   # translate: lines -> translations
 
-The `srt` library reads and writes the cues; only their text changes. A sentence often runs over several
-cues ("I think that..." / "...we should go."): consecutive cues are joined until one ends a sentence (at most
-MAX_JOINED), translated together, and the translation is shared back over them in proportion to their
+The file is read a block at a time (blocks are separated by blank lines): a block of a number, a timing line
+and text is a cue, and only its text lines change; anything else (a block that is not number, timing, text)
+is written back byte for byte, and so are the numbers and timing lines, never re-rendered. A sentence often
+runs over several cues ("I think that..." / "...we should go."): consecutive cues are joined until one ends a
+sentence (at most MAX_JOINED), translated together, and the translation is shared back over them in proportion to their
 English length, cut at spaces, so that each cue keeps its share of the screen time. Each cue keeps its
 number of lines (the translation wrapped at the spaces nearest to even lines), the formatting tags around
 its whole text (<i>...</i> for off-screen voices, <font color=...>), the position tags it starts with
@@ -13,7 +15,8 @@ joined to the cue before). Tags inside a cue ("I <i>never</i> said") go around t
 with the English ones they held, as nmt.apps.webpages places them (`align`: an English text and its
 French -> word pairs; without it they are left out). A cue whose translation equals its text is written
 back exactly as it was, so a file with nothing to translate comes back byte for byte, with its line endings
-and byte order mark.
+and byte order mark. Where a joined sentence's translation has fewer words than its cues, each of its cues is
+translated alone instead (a one-word cue is never left as "...").
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from nmt.text.segment import split_sentences
 Align = Callable[[str, str], list[tuple[int, int]]]
 
 MAX_JOINED = 4  # cues translated as one sentence at most
+# a timing line: 00:01:02,500 --> 00:01:04,000, perhaps with position coordinates after it
+TIMING = re.compile(r"^\s*\d+:\d+:\d+[,.]\d+\s*-->\s*\d+:\d+:\d+[,.]\d+")
+BLOCK_GAP = re.compile(r"((?:\r?\n)(?:[ \t]*\r?\n)+)")  # a line break and one or more blank lines
 SENTENCE_END = re.compile(r"[.!?…♪\"”»)\]]\s*$")
 WRAPPER = re.compile(r"^(<([ibu]|font)\b[^>]*>)(.*)(</\2>)$", re.S | re.I)  # a tag around a cue's whole text
 OVERRIDES = re.compile(r"^(?:\{\\[^}]*\}\s*)+")  # SubStation position and style tags: {\an8}
@@ -50,26 +56,38 @@ class _Cue:
 def translate_srt(source: str, translate: Callable[[list[str]], list[str]], align: Align | None = None) -> str:
     """`source`, a SubRip file's text, with every cue's text translated by `translate` (in order, one line
     each way), tags inside cues placed by `align`; an unreadable file is a UsageError."""
-    import srt
-
     bom = "\ufeff" if source.startswith("\ufeff") else ""
     body = source[len(bom):]
-    eol = "\r\n" if "\r\n" in body else "\n"
-    try:
-        cues = list(srt.parse(body))
-    except srt.SRTParseError as exc:
-        raise UsageError(f"not a SubRip (.srt) file: {str(exc).splitlines()[0]}") from None
-    plain = [_plain(cue.content) for cue in cues]
+    blocks = body.rstrip("\r\n")
+    parts = BLOCK_GAP.split(blocks)  # block, gap, block, ...: the gaps are kept as they are
+    cues = {}  # index in parts -> (its header lines, its text's line ending)
+    for index in range(0, len(parts), 2):
+        lines = parts[index].split("\n")
+        if len(lines) >= 3 and lines[0].strip().isdigit() and TIMING.match(lines[1]):
+            eol = "\r\n" if lines[0].endswith("\r") else "\n"
+            cues[index] = ("\n".join(lines[:2]) + "\n", eol, "\n".join(line.removesuffix("\r") for line in lines[2:]))
+    if not cues and body.strip():
+        raise UsageError("not a SubRip (.srt) file: no block of a number, a timing line and text")
+    order = list(cues)
+    plain = [_plain(cues[index][2]) for index in order]
     groups = _sentences(plain)
     texts = [" ".join(plain[i].text for i in group) for group in groups]
+    shares: dict[int, str] = {}
+    alone = []  # cues of a sentence whose translation has fewer words than it has cues
     for group, text, translation in zip(groups, texts, translate(texts), strict=True):
         if translation == text:
             continue
-        shares = _share(translation, [len(plain[i].text) for i in group])
-        for i, text in zip(group, shares, strict=True):
-            if text != plain[i].text:  # else the cue stays exactly as written
-                cues[i].content = _layout(_marked(text, plain[i], align), plain[i])
-    return bom + srt.compose(cues, reindex=False, strict=False, eol=eol)
+        if len(group) > 1 and len(translation.split()) < len(group):
+            alone.extend(group)
+            continue
+        shares.update(zip(group, _share(translation, [len(plain[i].text) for i in group]), strict=True))
+    if alone:
+        shares.update(zip(alone, translate([plain[i].text for i in alone]), strict=True))
+    for i, text in shares.items():
+        if text != plain[i].text:  # else the cue stays exactly as written
+            header, eol, _ = cues[order[i]]
+            parts[order[i]] = header + _layout(_marked(text, plain[i], align), plain[i]).replace("\n", eol)
+    return bom + "".join(parts) + body[len(blocks):]
 
 
 def _plain(content: str) -> _Cue:
