@@ -350,6 +350,8 @@ def score(
                                       "(lines with source and translation in, log_prob and score out)."),
     model: Path = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     per_token: bool = typer.Option(False, "--per-token", help="Also each piece's log-probability, EOS last."),
+    output: Path = typer.Option(None, "--output", "-o", help="Write the scores to this file (default stdout), "
+                                "whole or not at all."),
     src: Path = typer.Option(None, "--src", hidden=True),  # --input's name in text mode before 2026-11-27
     tgt: Path = typer.Option(None, "--tgt", hidden=True),  # --ref's
     decoding: DecodingFlags = None,
@@ -392,7 +394,7 @@ def score(
                        f"{config.max_tokens} tokens a batch", err=True)
         scorer = Scorer(checkpoint.build_model(config.device), checkpoint.tokenizer(), lenpen=config.search.lenpen,
                         max_tokens=config.max_tokens)
-    with _output(None, None) as sink:
+    with _output(output, input or src) as sink:
         for pair in scorer.score(sources, targets):
             sink.write((pair.to_json(per_token) if output_format == "jsonl" else pair.to_text(per_token)) + "\n")
 
@@ -455,10 +457,13 @@ def models() -> None:
 
 
 @app.command()
-def info(checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help="A checkpoint file.")) -> None:
+def info(checkpoint_path: Path = typer.Argument(None, metavar="[CHECKPOINT]", help="A checkpoint file, or a "
+                                                 "shipped model's name (`nmt models`); default the default model.")
+         ) -> None:
     """Show a checkpoint's model config, vocabulary, parameter count and training summary."""
     from nmt.model.checkpoint import load_checkpoint
 
+    checkpoint_path = find_model(checkpoint_path)
     checkpoint = load_checkpoint(checkpoint_path)
     n_parameters = sum(t.numel() for name, t in checkpoint.weights.items())
     typer.echo(f"checkpoint: {checkpoint_path}")

@@ -100,6 +100,15 @@ def test_pickle_payload_is_refused_and_runs_nothing(tmp_path):
     with pytest.raises(CheckpointError):
         load_checkpoint(plain)
     assert not marker.exists()
+    # one short line each, not PyTorch's paragraph about weights_only
+    noise = tmp_path / "noise.pt"
+    noise.write_bytes(bytes(range(256)) * 8)
+    for path, line in ((evil, "refused, the file holds Python objects other than tensors"),
+                       (noise, "not an nmt checkpoint (not a file torch.save writes)")):
+        result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "info", str(path)], capture_output=True,
+                                text=True)
+        assert result.returncode == 2 and line in result.stderr and "weights_only" not in result.stderr
+        assert result.stderr.count("\n") == 1
 
 
 def test_bad_files_give_one_line_through_the_cli(tmp_path, saved):

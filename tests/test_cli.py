@@ -42,6 +42,8 @@ def test_info_shows_config_vocabulary_and_parameters(tiny_checkpoint):
     assert f"parameters: {n_parameters:,}" in result.stdout
     assert f"vocabulary: {checkpoint.tokenizer().vocab_size}" in result.stdout
     assert "d_model: 32" in result.stdout and "beam_size=2" in result.stdout
+    named = subprocess.run([NMT, "info", "general"], capture_output=True, text=True)  # a shipped model's name
+    assert named.returncode == 0 and "general.pt" in named.stdout and "parameters: " in named.stdout
 
 
 def test_unknown_option_is_a_usage_error_without_traceback():

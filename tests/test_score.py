@@ -63,6 +63,10 @@ def test_cli_scores_translate_s_own_jsonl_and_refuses_bad_input(tmp_path):
     assert scored.returncode == 0, scored.stderr
     records = [json.loads(line) for line in scored.stdout.splitlines()]
     assert len(records) == len(candidates) == 24
+    written = tmp_path / "scores.jsonl"  # -o as translate and eval take it: the same lines, in a file
+    into_file = subprocess.run(NMT + ["score", "--model", str(shipped), "--format", "jsonl", "--lenpen", "0",
+                                      "--input", str(pairs), "-o", str(written)], capture_output=True, text=True)
+    assert into_file.returncode == 0 and into_file.stdout == "" and written.read_text() == scored.stdout
     # nmt score reads a text in the pieces it encodes to; a hypothesis can spell the same text in other pieces
     # (the second best often is the best's words in other pieces). Compare each best hypothesis spelt in its
     # text's own pieces (its token count, EOS included, is the encoding's), and the second bests whose text no

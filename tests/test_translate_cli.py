@@ -361,8 +361,8 @@ def children(pid: int) -> list[int]:
 def test_sigterm_while_waiting_for_input_keeps_the_finished_lines_in_a_partial_file(tiny_checkpoint, tmp_path):
     output = tmp_path / "out.fr"
     partial = tmp_path / "out.fr.partial"
-    process = subprocess.Popen(NMT + ["--model", str(tiny_checkpoint), "--interactive", "-o", str(output)],
-                               stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(NMT + ["--model", str(tiny_checkpoint), "--interactive", "-o", str(output), "-q"],
+                               stdin=subprocess.PIPE, stderr=subprocess.PIPE)  # -q: no progress line on a slow day
     process.stdin.write(b"A dog.\n\nTwo men.\n")
     process.stdin.flush()
     wait_for(lambda: partial.exists() and partial.read_text().count("\n") == 3)
@@ -383,7 +383,7 @@ def test_a_signal_stops_the_workers_and_flushes_the_lines_in_order(tiny_checkpoi
         wait_for(lambda: len(children(process.pid)) == 2 or process.poll() is not None)
         workers = children(process.pid)
         process.send_signal(stop)
-        assert process.wait(timeout=30) == 128 + stop
+        assert process.wait(timeout=120) == 128 + stop  # generous: a loaded machine finishes its batch slowly
     written = output.read_text().split("\n")[:-1]
     name = "Ctrl-C" if stop == signal.SIGINT else stop.name
     assert process.stderr.read().decode() == f"error: interrupted by {name} after {len(written)} lines\n"

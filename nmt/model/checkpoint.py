@@ -13,6 +13,7 @@ import hashlib
 import os
 import pickle
 import warnings
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,9 +109,11 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         with warnings.catch_warnings():  # a foreign pickle's protocol warning is not the user's business
             warnings.simplefilter("ignore")
             payload = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(f"{path}: refused, the file holds more than tensors ({first_line})") from None
+    except pickle.UnpicklingError:
+        if not zipfile.is_zipfile(path):  # what torch.save writes: a zip of a pickle and its tensors
+            raise CheckpointError(f"{path}: not an nmt checkpoint (not a file torch.save writes)") from None
+        raise CheckpointError(f"{path}: refused, the file holds Python objects other than tensors (nmt loads "
+                              "tensors and plain values only, so that a model file never runs code)") from None
     except Exception as exc:  # torch raises many types for damaged files: each means the same to a user
         reason = type(exc).__name__
         raise CheckpointError(f"{path}: not a readable checkpoint (truncated or corrupt: {reason})") from None
