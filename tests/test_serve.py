@@ -86,6 +86,7 @@ def test_health_languages_docs_and_page(server):
     assert httpx.get(server.url + "/docs").status_code == 200
     page = httpx.get(server.url + "/")
     assert page.status_code == 200 and "<textarea" in page.text and "{{" not in page.text
+    assert "<code>tiny.pt</code>" in page.text and "image captions" not in page.text  # the model it serves
 
 
 def test_libretranslate_requests_answer_what_the_cli_prints(server, cli_records):

@@ -15,6 +15,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import html
 import json
 import logging
 import mimetypes
@@ -625,8 +626,9 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> str:
-        return PAGE.read_text(encoding="utf-8").replace("{{API_KEY_FIELD}}", "" if settings.api_key is None else
-                                                        '<input id="key" type="password" placeholder="API key">')
+        key_field = "" if settings.api_key is None else '<input id="key" type="password" placeholder="API key">'
+        model = html.escape(settings.model_name or "a checkpoint")
+        return PAGE.read_text(encoding="utf-8").replace("{{API_KEY_FIELD}}", key_field).replace("{{MODEL}}", model)
 
     return BoundedBodies(app, settings.max_body_bytes, settings.read_timeout, settings.api_key,
                          settings.max_file_bytes + 65_536)
