@@ -67,11 +67,12 @@ def overlaps(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
     return any(start < span[1] and span[0] < end for start, end in spans)
 
 
-def verbatim_spans(text: str, numbers: bool = True) -> list[tuple[int, int]]:
+def verbatim_spans(text: str, numbers: bool = True, glued: bool = False) -> list[tuple[int, int]]:
     """(start, end) of each URL, e-mail, code, emoji run (and number), in order, not overlapping. A number
-    with a word glued to it (NUMBER_WITH_WORD) is neither a code nor a number here: the model translates it."""
+    with a word glued to it (NUMBER_WITH_WORD) is neither a code nor a number here, the model translates it;
+    with `glued`, it is one like any other (its letters kept English behind the placeholder)."""
     spans: list[tuple[int, int]] = []
-    left_to_model = [match.span() for match in NUMBER_WITH_WORD.finditer(text)]
+    left_to_model = [] if glued else [match.span() for match in NUMBER_WITH_WORD.finditer(text)]
     patterns = (URL, EMAIL, CODE, NUMBER) if numbers else (URL, EMAIL, CODE)
     for pattern in patterns:
         for match in pattern.finditer(text):
@@ -109,6 +110,17 @@ class Protected:
     originals: tuple[str, ...]  # what placeholder n+1 stands for
     positions: tuple[float, ...]  # where each placeholder stood, as a share of the sentence's length
     untouched: bool = False  # the sentence held placeholder brackets of its own: its translation stays as it is
+    glued: tuple[str, ...] = ()  # the digits of the numbers with words glued to them, left to the model
+
+    def keeps_glued(self, translation: str) -> bool:
+        """Whether `translation` holds the digits of every number left to the model, in order."""
+        digits, start = "".join(char for char in translation if char.isdigit()), 0
+        for number in self.glued:
+            found = digits.find(number, start)
+            if found < 0:
+                return False
+            start = found + len(number)
+        return True
 
     def restore(self, translation: str) -> str:
         """`translation` with each placeholder replaced by its original; a missing one inserted at its
@@ -176,13 +188,16 @@ def name_spans(sentence: str, is_rare: Callable[[str], bool]) -> list[tuple[int,
             if start != first or " " in sentence[start:end] or "-" in sentence[start:end]]
 
 
-def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | None = None) -> Protected:
+def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | None = None,
+            glued: bool = False) -> Protected:
     """`sentence` with its URLs, e-mails, codes, emoji (and numbers; and with `names`, the names name_spans
     finds by it) replaced by ⦅1⦆, ⦅2⦆, ... (at most MAX_PLACEHOLDERS, in order; later ones stay as text).
-    A sentence that already holds placeholder brackets is left as it is."""
+    Numbers with words glued to them are left to the model (their digits listed in `glued` to check), or
+    with `glued` put behind placeholders too. A sentence that already holds placeholder brackets is left as
+    it is."""
     if "\u2985" in sentence or "\u2986" in sentence:
         return Protected(sentence, (), (), untouched=True)
-    spans = verbatim_spans(sentence, numbers)
+    spans = verbatim_spans(sentence, numbers, glued)
     rendered = {}  # span -> what its placeholder comes back as, where not the source's own text
     if numbers:
         for match in CLOCK_TIME.finditer(sentence):
@@ -201,7 +216,10 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
         positions.append(start / max(1, len(sentence)))
         last = end
     pieces.append(sentence[last:])
-    return Protected("".join(pieces), tuple(originals), tuple(positions))
+    left = () if glued or not numbers else tuple(re.sub(r"\D", "", match.group())
+                                                  for match in NUMBER_WITH_WORD.finditer(sentence)
+                                                  if not overlaps(match.span(), spans))
+    return Protected("".join(pieces), tuple(originals), tuple(positions), glued=left)
 
 
 def contains(outer: tuple[int, int], inner: tuple[int, int]) -> bool:
