@@ -39,3 +39,16 @@ def test_nmt_translate_writes_the_markdown_in_french(tmp_path):
     french = out.read_text()
     assert french.startswith("# ") and "](https://example.org/door" in french and "`make garden`" in french
     assert '```python\nprint("A dog runs.")\n```' in french and "Our small garden" not in french
+
+
+def test_task_list_boxes_stay_as_written():
+    document = "# Tasks\n\n- [ ] Buy milk\n- [x] Call *Bob*\n- A plain item\n"
+    seen = []
+
+    def translate(texts):
+        seen.extend(texts)
+        return [text.upper() for text in texts]
+
+    out = translate_markdown(document, translate, lambda source, target: [(i, i) for i in range(len(source.split()))])
+    assert out == "# TASKS\n\n- [ ] BUY MILK\n- [x] CALL *BOB*\n- A PLAIN ITEM\n"
+    assert "Buy milk" in seen and not any("[" in text for text in seen)  # the box is not the model's

@@ -92,3 +92,20 @@ def test_a_kept_element_the_model_dropped_or_repeated_comes_back_once():
     # an element alone in its block is not sent to be translated
     assert translate_html("<li><code>-o</code></li>", lambda texts: [1 / 0 for _ in texts], same_order) == \
         "<li><code>-o</code></li>"
+
+
+def test_links_side_by_side_are_separate_texts_and_their_separators_stay():
+    """A navigation bar is not a sentence: each link is translated alone, its words never move to another
+    link, and " | " stays between them. Links inside a sentence still go with its words."""
+    page = ('<nav><a href="/">Home</a> | <a href="/menu">Our menu</a> &middot; <a href="/c">Contact us</a></nav>'
+            '<p>Read <a href="/x">this page</a> now.</p>')
+    seen = []
+
+    def translate(texts):
+        seen.extend(texts)
+        return [text.upper() for text in texts]
+
+    out = translate_html(page, translate, lambda source, target: [(i, i) for i in range(len(source.split()))])
+    assert seen == ["Home", "Our menu", "Contact us", "Read this page now."]
+    assert out.startswith('<nav><a href="/">HOME</a> | <a href="/menu">OUR MENU</a> &middot; '
+                          '<a href="/c">CONTACT US</a></nav>')

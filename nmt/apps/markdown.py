@@ -13,12 +13,14 @@ block whose translation equals its text: a document with nothing to translate co
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from html.parser import HTMLParser
 
 from nmt.apps.webpages import translate_html
 
 MARKS = {"strong": "**", "b": "**", "em": "*", "i": "*", "s": "~~", "del": "~~"}
+TASK_BOX = re.compile(r"\[[ xX]\] ")  # a task list item's box, "- [ ] Buy milk": kept, not translated
 
 
 class _ToMarkdown(HTMLParser):
@@ -79,7 +81,10 @@ def translate_markdown(text: str, translate: Callable[[list[str]], list[str]],
     lines = text.split("\n")
     blocks = [token for token in tokens if token.type == "inline" and token.map and token.content.strip()]
     fragments = [md.renderer.renderInline(token.children or [], md.options, {}) for token in blocks]
-    translated = [translate_html(fragment, translate, align) for fragment in fragments]
+    boxes = [box.group() if (box := TASK_BOX.match(token.content)) and fragment.startswith(box.group()) else ""
+             for token, fragment in zip(blocks, fragments, strict=True)]
+    translated = [box + translate_html(fragment[len(box):], translate, align)
+                  for fragment, box in zip(fragments, boxes, strict=True)]
     searched_from: dict[int, int] = {}  # where the next block on a line is looked for (table cells)
     for token, fragment, french in zip(blocks, fragments, translated, strict=True):
         if french == fragment:
@@ -89,7 +94,8 @@ def translate_markdown(text: str, translate: Callable[[list[str]], list[str]],
         at = lines[first].find(content[0], searched_from.get(first, 0))
         if at < 0:
             continue  # the text is not on its line as written (an escape markdown-it resolved): left as it is
-        new = _markdown(french)
+        box = TASK_BOX.match(french) if TASK_BOX.match(content[0]) else None
+        new = box.group() + _markdown(french[box.end():]) if box else _markdown(french)
         lines[first] = lines[first][:at] + new + lines[first][at + len(content[0]):]
         searched_from[first] = at + len(new)
         for offset, rest in enumerate(content[1:], start=1):  # the paragraph's other lines, now on the first

@@ -157,6 +157,30 @@ class _Block:
         return any(PLACEHOLDER_PATTERN.sub("", word).strip() for word in self.words)
 
 
+def _apart(events: list[_Event]) -> list[list[_Event] | str]:
+    """A block's events as one block, or, where it is links side by side with nothing but separators between
+    them (a navigation bar: "<a>Home</a> | <a>Our menu</a> | <a>Contact us</a>"), each link a block of its own
+    and the separators as they were: separate texts, never one sentence whose words move between links."""
+    parts: list[list[_Event]] = []  # top-level elements and top-level text, in order
+    depth = 0
+    for event in events:
+        if depth == 0:
+            parts.append([event])
+        else:
+            parts[-1].append(event)
+        if event.kind == "start":
+            depth += 1
+        elif event.kind == "end" and depth:
+            depth -= 1
+    links = [part for part in parts if part[0].kind == "start" and part[0].tag == "a"]
+    between = [part for part in parts if not (part[0].kind == "start" and part[0].tag == "a")]
+    separators_only = all(part[0].kind in ("data", "entity", "charref") and len(part) == 1
+                          and not any(char.isalnum() for char in html.unescape(part[0].raw)) for part in between)
+    if len(links) < 2 or not separators_only:
+        return [list(events)]
+    return [part if part in links else part[0].raw for part in parts]
+
+
 def translate_html(page: str, translate: Callable[[list[str]], list[str]],
                    align: Callable[[str, str], list[tuple[int, int]]]) -> str:
     """`page` with the text of its blocks translated (`translate`: texts -> translations, in order; `align`:
@@ -169,7 +193,7 @@ def translate_html(page: str, translate: Callable[[list[str]], list[str]],
 
     def close_block():
         if block:
-            pieces.append(_Block(list(block)))
+            pieces.extend(_Block(part) if isinstance(part, list) else part for part in _apart(block))
             block.clear()
 
     for event in events:
