@@ -100,7 +100,8 @@ def test_a_picture_given_as_text_is_refused_before_the_model_loads(tiny_checkpoi
 
 def test_limits_count_every_kind_of_file_and_name_the_option_that_raises_them():
     limits = FileLimits(max_chars=20, max_depth=3)
-    with pytest.raises(FileRefused, match=r"more than 20 characters to translate \(--max-file-chars raises the limit\)") as refused:
+    too_many = r"more than 20 characters to translate \(--max-file-chars raises the limit\)"
+    with pytest.raises(FileRefused, match=too_many) as refused:
         translate_file("txt", b"A dog runs.\nA cat sleeps on the mat.\n", same, no_alignment, limits)
     assert refused.value.limit == "max_chars"
     with pytest.raises(FileRefused, match=r"nests deeper than 3 elements \(--max-file-depth raises the limit\)"):
