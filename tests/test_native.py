@@ -386,3 +386,13 @@ def test_beam_top_k_kernel_equals_topk_over_the_sums(build, sentences, width, vo
         for j in range(k - 1):  # of equal finite values, the larger index first (as the glossary search)
             if row_values[j] == row_values[j + 1] > -float("inf"):
                 assert row_indices[j] > row_indices[j + 1]
+
+
+@pytest.mark.parametrize("flags", native.FLAG_SETS, ids=["native", "avx2"])
+def test_the_kernels_compile_without_a_warning_in_every_build(tmp_path, flags):
+    """Each instruction-set build as native.py compiles it, with -Wall -Wextra as errors (issue 65)."""
+    import subprocess
+
+    result = subprocess.run([COMPILER, *flags, "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-o",
+                             str(tmp_path / "kernels.so"), str(native.SOURCE), "-lm"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
