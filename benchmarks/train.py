@@ -113,6 +113,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--presets", default="small,base")
+    parser.add_argument("--compile", action="store_true", help="Also nmt with `nmt train --compile` (bf16 only): "
+                        "compiled first, before the timed steps; lengths padded to 8 as the trainer pads them.")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     keep_freed_memory()
@@ -121,7 +123,8 @@ def main() -> None:
     src_ids, tgt_ids = tokenizer.encode_batch(pairs.source[:4000]), tokenizer.encode_batch(pairs.target[:4000])
     index_batches = token_batches([len(s) for s in src_ids], [len(t) for t in tgt_ids], 4096, seed=1, epoch=0)
     batches = [collate([src_ids[i] for i in b], [tgt_ids[i] for i in b], 0, 2, 3) for b in index_batches]
-    rows = []
+    padded = [collate([src_ids[i] for i in b], [tgt_ids[i] for i in b], 0, 2, 3, multiple=8) for b in index_batches]
+    rows, compiled_rows = [], []
     for preset in args.presets.split(","):
         config = ModelConfig.preset(preset, vocab_size=tokenizer.vocab_size)
         for precision in ("fp32", "bf16"):
@@ -136,17 +139,39 @@ def main() -> None:
                                    batches, args.steps)
             print(f"{preset:5} {precision} nmt {ours:7.0f}  torch.nn.Transformer {theirs:7.0f} tgt tok/s", flush=True)
             rows.append((preset, precision, ours, theirs))
+        if args.compile:  # compiled apart: the eager runs' timings never share the machine with the compiler
+            torch.manual_seed(0)
+            model = Transformer(config)
+            criterion = TranslationLoss(model, label_smoothing=0.1, compiled=True)
+
+            def compiled_loss(src, tgt_in, tgt_out, criterion=criterion):
+                return criterion(src, tgt_in, tgt_out) / (tgt_out != 0).sum()
+
+            run = Run(model, "bf16", compiled_loss)
+            started = time.perf_counter()
+            for batch in padded:  # every batch shape once: the compiling is done before the timed steps
+                run.step(batch, timed=False)
+            warm = time.perf_counter() - started
+            speed = compare([run], padded, args.steps)[0]
+            compiled_rows.append((preset, speed, warm))
+            print(f"{preset:5} bf16 nmt --compile {speed:7.0f} tgt tok/s ({warm:.0f} s compiling and warming)",
+                  flush=True)
     lines = [
         f"Machine: {cpu_name()}, {args.threads} threads, torch {torch.__version__}. Multi30k batches of about "
         f"4k padded tokens, {args.steps} timed steps per model after 2 warm-up steps on the largest batches, the "
         "two models interleaved step by step, Adam + label-smoothed cross-entropy, nmt.training.allocator applied. "
-        f"Command: `python benchmarks/train.py --steps {args.steps} --presets {args.presets}`. Target tokens/s "
+        f"Command: `python benchmarks/train.py --steps {args.steps} --presets {args.presets}"
+        f"{' --compile' if args.compile else ''}`. Target tokens/s "
         "(non-padding).",
         "",
         "| preset | precision | nmt tok/s | torch.nn.Transformer tok/s | nmt / torch |",
         "|---|---|---|---|---|",
     ]
     lines += [f"| {p} | {pr} | {a:.0f} | {b:.0f} | {a / b:.2f}x |" for p, pr, a, b in rows]
+    for preset, speed, warm in compiled_rows:
+        theirs = next(b for p, pr, _, b in rows if p == preset and pr == "bf16")
+        lines.append(f"| {preset} | bf16, nmt `--compile` (lengths padded to 8; {warm:.0f} s of compiling first) | "
+                     f"{speed:.0f} | {theirs:.0f} | {speed / theirs:.2f}x |")
     write_section("Training throughput", lines)
 
 
