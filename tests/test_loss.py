@@ -84,3 +84,18 @@ def test_under_fp16_the_output_layer_gradient_keeps_small_probabilities():
     assert weight.grad[4:].abs().max() > 1e-4
     torch.testing.assert_close(hidden.grad.double(), (probs - F.one_hot(targets, vocab).double())
                                @ weight.detach().double() * 65536, rtol=0.01, atol=1.0)
+
+
+def test_the_compiled_encoder_and_decoder_are_one_graph_with_dropout_on():
+    """`nmt train --compile` traces the encoder and decoder whole: a graph break (the CPU dropout's in-place
+    random_ made one at every dropout) splits it into frames that recompile per caller, and past dynamo's
+    limit of 8 the rest ran eager, slower than without compiling (benchmarks/TRAINING.md)."""
+    from nmt.model.config import ModelConfig
+    from nmt.model.transformer import Transformer
+
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.preset("tiny", vocab_size=50, dropout=0.1)).train()
+    criterion = TranslationLoss(model, 0.1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        explained = torch._dynamo.explain(criterion._hidden)(SRC, TGT_IN, model.source_mask(SRC))
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons

@@ -41,14 +41,16 @@ class Dropout(nn.Module):
     a `small` training step (benchmarks/EXPERIMENTS.md), where filling int64s with random bits and reading
     them as 16-bit integers takes a fifth of its time. A unit is dropped when its
     16 bits fall below p x 2^16: p is rounded to a multiple of 2^-16, and the kept units are scaled by the
-    exact inverse of the rate kept. On other devices, F.dropout."""
+    exact inverse of the rate kept. On other devices, and compiled, F.dropout."""
 
     def __init__(self, p: float):
         super().__init__()
         self.p = p
 
     def forward(self, x: Tensor) -> Tensor:
-        if not self.training or self.p == 0 or x.device.type != "cpu":
+        # compiled (nmt train --compile), F.dropout: Inductor draws its masks in the fused kernel, where the
+        # in-place random_ would cut the graph at every dropout
+        if not self.training or self.p == 0 or x.device.type != "cpu" or torch.compiler.is_compiling():
             return F.dropout(x, self.p, self.training)
         dropped = round(self.p * 2**16)
         bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), 2**63 - 1)
