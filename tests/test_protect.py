@@ -109,3 +109,11 @@ def test_a_time_with_am_or_pm_comes_back_as_french_writes_it(english, french):
 def test_an_hour_over_twelve_with_pm_is_no_time_and_times_count_in_french():
     assert protect("It happened at 13 p.m. sharp.").originals == ("13",)
     assert entities("The concert starts at 2 p.m. on November 17.") == ([], ["14", "17"])
+
+
+def test_title_case_keeps_the_capital_of_words_the_vocabulary_knows_as_names():
+    """A list item "Alice Martin, Head of Sales" is in Title Case: sentence case lowered its names too ("Alice
+    martin"); a word the vocabulary holds better capitalized keeps its capital."""
+    names = {"Martin", "Alice"}
+    assert case_normalized("Alice Martin, Head of Sales", names.__contains__) == ("Alice Martin, head of sales", False)
+    assert case_normalized("Alice Martin, Head of Sales") == ("Alice martin, head of sales", False)

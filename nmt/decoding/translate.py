@@ -243,13 +243,19 @@ class Translator:
         upper, source = False, text
         terms = [self.tokenizer.encode(term) for term in self.glossary.matches(text)] if self.glossary else []
         if self.ordinary_input:
-            text, upper = case_normalized(text)
+            text, upper = case_normalized(text, self._is_cased_name)
         names = self._is_rare if self.protect_names else None
         protected = (protect(text, names=names, glued=glued) if self.ordinary_input and self.tokenizer.has_placeholders
                      else None)
         ids = self.tokenizer.encode(protected.text if protected else text)
         pieces = [ids] if len(ids) <= self.max_piece_tokens else self._cut_at_word_starts(ids)
         return Unit([piece for piece in pieces if piece], protected, upper, [term for term in terms if term], source)
+
+    def _is_cased_name(self, word: str) -> bool:
+        """Whether the vocabulary holds `word` (its letters) in fewer pieces capitalized than in lower case: a
+        name ("Martin", "Alice") rather than a word a headline capitalizes ("Head", "Sales")."""
+        letters = word.strip(".,;:!?()\"'’")
+        return bool(letters) and len(self.tokenizer.encode(letters)) < len(self.tokenizer.encode(letters.lower()))
 
     def _is_rare(self, word: str) -> bool:
         """Whether the vocabulary holds `word` only in pieces (nmt.text.protect.name_spans' test of a name)."""

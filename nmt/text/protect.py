@@ -244,14 +244,17 @@ def is_title_case(text: str) -> bool:
     return len(content) >= 3 and all(word[0].isupper() for word in content) and not is_all_caps(text)
 
 
-def case_normalized(sentence: str) -> tuple[str, bool]:
+def case_normalized(sentence: str, is_name: Callable[[str], bool] | None = None) -> tuple[str, bool]:
     """(`sentence` in sentence case if it is in capitals or Title Case, whether it was in capitals): the
-    translation of a sentence in capitals goes back to capitals. Names in such a sentence lose their
-    capital too: models trained with nmt.data.augment's case variants do without this."""
+    translation of a sentence in capitals goes back to capitals. In Title Case a word that `is_name` (the
+    vocabulary knows it capitalized better than in lower case: "Alice Martin, Head of Sales") keeps its
+    capital; in capitals names lose theirs: models trained with nmt.data.augment's case variants do without
+    this."""
     if is_all_caps(sentence):
         lowered = sentence.lower()
     elif is_title_case(sentence):
-        lowered = " ".join(word if i == 0 else word.lower() for i, word in enumerate(sentence.split(" ")))
+        lowered = " ".join(word if i == 0 or (is_name is not None and is_name(word)) else word.lower()
+                           for i, word in enumerate(sentence.split(" ")))
     else:
         return sentence, False
     first = next((i for i, char in enumerate(lowered) if char.isalpha()), 0)
