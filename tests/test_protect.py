@@ -115,5 +115,9 @@ def test_title_case_keeps_the_capital_of_words_the_vocabulary_knows_as_names():
     """A list item "Alice Martin, Head of Sales" is in Title Case: sentence case lowered its names too ("Alice
     martin"); a word the vocabulary holds better capitalized keeps its capital."""
     names = {"Martin", "Alice"}
-    assert case_normalized("Alice Martin, Head of Sales", names.__contains__) == ("Alice Martin, head of sales", False)
+
+    def is_name(word: str) -> bool:  # as the translator asks its vocabulary, of the word without its comma
+        return word.strip(",") in names
+
+    assert case_normalized("Alice Martin, Head of Sales", is_name) == ("Alice Martin, head of sales", False)
     assert case_normalized("Alice Martin, Head of Sales") == ("Alice martin, head of sales", False)
