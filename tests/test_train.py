@@ -918,9 +918,9 @@ def test_an_update_weighs_every_target_token_alike_whichever_batch_it_is_in(tmp_
     rng = np.random.default_rng(0)
     short = ([rng.integers(4, 50, 3)], [rng.integers(4, 50, 2)])  # 3 target tokens with EOS
     long = ([rng.integers(4, 50, 12) for _ in range(3)], [rng.integers(4, 50, 8) for _ in range(3)])  # 27
-    _, tokens, stepped = loop.update([short, long])
+    _, tokens, stepped = loop.update([loop.collated(short), loop.collated(long)])
     assert stepped and tokens == 30
-    loop.update([(short[0] + long[0], short[1] + long[1])])
+    loop.update([loop.collated((short[0] + long[0], short[1] + long[1]))])
     apart, together = captured
     for name, gradient in together.items():
         torch.testing.assert_close(apart[name], gradient, atol=1e-6, rtol=1e-4)
@@ -957,3 +957,31 @@ def test_the_wmt14_configs_take_their_tokens_an_update_on_one_and_eight_gpus(nam
         assert gpus * accumulated * config.max_tokens == config.tokens_per_update
     with pytest.raises(UsageError, match="--max-tokens 8192"):  # 2 x 8 GPUs: it says what fits
         batches_per_update(config, 16)
+
+
+def test_batches_read_ahead_keep_their_order_raise_their_errors_and_stop_with_the_loop():
+    from nmt.training.train import read_ahead
+
+    produced = []
+
+    def items():
+        for number in range(100):
+            produced.append(number)
+            yield number
+
+    assert list(read_ahead(items(), 2)) == list(range(100))
+
+    def failing():
+        yield 1
+        raise DataError("a corpus file went away")
+
+    ahead = read_ahead(failing(), 2)
+    assert next(ahead) == 1
+    with pytest.raises(DataError, match="went away"):
+        next(ahead)
+    produced.clear()
+    early = read_ahead(items(), 2)
+    assert [next(early) for _ in range(3)] == [0, 1, 2]
+    early.close()  # the loop stopped mid-epoch: the thread stops too, at most a few items further
+    time.sleep(0.5)
+    assert len(produced) <= 3 + 2 + 2

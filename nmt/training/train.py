@@ -47,6 +47,7 @@ log = logging.getLogger("nmt")
 
 MAX_SKIPPED_IN_A_ROW = 50  # updates skipped for a loss or gradients that are not finite, before giving up
 COMPILED_LENGTH_MULTIPLE = 8  # --compile: lengths padded to it, so no length recompiles the step for alignment
+PREFETCH_UPDATES = 2  # updates whose batches a thread reads and collates ahead of the step
 VALID_MAX_TOKENS = 8192  # padded tokens in a validation batch, at most
 REWARM = 200  # updates over which a run resumed without its optimizer moments ramps its rate up again
 
@@ -760,6 +761,58 @@ class MovingAverage:
         return model_weights(self.model)
 
 
+@dataclass
+class Collated:
+    """A batch as the step takes it: source (B, S), target input and output (B, T) ids, and its target tokens
+    (EOS included)."""
+
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    n_tokens: int
+
+
+def read_ahead(items: Iterator, depth: int) -> Iterator:
+    """`items`, produced up to `depth` ahead by a daemon thread; its exceptions raised here, in order. Closing
+    the returned generator (the loop stopping mid-epoch) stops the thread at its next item."""
+    import queue
+
+    buffer: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        buffer.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            buffer.put((done, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            buffer.put((done, exc))
+
+    def consume() -> Iterator:
+        thread = threading.Thread(target=produce, name="nmt-batches", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item, error = buffer.get()
+                if error is not None:
+                    raise error
+                if item is done:
+                    return
+                yield item
+        finally:
+            stop.set()
+
+    return consume()
+
+
 def _to_random_state(value):
     version, internal, gauss = value
     return (version, tuple(internal), gauss)
@@ -790,26 +843,39 @@ class _Loop:
         dtype = torch.bfloat16 if self.trainer.precision == "bf16" else torch.float16
         return torch.autocast(self.device.type, dtype=dtype)
 
-    def epoch_groups(self, epoch: int, first: int = 0) -> Iterator[list[Batch]]:
-        """This rank's batches of one epoch, `update_freq` to an update, from update `first` on (a resumed
-        epoch skips the updates done without reading their batches); every rank gets as many."""
+    def epoch_groups(self, epoch: int, first: int = 0) -> Iterator[list[Collated]]:
+        """This rank's batches of one epoch, collated, `update_freq` to an update, from update `first` on (a
+        resumed epoch skips the updates done without reading their batches); every rank gets as many. Read and
+        collated PREFETCH_UPDATES updates ahead on a thread of their own (pinned on CUDA), so that the step
+        never waits for the host to build its next batch."""
         indices = self.batches.of(epoch)
         world, size = self.dist.world_size, self.trainer.update_freq
         mine = indices[: len(indices) // world * world][self.dist.rank :: world]
         corpus = self.batches.corpus
-        for start in range(first * size, len(mine), size):
-            yield [corpus.pairs(batch) for batch in mine[start : start + size]]
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, int]:
+        def groups() -> Iterator[list[Collated]]:
+            for start in range(first * size, len(mine), size):
+                yield [self.collated(corpus.pairs(batch)) for batch in mine[start : start + size]]
+
+        return read_ahead(groups(), PREFETCH_UPDATES)
+
+    def collated(self, batch: Batch) -> Collated:
+        """A batch's token ids as the step takes them: padded (to 8 under --compile), pinned on CUDA."""
         c = self.model_config
         src, tgt_in, tgt_out = collate(batch[0], batch[1], c.pad_id, c.bos_id, c.eos_id,
                                        COMPILED_LENGTH_MULTIPLE if self.config.compile else 1)
-        n_tokens = sum(map(len, batch[1])) + len(batch[1])  # with EOS: counted here, not on the device
-        if self.device.type == "cuda":  # copies from pinned memory overlap the previous step's work
-            src, tgt_in, tgt_out = (t.pin_memory().to(self.device, non_blocking=True) for t in (src, tgt_in, tgt_out))
+        if self.device.type == "cuda":  # the copies from pinned memory overlap the device's work
+            src, tgt_in, tgt_out = src.pin_memory(), tgt_in.pin_memory(), tgt_out.pin_memory()
+        return Collated(src, tgt_in, tgt_out, sum(map(len, batch[1])) + len(batch[1]))  # targets with EOS
+
+    def loss(self, batch: Collated) -> tuple[torch.Tensor, int]:
+        """The batch's loss summed over its target tokens, and their number (counted on the host)."""
+        blocking = self.device.type != "cuda"
+        src, tgt_in, tgt_out = (t.to(self.device, non_blocking=not blocking) for t in (batch.src, batch.tgt_in,
+                                                                                       batch.tgt_out))
         with self.autocast():
             loss_sum = self.wrapped(src, tgt_in, tgt_out)  # nmt.model.loss: the logits never all at once
-        return loss_sum, n_tokens
+        return loss_sum, batch.n_tokens
 
     def finished(self) -> bool:
         """Whether to stop before the next update, the same on every rank. The step and epoch budgets are the
@@ -827,7 +893,7 @@ class _Loop:
         c = self.config
         return bool(c.max_minutes and self.trainer.elapsed() >= 60 * c.max_minutes or self.interrupted)
 
-    def update(self, group: list[Batch]) -> tuple[float, int, bool]:
+    def update(self, group: list[Collated]) -> tuple[float, int, bool]:
         """One optimizer step over a group of batches (gradient accumulation): the loss per target token over
         every rank, the target tokens of every rank, and whether the step was taken.
 
