@@ -237,7 +237,7 @@ def test_ema_is_saved_in_every_checkpoint_resumed_exactly_and_averaged_on_reques
     metrics = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics if "valid_loss_weights" in m] == [6, 12]  # the weights' loss beside it
     slim = write_slim_resume_point(straight / "last.pt", tmp_path / "slim.pt")
-    assert slim.ema[name].dtype == torch.float16
+    assert slim.ema is None  # kept small: a resume from it starts the average afresh
     averaged = tmp_path / "ema.pt"
     result = nmt("average", "--ema", str(straight / "last.pt"), "--out", str(averaged))
     assert result.returncode == 0, result.stderr
