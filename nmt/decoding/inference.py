@@ -92,16 +92,20 @@ def cpu_has_native_bf16() -> bool | None:
         return None
 
 
-# What `--precision auto` picks on a CPU, by the first of these instruction sets its flags name: the mode
-# measured fastest at beam 4, batch 32 on each kind (benchmarks/MACHINES.md). With AMX, bf16 GEMMs on packed
-# weights; with AVX-512 BF16 alone (AMD Zen 4), int8_fp32's int8 GEMMs measured faster than int8_bf16's.
-AUTO_PRECISION_BY_CPU = (("amx_bf16", "int8_bf16"), ("avx512_bf16", "int8_fp32"), ("avx2", "int8_fp32"))
+# What `--precision auto` picks on a CPU, by the first of these instruction sets its flags name: of the modes
+# that translate a line the same whatever lines share its batch (docs/USAGE.md promises it), the one measured
+# fastest on each kind. With AMX (Intel Xeon, issue 65, 300 held-out captions batched against alone): bf16 0
+# lines differ, int8_fp32 0, int8_bf16 12 of 300 (its activations share one bf16 scale per call), and bf16
+# was the fastest in-process (3,369 target tokens/s at beam 4, batch 32, against 2,835 for int8_bf16 with the
+# shortlist); with AVX-512 BF16 alone (AMD Zen 4) and with AVX2, int8_fp32 (benchmarks/MACHINES.md).
+AUTO_PRECISION_BY_CPU = (("amx_bf16", "bf16"), ("avx512_bf16", "int8_fp32"), ("avx2", "int8_fp32"))
 
 
 def auto_precision(device: torch.device) -> str:
     """The fastest mode measured for this kind of device, as CTranslate2's compute_type "auto" picks one:
-    fp16 on CUDA; on a CPU, by AUTO_PRECISION_BY_CPU. A CPU it does not name falls back to int8_bf16 where
-    oneDNN finds bf16 arithmetic, else int8_fp32 where torch has fbgemm (x86), else fp32."""
+    fp16 on CUDA; on a CPU, by AUTO_PRECISION_BY_CPU. A CPU it does not name falls back to bf16 where
+    oneDNN finds bf16 arithmetic, else int8_fp32 where torch has fbgemm (x86), else fp32: never int8_bf16,
+    whose translations change with the lines batched beside them."""
     if device.type == "cuda":
         return "fp16"
     flags = cpu_flags()
@@ -109,7 +113,7 @@ def auto_precision(device: torch.device) -> str:
         if flag in flags and (mode != "int8_fp32" or fbgemm_available()):
             return mode
     if cpu_has_native_bf16():
-        return "int8_bf16"
+        return "bf16"
     return "int8_fp32" if fbgemm_available() else "fp32"
 
 
