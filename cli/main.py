@@ -212,7 +212,7 @@ def translate(
         raise UsageError("--document reads and writes text: drop --format, --input-format and --nbest")
     if nbest > 1 and output_format != "jsonl":
         raise UsageError("--nbest above 1 needs --format jsonl (the text format keeps one line per input)")
-    from nmt.apps.files import FileLimits, looks_binary
+    from nmt.apps.files import FileLimits, check_file, looks_binary
 
     limits = file_limits(FileLimits(), max_chars=max_file_chars, max_depth=max_file_depth,
                          max_inflated=max_file_inflated, max_ratio=max_file_ratio)
@@ -220,6 +220,10 @@ def translate(
     source = _open_input(input)
     if input is not None and not whole_file and input_format != "jsonl" and looks_binary(source.peek(8192)[:8192]):
         raise UsageError(f"{input} is not a text file: it holds binary data (a picture, an archive?)")
+    data = None
+    if whole_file:  # checked before the model loads: a hostile file costs no more than its reading
+        data = source.read()
+        check_file(input_format, data, limits)
     with collection_paused():
         from nmt.decoding.translate import translate_document, translate_stream
 
@@ -231,7 +235,7 @@ def translate(
                 from nmt.apps.files import translate_file
 
                 sink.flush()
-                sink.buffer.write(translate_file(input_format, source.read(), *file_translator(translator), limits))
+                sink.buffer.write(translate_file(input_format, data, *file_translator(translator), limits))
             elif document:
                 sink.write(translate_document(translator, source.read().decode("utf-8", errors="replace")))
             else:

@@ -116,7 +116,14 @@ MALFORMED = ("1\n00:00:01,000 --> 00:00:02,000\nHello\n\n"
 
 
 def test_a_malformed_subtitle_block_is_kept_byte_for_byte_and_timings_are_never_rewritten():
-    translated = translate_srt(MALFORMED, lambda texts: [text.upper() for text in texts])
+    seen = []
+
+    def translate(texts):
+        seen.extend(texts)
+        return [text.upper() for text in texts]
+
+    translated = translate_srt(MALFORMED, translate)
+    assert seen == ["Hello", "The cat sleeps on the mat in the sun."]  # not joined over the block between
     blocks = translated.split("\n\n")
     assert blocks[0] == "1\n00:00:01,000 --> 00:00:02,000\nHELLO"  # a one-word cue: one cue, its own word
     assert blocks[1] == "2\nnot a timing\nA dog"  # not number, timing, text: as it was

@@ -114,18 +114,33 @@ def check_depth(text: str, limits: FileLimits) -> None:
                 raise over(limits, "max_depth", f"the markup nests deeper than {limits.max_depth} elements")
 
 
+def check_file(kind: str, data: bytes, limits: FileLimits = FileLimits()) -> None:
+    """What can be checked of a file before any model or parser: binary data where text is expected, a zip's
+    sizes and ratios and its parts' entity declarations (.docx), the nesting of a page's markup."""
+    if kind == "docx":
+        from nmt.apps.office import declares_entities
+
+        check_zip(data, limits)
+        declares_entities(data)
+        return
+    if looks_binary(data):
+        raise FileRefused(f"not a{'n' if kind[0] in 'aeiou' else ''} {kind} file: it holds binary data (a "
+                          "picture, an archive?)")
+    if kind == "html":
+        check_depth(data.decode("utf-8", errors="replace"), limits)
+
+
 def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list[str]],
                    align: Callable[[str, str], list[tuple[int, int]]], limits: FileLimits = FileLimits()) -> bytes:
     """A whole file of `kind` (txt, srt, html, docx, md) translated: a text file a line at a time, its line
-    breaks kept; the others by nmt.apps.subtitles, webpages, office and markdown; within `limits`."""
+    breaks kept; the others by nmt.apps.subtitles, webpages, office and markdown; within `limits`
+    (check_file first)."""
+    check_file(kind, data, limits)
     translate = counted(translate, limits)
     if kind == "docx":
         from nmt.apps.office import translate_docx
 
-        check_zip(data, limits)
         return translate_docx(data, translate, align)
-    if kind != "txt" and looks_binary(data):
-        raise FileRefused(f"not a {kind} file: it holds binary data (a picture, an archive?)")
     text = data.decode("utf-8", errors="replace")
     if kind == "srt":
         from nmt.apps.subtitles import translate_srt
@@ -134,14 +149,11 @@ def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list
     if kind == "html":
         from nmt.apps.webpages import translate_html
 
-        check_depth(text, limits)
         return translate_html(text, translate, align).encode()
     if kind == "md":
         from nmt.apps.markdown import translate_markdown
 
         return translate_markdown(text, translate, align).encode()
-    if looks_binary(data):
-        raise FileRefused("not a text file: it holds binary data (a picture, an archive?)")
     lines = text.split("\n")
     ends = ["\r" if line.endswith("\r") else "" for line in lines]
     translated = translate([line.removesuffix("\r") for line in lines])

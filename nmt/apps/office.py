@@ -81,7 +81,11 @@ def declares_entities(document: bytes) -> None:
     has bounded what the parts inflate to."""
     from nmt.apps.files import FileRefused
 
-    with zipfile.ZipFile(io.BytesIO(document)) as archive:
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(document))
+    except (zipfile.BadZipFile, ValueError, EOFError) as exc:
+        raise FileRefused(f"cannot read the file as a Word (.docx) document: not a readable zip ({exc})") from None
+    with archive:
         for member in archive.infolist():
             if member.filename.endswith((".xml", ".rels")):
                 with archive.open(member) as part:

@@ -70,7 +70,11 @@ def translate_srt(source: str, translate: Callable[[list[str]], list[str]], alig
         raise UsageError("not a SubRip (.srt) file: no block of a number, a timing line and text")
     order = list(cues)
     plain = [_plain(cues[index][2]) for index in order]
-    groups = _sentences(plain)
+    groups, start = [], 0
+    for end in range(1, len(order) + 1):  # a block that is no cue ends the sentences before it
+        if end == len(order) or order[end] != order[end - 1] + 2:
+            groups.extend([start + i for i in group] for group in _sentences(plain[start:end]))
+            start = end
     texts = [" ".join(plain[i].text for i in group) for group in groups]
     shares: dict[int, str] = {}
     alone = []  # cues of a sentence whose translation has fewer words than it has cues

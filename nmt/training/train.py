@@ -272,8 +272,9 @@ def rate_factor(schedule: dict, elapsed=None):
 
 def write_slim_resume_point(last: str | Path, out: str | Path) -> Checkpoint:
     """A run's last.pt without its optimizer moments (nor --ema's average), its weights in fp16: a sixth of the
-    size, small enough to keep in a repository or copy between machines. Put in a run folder as last.pt it resumes the run where
-    it stood (step, schedule, data position, RNG), Adam starting its moments afresh under a short re-warmup."""
+    size, small enough to keep in a repository or copy between machines. Put in a run folder as last.pt it
+    resumes the run where it stood (step, schedule, data position, RNG), Adam starting its moments afresh
+    under a short re-warmup."""
     checkpoint = load_checkpoint(last)
     if checkpoint.train_state is None:
         raise UsageError(f"{last} holds no training state: not a run's last.pt")
