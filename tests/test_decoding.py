@@ -428,3 +428,30 @@ def test_the_decoding_configuration_is_flags_over_the_models_defaults_over_the_l
     assert (given.search.beam_size, given.search.max_len_a, given.search.lenpen) == (3, 1.0, 0.6)
     assert (given.precision, given.clause_split, given.workers) == ("fp32", 20, 2)
     assert given.to_dict()["search"]["beam_size"] == 3 and given.to_dict()["device"] == "cpu"
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_exact_decoding_runs_torch_alone_and_finds_what_the_kernels_find(monkeypatch, beam):
+    """--exact (SearchOptions.kernels False) is the reference path: the search's top-k and max are torch's,
+    never the C kernels (issue 65), and they choose the same hypotheses as the kernels do."""
+    from nmt.decoding import search as search_module
+    from nmt.decoding.search import SearchOptions, search
+
+    model = tiny_model(vocab_size=2000, seed=3)  # wide enough rows for the top-k kernel
+    src = torch.randint(4, 2000, (3, 7))
+    asked = []
+    for name in ("beam_top_k_kernel", "best_kernel"):
+        real = getattr(search_module, name)
+        monkeypatch.setattr(search_module, name, lambda real=real, name=name: asked.append(name) or real())
+    with torch.inference_mode():
+        fast = search(model, src, SearchOptions(beam_size=beam, max_len_a=1.0, max_len_b=3))
+    assert asked  # the default path takes a kernel (where the machine builds them)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a C kernel was asked for under --exact")
+
+    monkeypatch.setattr(search_module, "beam_top_k_kernel", refused)
+    monkeypatch.setattr(search_module, "best_kernel", refused)
+    with torch.inference_mode():
+        exact = search(model, src, SearchOptions(beam_size=beam, max_len_a=1.0, max_len_b=3, kernels=False))
+    assert [[h.tokens for h in hs] for hs in exact] == [[h.tokens for h in hs] for hs in fast]

@@ -212,7 +212,8 @@ def search_options(checkpoint: Checkpoint, flags: DecodingFlags) -> SearchOption
     stored = {key: value for key, value in checkpoint.decoding.items() if key in STORED_SEARCH}
     chosen = {**stored, **{key: value for key, value in given.items() if value is not None}}
     try:
-        return SearchOptions(**chosen, nbest=flags.nbest or 1, use_cache=not flags.no_cache)
+        return SearchOptions(**chosen, nbest=flags.nbest or 1, use_cache=not flags.no_cache,
+                             kernels=not flags.exact)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

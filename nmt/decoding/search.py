@@ -65,6 +65,7 @@ class SearchOptions:
     nbest: int = 1
     use_cache: bool = True
     loop_guard: bool = True  # end a hypothesis that repeats itself (stop_loops)
+    kernels: bool = True  # the C top-k and max on a CPU (nmt.model.native); False (--exact): torch alone
     no_repeat_ngram: int = 0  # N > 0: no n-gram of N tokens twice in a hypothesis (block_repeats)
     # Sampling instead of search (beam size 1): from the top_k most probable tokens, or the fewest whose
     # probabilities sum to top_p, at `temperature`; nbest independent samples per sentence, drawn from a
@@ -128,16 +129,17 @@ def top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     return values, best_chunks.gather(1, within // TOP_K_CHUNK) * TOP_K_CHUNK + within % TOP_K_CHUNK
 
 
-def best_candidates(log_probs: Tensor, scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
+def best_candidates(log_probs: Tensor, scores: Tensor, k: int, kernels: bool = True) -> tuple[Tensor, Tensor]:
     """Beam search's k best continuations of each sentence: of scores (N, W) + log_probs (N*W, V) viewed as
     (N, W, V), flattened to (N, W*V): (values, indices) (N, k), best first. On a CPU through
     nmt.model.native's decode_beam_top_k, one pass over the log-probabilities (at beam 5, batch 1 a tenth of
     the search went to the sums and top_k's operations), where the rows are as wide as top_k's chunks need;
-    elsewhere top_k over the sums. Of equal values either may come first (the kernel: the larger index).
+    elsewhere (and without `kernels`: torch alone) top_k over the sums. Of equal values either may come first
+    (the kernel: the larger index).
     """
     n, width = scores.shape
     wide = width * log_probs.size(-1) >= 4 * k * TOP_K_CHUNK  # as top_k's chunks: a model's vocabulary
-    kernel = beam_top_k_kernel() if log_probs.is_cpu and k <= 64 and wide else None
+    kernel = beam_top_k_kernel() if kernels and log_probs.is_cpu and k <= 64 and wide else None
     if (kernel is not None and log_probs.dtype == scores.dtype == torch.float32 and log_probs.is_contiguous()
             and scores.is_contiguous()):
         return kernel(log_probs, scores, k)
@@ -239,7 +241,8 @@ def search(model: Decoder, src: Tensor, options: SearchOptions,
     if options.sampling:
         return sample(model, src, options, prefixes)
     if options.beam_size == 1:
-        return greedy_search(model, src, options, prefixes=prefixes)
+        choose = most_probable if options.kernels else torch_most_probable
+        return greedy_search(model, src, options, choose=choose, prefixes=prefixes)
     return beam_search(model, src, options, prefixes)
 
 
@@ -342,6 +345,11 @@ def next_log_probs(model: Decoder, tokens: Tensor, state: State, step: int, opti
 # inference tensors: they cannot be recorded by autograd afterwards, which no caller does.
 
 
+def torch_most_probable(log_probs: Tensor) -> tuple[Tensor, Tensor]:
+    """log_probs.max(dim=-1), torch alone (--exact)."""
+    return log_probs.max(dim=-1)
+
+
 def most_probable(log_probs: Tensor) -> tuple[Tensor, Tensor]:
     """log_probs.max(dim=-1): each row's largest log-probability and its token (the first of equal ones); on a
     CPU through nmt.model.native's decode_best, where torch's max with indices is slow (0.5 ms a step at
@@ -428,7 +436,7 @@ def beam_search(model: Decoder, src: Tensor, options: SearchOptions,
         log_probs, state = next_log_probs(model, tokens, state, step, options, [max_lens[i] for i in active],
                                           history, row_prefixes)  # (n*width, V)
         vocab = log_probs.size(-1)
-        top = best_candidates(log_probs, scores, min(2 * beam, width * vocab))  # (n, 2K), best first
+        top = best_candidates(log_probs, scores, min(2 * beam, width * vocab), options.kernels)  # (n, 2K), best first
         top_scores, top_index = (t.tolist() for t in top)
         rows, next_tokens, next_scores, keep = [], [], [], []
         for i, sentence in enumerate(active):
