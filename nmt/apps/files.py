@@ -123,7 +123,7 @@ def check_file(kind: str, data: bytes, limits: FileLimits = FileLimits()) -> Non
         check_zip(data, limits)
         declares_entities(data)
         return
-    if looks_binary(data):
+    if looks_binary(data, markup=kind != "txt"):
         raise FileRefused(f"not a{'n' if kind[0] in 'aeiou' else ''} {kind} file: it holds binary data (a "
                           "picture, an archive?)")
     if kind == "html":
@@ -160,8 +160,13 @@ def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list
     return "\n".join(line + end for line, end in zip(translated, ends, strict=True)).encode()
 
 
-def looks_binary(data: bytes) -> bool:
-    """Whether `data` is no text: a NUL byte in its first 8 KiB (no text encoding of ours has one), or a
-    picture's or archive's signature."""
+# PNG, JPEG, GIF, zip (a .docx too), PDF, an ELF program, gzip: what people give as text by mistake
+BINARY_SIGNATURES = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"PK\x03\x04", b"%PDF", b"\x7fELF", b"\x1f\x8b")
+
+
+def looks_binary(data: bytes, markup: bool = False) -> bool:
+    """Whether `data` is no text: a picture's, archive's or program's signature; for a markup file (`markup`)
+    also a NUL byte in its first 8 KiB. A text file keeps its odd lines (a NUL in one is still a line, and
+    gets its line out)."""
     head = data[:8192]
-    return b"\0" in head or head.startswith((b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"PK\x03\x04", b"%PDF"))
+    return head.startswith(BINARY_SIGNATURES) or (markup and b"\0" in head)
