@@ -3,6 +3,7 @@ invariants on a real (tiny, random) model."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -337,6 +338,7 @@ def test_bf16_on_a_cpu_without_bf16_arithmetic_warns_and_names_the_fast_mode(mon
     from nmt.decoding import inference
 
     monkeypatch.setattr(inference, "cpu_has_native_bf16", lambda: False)
+    caplog.set_level(logging.WARNING, logger="nmt")  # a CLI run in this process may have left it at ERROR (-q)
     inference.cast_for_inference(tiny_model(seed=1), "bf16")
     assert "emulated" in caplog.text and "int8_fp32" in caplog.text
     caplog.clear()
