@@ -39,7 +39,7 @@ class FileLimits:
     `nmt serve` takes lower ones (SERVER_LIMITS)."""
 
     max_chars: int = 5_000_000  # characters given to the model, all texts of the file together
-    max_depth: int = 256  # nesting of markup elements (HTML tags, Markdown blocks)
+    max_depth: int = 256  # nesting of a page's HTML elements (markdown-it caps Markdown's at 20 itself)
     max_inflated: int = 256 * 2**20  # bytes of a zip's members (a .docx's XML) once inflated, together
     max_ratio: int = 100  # inflated over compressed size of a member over 1 MiB (Word's XML: 5-20)
 
