@@ -661,6 +661,12 @@ def test_held_out_dev_splits_are_disjoint_from_training():
     assert len(dev) == 1000
     assert not set(train.source) & set(dev.source)
     assert len(load_embedded("news-commentary", "dev_newsdiscuss")) == 1500
+    ui_train, ui_dev = load_embedded("software-ui", "train"), load_embedded("software-ui", "dev")
+    assert len(ui_dev) == 1000 and len(ui_train) + len(ui_dev) == 78_989
+    assert not set(ui_train.source) & set(ui_dev.source)
+    news = {split: load_embedded("news", split) for split in ("train", "dev", "test")}
+    assert [len(pairs) for pairs in news.values()] == [10_570, 3_003, 3_000]  # newstest2012 dev, 2013 test
+    assert not set(news["train"].source) & (set(news["dev"].source) | set(news["test"].source))
 
 
 def test_yaml_config_with_flag_overrides_and_fine_tuning_from_a_checkpoint(corpus, tmp_path):
