@@ -153,7 +153,7 @@ def test_a_sentence_translated_shorter_than_its_cues_is_translated_cue_by_cue():
 
 
 @pytest.mark.slow  # a server and a file job
-def test_the_server_refuses_a_bomb_with_413_stays_responsive_and_stops_on_sigterm_mid_job(tiny_checkpoint):
+def test_the_server_refuses_a_bomb_with_413_stays_responsive_and_stops_on_sigterm_mid_job(tiny_checkpoint, tmp_path):
     from tests.test_serve import Server
 
     httpx = pytest.importorskip("httpx")
@@ -163,10 +163,11 @@ def test_the_server_refuses_a_bomb_with_413_stays_responsive_and_stops_on_sigter
         refused = server.post("/translate_file", files={"file": ("bomb.docx", bomb)})
         assert refused.status_code == 413 and "--max-file-inflated" in refused.json()["error"]
         assert server.post("/translate", json={"q": "A dog.", "source": "en", "target": "fr"}).status_code == 200
-        long = ("A dog runs in the park with a ball. " * 3 + "\n") * 3000  # a long job, 300k characters
+        long = tmp_path / "long.txt"  # a long job, 300k characters
+        long.write_text(("A dog runs in the park with a ball. " * 3 + "\n") * 3000)
         client = subprocess.Popen([sys.executable, "-c", (
             "import httpx, sys; httpx.post(sys.argv[1] + '/translate_file', timeout=300, "
-            "files={'file': ('long.txt', open(sys.argv[2], 'rb'))})"), server.url, _write(long)])
+            "files={'file': ('long.txt', open(sys.argv[2], 'rb'))})"), server.url, str(long)])
         time.sleep(3)  # the job is under way
         assert httpx.get(server.url + "/health", timeout=10).status_code == 200  # others are still answered
         started = time.monotonic()
@@ -179,10 +180,3 @@ def test_the_server_refuses_a_bomb_with_413_stays_responsive_and_stops_on_sigter
         if server.process.poll() is None:
             server.process.kill()
 
-
-def _write(text: str) -> str:
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as file:
-        file.write(text)
-    return file.name
