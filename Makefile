@@ -112,6 +112,19 @@ model: setup
 # runs `make general-landmark`, which keeps the run's slim resume point (weights in fp16, no optimizer moments,
 # about 20 MB) in $(GENERAL_LANDED) to commit; where the run folder is gone, model-general resumes from it.
 EUROPARL ?= ../shared/data/europarl
+comma := ,
+# The steps the general runs share, by their run folder ($(1)) and landed resume point ($(2)): resume from the
+# landed point where the folder has no last.pt; validate on the first 300 pairs of each set ($(2): comma-separated);
+# write the slim resume point.
+RESUME_LANDED = @test -f $(1)/last.pt || ! test -f $(2) || \
+	{ cp $(2) $(1)/last.pt && echo "resuming from the landed $(2)"; }
+VALID_PAIRS = $(BIN)/python -c "from nmt.data.corpus import parse_test_set as t; \
+	sets = [t(name) for name in '$(2)'.split(',')]; \
+	open('$(1)/valid.en', 'w').writelines(l + '\n' for s in sets for l in s.source[:300]); \
+	open('$(1)/valid.fr', 'w').writelines(l + '\n' for s in sets for l in s.target[:300])"
+LANDMARK = $(BIN)/python -c "from nmt.training.train import write_slim_resume_point as w; \
+	s = w('$(1)/last.pt', '$(2)').train_state['progress']; \
+	print(f'$(2): update {s[\"step\"]}, {s[\"elapsed\"] / 60:.1f} training minutes')"
 GENERAL_RUN := runs/general
 GENERAL_LANDED := data/runs/general-last.pt
 GENERAL_CORPUS := --data 'tatoeba*12,multi30k*3,news-commentary*6' --src-file $(EUROPARL)/train.en.gz \
@@ -123,12 +136,8 @@ model-general: export NMT_EUROPARL_DIR = $(abspath $(EUROPARL))
 model-general: setup
 	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make model-general EUROPARL=DIR"; exit 2; }
 	mkdir -p $(GENERAL_RUN)
-	@test -f $(GENERAL_RUN)/last.pt || ! test -f $(GENERAL_LANDED) || \
-		{ cp $(GENERAL_LANDED) $(GENERAL_RUN)/last.pt && echo "resuming from the landed $(GENERAL_LANDED)"; }
-	$(BIN)/python -c "from nmt.data.corpus import parse_test_set as t; \
-		e, d = t('europarl:dev'), t('tatoeba:dev'); \
-		open('$(GENERAL_RUN)/valid.en', 'w').writelines(l + '\n' for l in e.source[:300] + d.source[:300]); \
-		open('$(GENERAL_RUN)/valid.fr', 'w').writelines(l + '\n' for l in e.target[:300] + d.target[:300])"
+	$(call RESUME_LANDED,$(GENERAL_RUN),$(GENERAL_LANDED))
+	$(call VALID_PAIRS,$(GENERAL_RUN),europarl:dev$(comma)tatoeba:dev)
 	$(TIMED) prepare -- $(BIN)/nmt prepare $(GENERAL_DATA) --vocab-size 16000 > $(GENERAL_RUN)/prepared.txt
 	$(TIMED) train -- $(BIN)/nmt train $(GENERAL_DATA) --vocab-size 16000 --valid-src $(GENERAL_RUN)/valid.en \
 		--valid-tgt $(GENERAL_RUN)/valid.fr --preset small \
@@ -161,14 +170,10 @@ model-general2: export NMT_EUROPARL_DIR = $(abspath $(EUROPARL))
 model-general2: setup
 	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make model-general2 EUROPARL=DIR"; exit 2; }
 	mkdir -p $(GENERAL2_RUN)
-	@test -f $(GENERAL2_RUN)/last.pt || ! test -f $(GENERAL2_LANDED) || \
-		{ cp $(GENERAL2_LANDED) $(GENERAL2_RUN)/last.pt && echo "resuming from the landed $(GENERAL2_LANDED)"; }
+	$(call RESUME_LANDED,$(GENERAL2_RUN),$(GENERAL2_LANDED))
 	$(BIN)/python -c "from nmt.model.checkpoint import load_checkpoint as l; \
 		open('$(GENERAL2_RUN)/spm.model', 'wb').write(l('data/models/general.pt').spm_model)"
-	$(BIN)/python -c "from nmt.data.corpus import parse_test_set as t; \
-		e, d, n = t('europarl:dev'), t('tatoeba:dev'), t('news:dev'); \
-		open('$(GENERAL2_RUN)/valid.en', 'w').writelines(l + '\n' for l in e.source[:300] + d.source[:300] + n.source[:300]); \
-		open('$(GENERAL2_RUN)/valid.fr', 'w').writelines(l + '\n' for l in e.target[:300] + d.target[:300] + n.target[:300])"
+	$(call VALID_PAIRS,$(GENERAL2_RUN),europarl:dev$(comma)tatoeba:dev$(comma)news:dev)
 	$(BIN)/python benchmarks/timed.py $(GENERAL2_RUN)/steps.jsonl train -- $(BIN)/nmt train $(GENERAL2_DATA) \
 		--spm $(GENERAL2_RUN)/spm.model --init-from data/models/general.pt --valid-src $(GENERAL2_RUN)/valid.en \
 		--valid-tgt $(GENERAL2_RUN)/valid.fr --preset small --precision auto --max-minutes $(GENERAL2_MINUTES) \
@@ -176,14 +181,10 @@ model-general2: setup
 		--save-every 500 --keep-last 5 --log-every 100 --out $(GENERAL2_RUN)
 
 general2-landmark: setup
-	$(BIN)/python -c "from nmt.training.train import write_slim_resume_point as w; \
-		s = w('$(GENERAL2_RUN)/last.pt', '$(GENERAL2_LANDED)').train_state['progress']; \
-		print(f'$(GENERAL2_LANDED): update {s[\"step\"]}, {s[\"elapsed\"] / 60:.1f} training minutes')"
+	$(call LANDMARK,$(GENERAL2_RUN),$(GENERAL2_LANDED))
 
 general-landmark: setup
-	$(BIN)/python -c "from nmt.training.train import write_slim_resume_point as w; \
-		s = w('$(GENERAL_RUN)/last.pt', '$(GENERAL_LANDED)').train_state['progress']; \
-		print(f'$(GENERAL_LANDED): update {s[\"step\"]}, {s[\"elapsed\"] / 60:.1f} training minutes')"
+	$(call LANDMARK,$(GENERAL_RUN),$(GENERAL_LANDED))
 
 clean:
 	rm -rf $(VENV) build *.egg-info
