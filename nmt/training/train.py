@@ -191,8 +191,10 @@ def batches_per_update(config: TrainConfig, world_size: int) -> int:
     freq = max(1, round(config.tokens_per_update / per_batch))
     if abs(freq * per_batch - config.tokens_per_update) > TOKENS_PER_UPDATE_SLACK * config.tokens_per_update:
         fits = max(1, config.tokens_per_update // world_size)
+        # one batch a rank is too many tokens already, or one is too few and two too many
+        nearest = "at the least" if per_batch > config.tokens_per_update else f"or {2 * per_batch:,}"
         raise UsageError(f"{world_size} ranks x --max-tokens {config.max_tokens} take {per_batch:,} padded tokens an "
-                         f"update at the least, not the {config.tokens_per_update:,} of --tokens-per-update: give "
+                         f"update {nearest}, not the {config.tokens_per_update:,} of --tokens-per-update: give "
                          f"--max-tokens {fits} (or fewer, accumulated), or change --tokens-per-update")
     return freq
 
@@ -338,10 +340,6 @@ class Distributed:
         if self.group is not None and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
 
-    def barrier(self) -> None:
-        if self.world_size > 1:
-            torch.distributed.barrier(group=self.group)
-
     def any(self, flag: bool) -> bool:
         """True on every rank when `flag` is true on one of them."""
         return self.count(flag) > 0
@@ -353,6 +351,14 @@ class Distributed:
         tensor = torch.tensor([int(flag)], device=self.device)
         torch.distributed.all_reduce(tensor, group=self.group)
         return int(tensor.item())
+
+    def gathered(self, value) -> list:
+        """Every rank's `value` (a picklable object), in rank order, on every rank."""
+        if self.world_size == 1:
+            return [value]
+        values = [None] * self.world_size
+        torch.distributed.all_gather_object(values, value, group=self.group)
+        return values
 
     def from_main(self, value):
         """Rank 0's `value` (a picklable object), on every rank."""
@@ -403,10 +409,7 @@ def check_same_inputs(dist: Distributed, digests: dict[str, str | None]) -> None
     """Every rank resumes the same last.pt and reads the same tokenizer and corpus (a stale network file system
     or a machine's own cache can hand one rank another): each `digests` value against rank 0's, on every rank,
     refused on every rank at once with what differs."""
-    if dist.world_size == 1:
-        return
-    gathered = [None] * dist.world_size
-    torch.distributed.all_gather_object(gathered, digests, group=dist.group)
+    gathered = dist.gathered(digests)
     differing = sorted({name for other in gathered for name in digests if other[name] != gathered[0][name]})
     if differing:
         ranks = [rank for rank, other in enumerate(gathered) if other != gathered[0]]
@@ -871,9 +874,9 @@ class _Loop:
 
     def loss(self, batch: Collated) -> tuple[torch.Tensor, int]:
         """The batch's loss summed over its target tokens, and their number (counted on the host)."""
-        blocking = self.device.type != "cuda"
-        src, tgt_in, tgt_out = (t.to(self.device, non_blocking=not blocking) for t in (batch.src, batch.tgt_in,
-                                                                                       batch.tgt_out))
+        pinned = self.device.type == "cuda"  # collated() pinned them: the copies need not be waited for
+        src, tgt_in, tgt_out = (t.to(self.device, non_blocking=pinned) for t in (batch.src, batch.tgt_in,
+                                                                                batch.tgt_out))
         with self.autocast():
             loss_sum = self.wrapped(src, tgt_in, tgt_out)  # nmt.model.loss: the logits never all at once
         return loss_sum, batch.n_tokens
@@ -1104,11 +1107,7 @@ class _Loop:
         mine = {"torch": torch.get_rng_state(), "python": random.getstate()}
         if self.device.type == "cuda":
             mine["cuda"] = torch.cuda.get_rng_state(self.device)
-        if self.dist.world_size == 1:
-            return [mine]
-        gathered = [None] * self.dist.world_size
-        torch.distributed.all_gather_object(gathered, mine, group=self.dist.group)
-        return gathered
+        return self.dist.gathered(mine)
 
     def checkpoint(self, random_states: list[dict] | None = None) -> Checkpoint:
         """The run as it stands; with the training state to resume from where every rank's `random_states`
