@@ -31,24 +31,19 @@ class _ChunkedOutputCrossEntropy(torch.autograd.Function):
         weight_c = weight.to(dtype)
         # fp16's gradients are formed here, before backward brings the loss scale: softmax minus the target in
         # fp16 would flush the small probabilities to zero, so under fp16 their products run in float32
-        grad_dtype = torch.float32 if dtype == torch.float16 else dtype
-        weight_g = weight_c if grad_dtype == dtype else weight.float()
-        grad_hidden = torch.empty_like(hidden, dtype=torch.float32 if dtype == torch.float16 else hidden.dtype)
+        fp16 = dtype == torch.float16
+        grad_dtype, weight_g = (torch.float32, weight.float()) if fp16 else (dtype, weight_c)
+        grad_hidden = torch.empty_like(hidden, dtype=torch.float32 if fp16 else hidden.dtype)
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
         grad_bias = torch.zeros(vocab, dtype=torch.float32, device=weight.device) if bias is not None else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         for start in range(0, hidden.size(0), CHUNK_TOKENS):
             h = hidden[start : start + CHUNK_TOKENS].to(dtype)  # (n, D)
             target = targets[start : start + CHUNK_TOKENS]
-            logits = (h @ weight_c.T).float()  # (n, V)
-            if bias is not None:
-                logits += bias.float()
-            log_probs = logits.log_softmax(dim=-1)
+            log_probs = _log_probs(h, weight_c, bias)
             real = (target != pad_id).float()  # (n,)
             rows = torch.arange(len(target), device=target.device)
-            nll = -log_probs[rows, target]
-            uniform = -log_probs.mean(dim=-1)
-            total += (((1 - smoothing) * nll + smoothing * uniform) * real).sum()
+            total += _summed_loss(log_probs, target, real, smoothing)
             grad = log_probs.exp_()  # softmax, in place of the log-probabilities
             grad -= smoothing / vocab
             grad[rows, target] -= 1 - smoothing
@@ -81,19 +76,30 @@ def output_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, ta
         return _ChunkedOutputCrossEntropy.apply(hidden, weight, bias, targets, pad_id, smoothing, dtype)
 
 
+def _log_probs(h: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """A chunk's log-probabilities in float32: h (n, D) @ weight.T (D, V) + bias, in their dtype."""
+    logits = (h @ weight.T).float()  # (n, V)
+    if bias is not None:
+        logits += bias.float()
+    return logits.log_softmax(dim=-1)
+
+
+def _summed_loss(log_probs: Tensor, target: Tensor, real: Tensor, smoothing: float) -> Tensor:
+    """The label-smoothed cross-entropy of a chunk's rows (n, V), summed over its real (1.0) tokens."""
+    nll = -log_probs.gather(1, target[:, None]).squeeze(1)
+    uniform = -log_probs.mean(dim=-1)
+    return (((1 - smoothing) * nll + smoothing * uniform) * real).sum()
+
+
 def _chunked_loss(hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, pad_id: int,
                   smoothing: float, dtype: torch.dtype) -> Tensor:
+    """output_cross_entropy's value alone (no autograd), a chunk at a time as _ChunkedOutputCrossEntropy."""
     weight_c = weight.to(dtype)
     total = torch.zeros((), dtype=torch.float32, device=hidden.device)
     for start in range(0, hidden.size(0), CHUNK_TOKENS):
-        logits = (hidden[start : start + CHUNK_TOKENS].to(dtype) @ weight_c.T).float()  # (n, V)
-        if bias is not None:
-            logits += bias.float()
         target = targets[start : start + CHUNK_TOKENS]
-        log_probs = logits.log_softmax(dim=-1)
-        nll = -log_probs.gather(1, target[:, None]).squeeze(1)
-        loss = (1 - smoothing) * nll + smoothing * -log_probs.mean(dim=-1) if smoothing else nll
-        total += (loss * (target != pad_id)).sum()
+        log_probs = _log_probs(hidden[start : start + CHUNK_TOKENS].to(dtype), weight_c, bias)
+        total += _summed_loss(log_probs, target, (target != pad_id).float(), smoothing)
     return total
 
 
