@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from nmt.data.corpus import data_dir, load_embedded, read_lines
 from nmt.text.metrics import loops
-from nmt.text.protect import entities
+from nmt.text.protect import entities, numbers_kept
 
 CATEGORIES = ("numbers", "dates_times", "prices", "urls", "emails", "phones", "codes", "emoji", "names",
               "all_caps", "title_case", "long")
@@ -93,13 +93,7 @@ def intact_entities(source: str, translation: str) -> tuple[int, int]:
         if entity in translation:
             kept += 1
             translation = translation.replace(entity, " ", 1)
-    digits, start = re.sub(r"\D", "", translation), 0
-    for number in numbers:
-        found = digits.find(number, start)
-        if found >= 0:
-            kept += 1
-            start = found + len(number)
-    return len(verbatim) + len(numbers), kept
+    return len(verbatim) + len(numbers), kept + numbers_kept(numbers, translation)
 
 
 def names_kept(source: str, reference: str, translation: str) -> bool:

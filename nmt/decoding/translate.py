@@ -39,7 +39,7 @@ from nmt.model.checkpoint import Checkpoint
 from nmt.model.shortlist import Shortlist
 from nmt.model.transformer import Transformer
 from nmt.text.metrics import loops
-from nmt.text.protect import Protected, case_normalized, protect
+from nmt.text.protect import Protected, case_normalized, numbers_kept, protect
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
 from nmt.text.tokenizer import Tokenizer
 
@@ -64,8 +64,8 @@ class Unit:
 def keeps_glued(units: list[Unit], text: str) -> bool:
     """Whether `text` holds the digits of every number with a word glued to it that `units` left to the
     model, in order."""
-    glued = tuple(number for unit in units if unit.protected for number in unit.protected.glued)
-    return Protected("", (), (), glued=glued).keeps_glued(text)
+    glued = [number for unit in units if unit.protected for number in unit.protected.glued]
+    return numbers_kept(glued, text) == len(glued)
 
 
 @dataclass

@@ -92,6 +92,18 @@ def french_time(match: re.Match) -> str | None:
     return f"{hour} h" + (f" {minutes}" if minutes and minutes != "00" else "")
 
 
+def numbers_kept(numbers: list[str] | tuple[str, ...], translation: str) -> int:
+    """How many of `numbers` (digit strings, in order) `translation` keeps: found as runs of its digits, each
+    after the one before (however grouped: "1,249.99" -> "1 249,99" keeps 124999)."""
+    digits, start, kept = re.sub(r"\D", "", translation), 0, 0
+    for number in numbers:
+        found = digits.find(number, start)
+        if found >= 0:
+            kept += 1
+            start = found + len(number)
+    return kept
+
+
 def entities(text: str) -> tuple[list[str], list[str]]:
     """(strings a translation must keep byte-identical: URLs, e-mails, codes, emoji; the digit strings of
     its numbers, a full hour without its minutes since French writes "18 h", a time with a.m. or p.m. as
@@ -111,16 +123,6 @@ class Protected:
     positions: tuple[float, ...]  # where each placeholder stood, as a share of the sentence's length
     untouched: bool = False  # the sentence held placeholder brackets of its own: its translation stays as it is
     glued: tuple[str, ...] = ()  # the digits of the numbers with words glued to them, left to the model
-
-    def keeps_glued(self, translation: str) -> bool:
-        """Whether `translation` holds the digits of every number left to the model, in order."""
-        digits, start = "".join(char for char in translation if char.isdigit()), 0
-        for number in self.glued:
-            found = digits.find(number, start)
-            if found < 0:
-                return False
-            start = found + len(number)
-        return True
 
     def restore(self, translation: str) -> str:
         """`translation` with each placeholder replaced by its original; a missing one inserted at its
@@ -202,8 +204,9 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
     if numbers:
         for match in CLOCK_TIME.finditer(sentence):
             french = french_time(match)
-            if french is not None and not overlaps(match.span(), [s for s in spans if not contains(match.span(), s)]):
-                spans = [s for s in spans if not contains(match.span(), s)] + [match.span()]
+            others = [span for span in spans if not contains(match.span(), span)]  # the time's digits go in it
+            if french is not None and not overlaps(match.span(), others):
+                spans = others + [match.span()]
                 rendered[match.span()] = french
         spans = sorted(spans)
     if names is not None:
