@@ -86,7 +86,7 @@ def translate_markdown(text: str, translate: Callable[[list[str]], list[str]],
     translated = [box + translate_html(fragment[len(box):], translate, align)
                   for fragment, box in zip(fragments, boxes, strict=True)]
     searched_from: dict[int, int] = {}  # where the next block on a line is looked for (table cells)
-    for token, fragment, french in zip(blocks, fragments, translated, strict=True):
+    for token, fragment, french, box in zip(blocks, fragments, translated, boxes, strict=True):
         if french == fragment:
             continue
         content = token.content.split("\n")
@@ -94,8 +94,7 @@ def translate_markdown(text: str, translate: Callable[[list[str]], list[str]],
         at = lines[first].find(content[0], searched_from.get(first, 0))
         if at < 0:
             continue  # the text is not on its line as written (an escape markdown-it resolved): left as it is
-        box = TASK_BOX.match(french) if TASK_BOX.match(content[0]) else None
-        new = box.group() + _markdown(french[box.end():]) if box else _markdown(french)
+        new = box + _markdown(french[len(box):])  # a task box as written: _markdown would escape its brackets
         lines[first] = lines[first][:at] + new + lines[first][at + len(content[0]):]
         searched_from[first] = at + len(new)
         for offset, rest in enumerate(content[1:], start=1):  # the paragraph's other lines, now on the first

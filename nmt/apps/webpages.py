@@ -172,13 +172,13 @@ def _apart(events: list[_Event]) -> list[list[_Event] | str]:
             depth += 1
         elif event.kind == "end" and depth:
             depth -= 1
-    links = [part for part in parts if part[0].kind == "start" and part[0].tag == "a"]
-    between = [part for part in parts if not (part[0].kind == "start" and part[0].tag == "a")]
+    links = [part[0].kind == "start" and part[0].tag == "a" for part in parts]
     separators_only = all(part[0].kind in ("data", "entity", "charref") and len(part) == 1
-                          and not any(char.isalnum() for char in html.unescape(part[0].raw)) for part in between)
-    if len(links) < 2 or not separators_only:
+                          and not any(char.isalnum() for char in html.unescape(part[0].raw))
+                          for part, link in zip(parts, links, strict=True) if not link)
+    if sum(links) < 2 or not separators_only:
         return [list(events)]
-    return [part if part in links else part[0].raw for part in parts]
+    return [part if link else part[0].raw for part, link in zip(parts, links, strict=True)]
 
 
 def translate_html(page: str, translate: Callable[[list[str]], list[str]],
