@@ -17,7 +17,7 @@ setup: $(STAMP) $(VENV)/.kernels
 
 # The C attention kernels (nmt/model/native.py; CPUs with AVX-512 or AVX2 and a C compiler), compiled ahead so no
 # translation waits for them; again only when their source changes (each check imports torch, about 1 s).
-$(VENV)/.kernels: nmt/model/attention_kernel.c $(STAMP)
+$(VENV)/.kernels: $(wildcard nmt/model/kernels/*) $(STAMP)
 	@$(BIN)/python -c "from nmt.model.native import library; library()"
 	@touch $@
 

@@ -3,7 +3,9 @@ whatever the row count, cached length, beam and source lengths; their build, reu
 
 from __future__ import annotations
 
+import ctypes
 import os
+import re
 import shutil
 
 import pytest
@@ -393,6 +395,60 @@ def test_the_kernels_compile_without_a_warning_in_every_build(tmp_path, flags):
     """Each instruction-set build as native.py compiles it, with -Wall -Wextra as errors (issue 65)."""
     import subprocess
 
-    result = subprocess.run([COMPILER, *flags, "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-o",
-                             str(tmp_path / "kernels.so"), str(native.SOURCE), "-lm"], capture_output=True, text=True)
+    c_files = [str(path) for path in native.sources() if path.suffix == ".c"]
+    result = subprocess.run([COMPILER, *flags, *native.COMMON_FLAGS, "-Wall", "-Wextra", "-Werror", "-o",
+                             str(tmp_path / "kernels.so"), *c_files, "-lm"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+C_TYPES = {"int64_t": ctypes.c_int64, "int32_t": ctypes.c_int32, "float": ctypes.c_float, "void": None}
+
+
+def header_prototypes() -> dict[str, tuple[object, list[object]]]:
+    """nmt_kernels.h's functions: name -> (result, arguments) as ctypes types, every pointer a c_void_p."""
+    text = re.sub(r"/\*.*?\*/", "", native.HEADER.read_text(), flags=re.S)
+    found = {}
+    for result, name, arguments in re.findall(r"NMT_API\s+(\w+)\s+(\w+)\(([^)]*)\);", text):
+        types = []
+        for argument in arguments.split(","):
+            declared = argument.rsplit(None, 1)[0] if "*" not in argument else "*"
+            types.append(ctypes.c_void_p if declared == "*" else C_TYPES[declared.replace("const", "").strip()])
+        found[name] = (C_TYPES[result], types)
+    return found
+
+
+def test_the_bindings_match_the_header():
+    """Every prototype of the library's one header is bound, with its result and arguments (issue 65)."""
+    prototypes = header_prototypes()
+    assert len(prototypes) == 16
+    assert prototypes == native.SIGNATURES
+
+
+def test_the_library_exports_the_header_alone(build):
+    """The built library has every function of the header and none of its files' own (they are hidden)."""
+    loaded = native.library()
+    assert loaded is not None
+    for name in header_prototypes():
+        assert hasattr(loaded, name), name
+    for hidden in ("quantize_rows", "scale_products", "attend_cached", "attend_source", "unsigned_weight_corrections"):
+        assert not hasattr(loaded, hidden), hidden
+
+
+def enum_names(name: str) -> list[str]:
+    body = re.search(r"enum " + name + r" \{([^}]*)\}", native.HEADER.read_text()).group(1)
+    return [entry.strip() for entry in body.split(",") if entry.strip()]
+
+
+def test_one_layer_description_for_python_and_c():
+    """The layer's weights are described once (nmt.model.transformer): StepWeights' and EncoderWeights' fields and
+    the C stacks' enums follow it, so the pointers the stacks read are the weights the Python step uses."""
+    import dataclasses
+
+    from nmt.model.transformer import DECODER_LAYER, ENCODER_LAYER, EncoderWeights, StepWeights
+
+    decoder = [part.name for part in DECODER_LAYER]
+    encoder = [part.name for part in ENCODER_LAYER]
+    assert [field.name for field in dataclasses.fields(StepWeights)] == decoder
+    assert [field.name for field in dataclasses.fields(EncoderWeights)] == encoder
+    assert enum_names("nmt_decoder_weight") == [name.upper() for name in decoder] + ["DECODER_WEIGHTS"]
+    assert enum_names("nmt_encoder_weight") == ["ENCODER_" + name.upper() for name in encoder] + ["ENCODER_WEIGHTS"]

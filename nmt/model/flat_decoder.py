@@ -38,7 +38,6 @@ from nmt.model.native import (
     EncoderLayers,
     Int8Layers,
     LayersStep,
-    LayerWeights,
     SentenceLogits,
     cross_attention_kernel,
     layer_norm_kernel,
@@ -51,12 +50,17 @@ from nmt.model.native import (
 from nmt.model.quantize import DynamicInt8Linear, Int8Linear, bf16_linear_function
 from nmt.model.shortlist import Vocabularies
 from nmt.model.transformer import (
+    DECODER_LAYER,
+    ENCODER_LAYER,
     EncoderWeights,
+    LayerPart,
     StepWeights,
     Transformer,
     decoder_step,
     encode_each_length,
     encoder_stack,
+    layer_functions,
+    layer_modules,
 )
 
 Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)
@@ -132,25 +136,17 @@ class FlatDecoder:
         self.embedding = model.embed.weight
         self.embedding_scale = math.sqrt(model.config.d_model)
         self.positions = model.positions
-        self.encoder_layers = [
-            EncoderWeights(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
-                             linear_function(layer.self_attn.out_proj), norm_function(layer.attn_sublayer.norm),
-                             relu_linear_function(layer.ffn.up), linear_function(layer.ffn.down),
-                             norm_function(layer.ffn_sublayer.norm))
-            for layer in model.encoder_layers]
+        flat = {"linear": linear_function, "relu_linear": relu_linear_function, "norm": norm_function}
+        self.encoder_layers = [EncoderWeights(*layer_functions(layer, ENCODER_LAYER, flat))
+                               for layer in model.encoder_layers]
         self.encoder_norm = norm_function(model.encoder_norm)
         # int8_fp32 on a CPU: every decoder layer of a step in one C call (nmt.model.native.decode_layers), and
         # where a step cannot take it (sources not padded at the end), its norms in the steps of decoder_step
         self.layers_step = decoder_layers(model) if kernels else None
         self.encoder_step = encoder_layers(model) if kernels else None  # the encoder's layers in one call
-        norm = norm_function if self.layers_step is None else layer_norm_kernel()
-        self.layers = [
-            StepWeights(linear_function(layer.self_attn.q_proj), linear_function(layer.self_attn.kv_proj),
-                        linear_function(layer.self_attn.out_proj), norm(layer.self_sublayer.norm),
-                        linear_function(layer.cross_attn.q_proj), linear_function(layer.cross_attn.out_proj),
-                        norm(layer.cross_sublayer.norm), relu_linear_function(layer.ffn.up),
-                        linear_function(layer.ffn.down), norm(layer.ffn_sublayer.norm))
-            for layer in model.decoder_layers]
+        if self.layers_step is not None:
+            flat = {**flat, "norm": layer_norm_kernel()}
+        self.layers = [StepWeights(*layer_functions(layer, DECODER_LAYER, flat)) for layer in model.decoder_layers]
         self.final_norm = norm_function(model.decoder_norm)
         self.project = (weight_function(model.embed.weight) if model.output_proj is None  # tied embeddings
                         else linear_function(model.output_proj))
@@ -334,16 +330,18 @@ class FlatDecoder:
         return log_probs - F.softplus(rest - listed)[:, None]
 
 
-def int8_layers(model: Transformer, kind: type[Int8Layers], linears: list[tuple[nn.Module, ...]],
-                norms: list[tuple[nn.Module, ...]]) -> Int8Layers | None:
-    """A stack of an int8_fp32 model's layers (each layer's int8 layers and norms in the kernel's order) bound to
-    nmt.model.native's kernel that runs them all in one call (`kind`), or None: on a CPU, for int8 layers
-    (nmt.model.quantize.DynamicInt8Linear) whose rows are quantized on their own scales and that the few-rows
-    kernels take (7-bit rows without VNNI, 8-bit with it), and affine layer norms of one eps."""
+def int8_layers(model: Transformer, kind: type[Int8Layers], layers: nn.ModuleList,
+                description: tuple[LayerPart, ...]) -> Int8Layers | None:
+    """A stack of an int8_fp32 model's layers (each layer's weights in the description's order, which the
+    kernel's is) bound to nmt.model.native's kernel that runs them all in one call (`kind`), or None: on a CPU,
+    for int8 layers (nmt.model.quantize.DynamicInt8Linear) whose rows are quantized on their own scales and that
+    the few-rows kernels take (7-bit rows without VNNI, 8-bit with it), and affine layer norms of one eps."""
     if model.training or model.embed.weight.device.type != "cpu":
         return None
-    every_linear = [module for layer in linears for module in layer]
-    every_norm = [module for layer in norms for module in layer]
+    modules = [layer_modules(layer, description) for layer in layers]
+    parts = [(part, module) for layer_parts in modules for part, module in zip(description, layer_parts, strict=True)]
+    every_linear = [module for part, module in parts if part.kind != "norm"]
+    every_norm = [module for part, module in parts if part.kind == "norm"]
     if not (all(isinstance(module, DynamicInt8Linear) and module.vnni is not None for module in every_linear)
             and all(isinstance(norm, nn.LayerNorm) and norm.weight is not None and norm.bias is not None
                     and norm.weight.dtype == torch.float32 for norm in every_norm)
@@ -352,30 +350,28 @@ def int8_layers(model: Transformer, kind: type[Int8Layers], linears: list[tuple[
     bits = {7 if module.int7 else 8 for module in every_linear}  # without VNNI, or with it
     if len(bits) != 1:
         return None
-    weights = [LayerWeights(tuple((module.vnni, module.column_scale, module.bias) for module in layer),
-                            tuple(t.detach() for norm in layer_norms for t in (norm.weight, norm.bias)))
-               for layer, layer_norms in zip(linears, norms, strict=True)]
-    return kind.bind(weights, model.config.n_heads, every_norm[0].eps, model.config.pre_norm, bits.pop())
+    weights = [tuple(kernel_weight(module) for module in layer_parts) for layer_parts in modules]
+    config = model.config
+    return kind.bind(weights, config.n_heads, config.d_model, config.d_ff, every_norm[0].eps, config.pre_norm,
+                     bits.pop())
+
+
+def kernel_weight(module: nn.Module) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """A weight as the C stacks take it (nmt_kernels.h): an int8 layer's packed weights, scales and bias, a norm's
+    weight, bias and None."""
+    if isinstance(module, nn.LayerNorm):
+        return module.weight.detach(), module.bias.detach(), None
+    return module.vnni, module.column_scale, module.bias
 
 
 def decoder_layers(model: Transformer) -> LayersStep | None:
     """int8_layers of the decoder (decode_layers)."""
-    layers = model.decoder_layers
-    return int8_layers(model, LayersStep,
-                       [(layer.self_attn.q_proj, layer.self_attn.kv_proj, layer.self_attn.out_proj,
-                         layer.cross_attn.q_proj, layer.cross_attn.out_proj, layer.ffn.up, layer.ffn.down)
-                        for layer in layers],
-                       [(layer.self_sublayer.norm, layer.cross_sublayer.norm, layer.ffn_sublayer.norm)
-                        for layer in layers])
+    return int8_layers(model, LayersStep, model.decoder_layers, DECODER_LAYER)
 
 
 def encoder_layers(model: Transformer) -> EncoderLayers | None:
     """int8_layers of the encoder (encode_layers)."""
-    layers = model.encoder_layers
-    return int8_layers(model, EncoderLayers,
-                       [(layer.self_attn.q_proj, layer.self_attn.kv_proj, layer.self_attn.out_proj, layer.ffn.up,
-                         layer.ffn.down) for layer in layers],
-                       [(layer.attn_sublayer.norm, layer.ffn_sublayer.norm) for layer in layers])
+    return int8_layers(model, EncoderLayers, model.encoder_layers, ENCODER_LAYER)
 
 
 def padded_at_the_end(mask: Tensor | None) -> bool:

@@ -6,10 +6,15 @@ that read bounds it: in float32, torch's batched products read the caches at abo
 (torch's bf16 products go through oneDNN, which builds a kernel for every new cached length). Where the
 model's activations are bf16 (`--precision bf16` and `int8_bf16`), the keys and values already are bf16;
 in `int8_fp32` they are rounded to bf16 as they are cached. The flat decoder keeps them so in these modes
-(half the bytes to read, and to move in beam reorders) and computes attention over them here
-(`attention_kernel.c`): `decode_self_attention` streams the self-attention cache in memory order, 16 rows
-at a time (8 with AVX2); `decode_cross_attention` reads each sentence's encoder keys and values once for
-all of its beams, up to the sentence's own length (so it needs sources padded at the end);
+(half the bytes to read, and to move in beam reorders) and computes attention over them here.
+
+The kernels are one small C library, `kernels/`: one header, `nmt_kernels.h`, declares every function the
+library exports (the rest is hidden), and the files hold them by subject (attention.c, scores.c, shortlist.c,
+int8.c, layers.c); SIGNATURES binds the header's prototypes (a test compares them).
+
+`decode_self_attention` streams the self-attention cache in memory order, 16 rows at a time (8 with AVX2);
+`decode_cross_attention` reads each sentence's encoder keys and values once for all of its beams, up to the
+sentence's own length (so it needs sources padded at the end);
 `decode_log_softmax` turns a step's logits into log-probabilities one row at a time;
 `decode_sentence_logits` scores each sentence's own shortlist tokens (nmt.model.shortlist) after the shared
 ones, reading each sentence's output weights once for its beams. For int8_fp32's rows quantized on their
@@ -25,7 +30,7 @@ save). The kernels run on the calling thread: translation on a CPU decodes in on
 by default (`--workers`).
 
 The kernels are compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
-else `~/.cache/nmt`), once per source, compiler flags and CPU; `make setup` does it ahead. They are for
+else `~/.cache/nmt`), once per version of the files, compiler flags and CPU; `make setup` does it ahead. They are for
 CPUs with AVX-512 or AVX2 (`has_vector_units`). Elsewhere, without a compiler, with `NMT_NATIVE=0`, or
 where compiling fails, `library()` is None and the decoder keeps its float32 caches and torch's products.
 
@@ -46,7 +51,6 @@ import subprocess
 import sysconfig
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -54,10 +58,13 @@ from torch import Tensor, nn
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("attention_kernel.c")
+KERNELS = Path(__file__).with_name("kernels")  # the C library: nmt_kernels.h, its files by subject
+HEADER = KERNELS / "nmt_kernels.h"
 # -march=native: the vector width of this CPU (AVX-512 where it has it); a compiler without it (or a CPU
 # it does not know) gets the second set, AVX2, which every CPU that has_vector_units() runs
 FLAG_SETS = (["-O3", "-march=native", "-mprefer-vector-width=512"], ["-O3", "-mavx2", "-mfma"])
+# every build: the library exports what nmt_kernels.h declares and nothing else
+COMMON_FLAGS = ["-fvisibility=hidden", "-shared", "-fPIC"]
 HEAD_DIM_STEP = 16  # the kernel's vectors: head dimensions that are a multiple of it
 QUERY_DTYPES = (torch.bfloat16, torch.float32)
 
@@ -123,7 +130,8 @@ def compile_library() -> Path | None:
     if compiler is None:
         log.debug("no C compiler (%s): the decoder keeps float32 attention caches", c_compiler())
         return None
-    source = SOURCE.read_bytes()
+    files = sources()
+    source = b"\0".join(path.name.encode() + b"\0" + path.read_bytes() for path in files)
     for flags in FLAG_SETS:
         try:
             key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), cpu_signature().encode(),
@@ -135,7 +143,8 @@ def compile_library() -> Path | None:
                 return target
             with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
                 built = Path(scratch) / target.name
-                subprocess.run([compiler, *flags, "-shared", "-fPIC", "-o", str(built), str(SOURCE), "-lm"],
+                subprocess.run([compiler, *flags, *COMMON_FLAGS, "-o", str(built),
+                                *(str(path) for path in files if path.suffix == ".c"), "-lm"],
                                check=True, capture_output=True, timeout=120)
                 built.chmod(0o700)
                 digest = Path(scratch) / "digest"
@@ -146,7 +155,7 @@ def compile_library() -> Path | None:
                 os.replace(digest, target.with_suffix(".sha256"))
             return target
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
-            log.debug("compiling %s with %s failed: %s", SOURCE.name, flags, exc)
+            log.debug("compiling %s with %s failed: %s", KERNELS, flags, exc)
     return None
 
 
@@ -169,47 +178,41 @@ def library() -> ctypes.CDLL | None:
         return None
     try:
         loaded = ctypes.CDLL(str(path))
-        loaded.decode_self_attention.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_float,
-                                                                                                ctypes.c_int32]
-        loaded.decode_cross_attention.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 5 + [ctypes.c_float,
-                                                                                                 ctypes.c_int32]
-        loaded.decode_log_softmax.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
-        loaded.decode_best.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
-        loaded.decode_beam_top_k.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4
-        loaded.decode_log_softmax_rest.argtypes = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] + [ctypes.c_void_p] * 2
-                                                   + [ctypes.c_int64] + [ctypes.c_void_p] + [ctypes.c_int64] * 3)
-        loaded.decode_sentence_logits.argtypes = ([ctypes.c_void_p] * 4 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
-                                                   + [ctypes.c_int64] + [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 5
-                                                   + [ctypes.c_int32])
-        loaded.quantize_rows_int8.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
-        loaded.scale_int8_products.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int32]
-        loaded.int8_few_rows_products.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
-        loaded.int7_rows_products.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
-        loaded.int7_rows_linear.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
-        loaded.decode_sentence_logits_int7.argtypes = ([ctypes.c_void_p] * 5 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
-                                                       + [ctypes.c_int64] + [ctypes.c_void_p] * 2
-                                                       + [ctypes.c_int64] * 5)
-        loaded.decode_layer_norm.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2 + [ctypes.c_float]
-        loaded.encode_layers.argtypes = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 6 + [ctypes.c_float] * 2
-                                         + [ctypes.c_int32] * 2)
-        loaded.decode_layers.argtypes = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] + [ctypes.c_void_p] + [ctypes.c_int64]
-                                         + [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 6 + [ctypes.c_float] * 2
-                                         + [ctypes.c_int32] * 2)
+        for name, (result, arguments) in SIGNATURES.items():
+            function = getattr(loaded, name)
+            function.restype, function.argtypes = result, arguments
     except (OSError, AttributeError) as exc:
         log.debug("loading %s failed: %s", path, exc)
         return None
-    loaded.decode_self_attention.restype = loaded.decode_cross_attention.restype = ctypes.c_int32  # 1: no memory
-    loaded.decode_sentence_logits.restype = ctypes.c_int32  # 1: no memory, 2: a sentence outside the batch
-    loaded.decode_log_softmax.restype = loaded.quantize_rows_int8.restype = loaded.scale_int8_products.restype = None
-    loaded.int8_few_rows_products.restype = ctypes.c_int32  # 1: not for these sizes, or a build without VNNI
-    loaded.int7_rows_products.restype = ctypes.c_int32  # 1: a build without AVX2 (or K % 4), 2: no memory
-    loaded.int7_rows_linear.restype = ctypes.c_int32  # as int7_rows_products
-    loaded.decode_sentence_logits_int7.restype = ctypes.c_int32  # 1: no AVX2 or no memory, 2: bad indices
-    loaded.decode_layer_norm.restype = loaded.decode_best.restype = None
-    loaded.decode_log_softmax_rest.restype = ctypes.c_int32  # 1: no memory, 2: an owner outside rest_bias
-    loaded.decode_beam_top_k.restype = ctypes.c_int32  # 1: k outside 1-64 or above the candidates
-    loaded.decode_layers.restype = loaded.encode_layers.restype = ctypes.c_int32  # 1: no products, 2: no memory
     return loaded
+
+
+def sources() -> list[Path]:
+    """The library's files (headers and C), in a fixed order."""
+    return sorted(path for path in KERNELS.iterdir() if path.suffix in (".c", ".h"))
+
+
+_P, _I64, _I32, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
+# Each function of nmt_kernels.h: its result (None: void) and its arguments, every pointer a c_void_p. Written
+# by hand from the header; tests/test_native.py parses the header and compares.
+SIGNATURES = {
+    "decode_self_attention": (_I32, [_P] * 4 + [_I64] * 3 + [_F, _I32]),  # 1: no memory
+    "decode_cross_attention": (_I32, [_P] * 5 + [_I64] * 5 + [_F, _I32]),  # 1: no memory
+    "decode_log_softmax": (None, [_P] * 2 + [_I64] * 2 + [_I32]),
+    "decode_log_softmax_rest": (_I32, [_P] * 2 + [_I64] + [_P] * 2 + [_I64] + [_P] + [_I64] * 3),  # 2: bad owner
+    "decode_beam_top_k": (_I32, [_P] * 4 + [_I64] * 4),  # 1: k outside 1-64 or above the candidates
+    "decode_best": (None, [_P] * 3 + [_I64] * 2),
+    "decode_sentence_logits": (_I32, [_P] * 4 + [_I64] + [_P] * 3 + [_I64] + [_P] * 2 + [_I64] * 5 + [_I32]),
+    "decode_sentence_logits_int7": (_I32, [_P] * 5 + [_I64] + [_P] * 3 + [_I64] + [_P] * 2 + [_I64] * 5),
+    "quantize_rows_int8": (None, [_P] * 3 + [_I64] * 2),
+    "scale_int8_products": (None, [_P] * 5 + [_I64] * 2 + [_I32]),
+    "int8_few_rows_products": (_I32, [_P] * 3 + [_I64] * 3),  # 1: not these sizes, or a build without VNNI
+    "int7_rows_products": (_I32, [_P] * 3 + [_I64] * 3),  # 1: a build without AVX2 (or K % 4), 2: no memory
+    "int7_rows_linear": (_I32, [_P] * 5 + [_I64] * 3 + [_I32]),  # as int7_rows_products
+    "decode_layer_norm": (None, [_P] * 4 + [_I64] * 2 + [_F]),
+    "decode_layers": (_I32, [_P] * 2 + [_I64] + [_P] + [_I64] + [_P] * 2 + [_I64] * 6 + [_F] * 2 + [_I32] * 2),
+    "encode_layers": (_I32, [_P] * 2 + [_I64] * 6 + [_F] * 2 + [_I32] * 2),  # 1: no products, 2: no memory
+}
 
 
 def check_inputs(q: Tensor, keys: Tensor, values: Tensor) -> None:
@@ -617,56 +620,40 @@ def layer_norm_kernel() -> Callable[[nn.LayerNorm], Callable[[Tensor], Tensor]] 
     return bind
 
 
-@dataclass(frozen=True)
-class LayerWeights:
-    """One layer's weights for decode_layers or encode_layers: its int8 layers, each (weights packed by
-    nmt.model.quantize.vnni_pack, float32 channel scales (out,), float32 bias (out,) or None), in the order
-    the kernel names (decoder: self q, self kv, self out, cross q, cross out, ffn up, ffn down; encoder: q, kv,
-    out, ffn up, ffn down); then its norms' weights and biases (D,) float32, in order."""
-
-    linears: tuple[tuple[Tensor, Tensor, Tensor | None], ...]
-    norms: tuple[Tensor, ...]
-
-    @property
-    def d_model(self) -> int:
-        return self.norms[0].size(0)
-
-    @property
-    def d_ff(self) -> int:
-        return self.linears[-2][1].size(0)  # ffn up's output channels
+# A layer's weights as the C stacks take them, in the order of the layer's description (nmt.model.transformer's
+# ENCODER_LAYER and DECODER_LAYER, the enums of nmt_kernels.h): three tensors each, an int8 layer's weights packed
+# by nmt.model.quantize.vnni_pack, its float32 channel scales (out,) and bias (out,) or None; a norm's float32
+# weight and bias (D,) and None.
+KernelLayer = tuple[tuple[Tensor | None, Tensor | None, Tensor | None], ...]
 
 
 class Int8Layers:
     """A stack of int8_fp32 layers bound to one of the kernels that run them all in one call (decode_layers,
     encode_layers): the layers' weights as one array of pointers, held with the tensors they point into."""
 
-    def __init__(self, loaded: ctypes.CDLL, layers: list[LayerWeights], heads: int, eps: float, pre_norm: bool,
-                 bits: int):
+    def __init__(self, loaded: ctypes.CDLL, layers: list[KernelLayer], heads: int, d_model: int, d_ff: int,
+                 eps: float, pre_norm: bool, bits: int):
         self.loaded, self.layers, self.heads, self.eps, self.pre_norm, self.bits = (loaded, layers, heads, eps,
                                                                                      pre_norm, bits)
-        self.d_model, self.d_ff = layers[0].d_model, layers[0].d_ff
-        self.head_dim = self.d_model // heads
+        self.d_model, self.d_ff = d_model, d_ff
+        self.head_dim = d_model // heads
         self.scale = self.head_dim**-0.5
-        pointers = []
-        for layer in layers:
-            for linear in layer.linears:
-                pointers += [t.data_ptr() if t is not None else None for t in linear]
-            pointers += [t.data_ptr() for t in layer.norms]
+        pointers = [None if t is None else t.data_ptr() for layer in layers for weight in layer for t in weight]
         self.pointers = (ctypes.c_void_p * len(pointers))(*pointers)
 
     @classmethod
-    def bind(cls, layers: list[LayerWeights], heads: int, eps: float, pre_norm: bool, bits: int) -> Int8Layers | None:
+    def bind(cls, layers: list[KernelLayer], heads: int, d_model: int, d_ff: int, eps: float, pre_norm: bool,
+             bits: int) -> Int8Layers | None:
         """The layers bound, or None where the kernels are unavailable or have no products of `bits` (7: AVX2,
         8: AVX-512 VNNI) on this build, or the shapes do not suit them."""
         loaded = library()
         if loaded is None or not layers:
             return None
-        d_model, d_ff = layers[0].d_model, layers[0].d_ff
         if d_model % heads or (d_model // heads) % HEAD_DIM_STEP or d_model % 4 or d_ff % 4:
             return None
         if not products_built(loaded, bits):
             return None
-        return cls(loaded, layers, heads, eps, pre_norm, bits)
+        return cls(loaded, layers, heads, d_model, d_ff, eps, pre_norm, bits)
 
     def raise_for(self, failed: int) -> None:
         if failed == 2:

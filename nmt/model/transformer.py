@@ -127,6 +127,61 @@ def residual(x: Tensor, update: Tensor, norm: Rows, pre_norm: bool) -> Tensor:
     return x + update if pre_norm else norm(x + update)
 
 
+@dataclass(frozen=True)
+class LayerPart:
+    """One weight of a layer as decoding runs it: `name`, its field in EncoderWeights or StepWeights; `path`, its
+    module in the layer; `kind`: "linear", "relu_linear" (a linear layer followed by its ReLU) or "norm"."""
+
+    name: str
+    path: str
+    kind: str
+
+
+# The one description of a layer's weights, in the order of EncoderWeights' and StepWeights' fields and of the C
+# stacks' enums (nmt/model/kernels/nmt_kernels.h; tests/test_native.py compares them). Every decoder builds its
+# functions of the weights from it (layer_functions); changing the layer changes it, these dataclasses and the
+# C functions that run a layer (encode_layers, decode_layers).
+ENCODER_LAYER = (
+    LayerPart("q", "self_attn.q_proj", "linear"),
+    LayerPart("kv", "self_attn.kv_proj", "linear"),
+    LayerPart("out", "self_attn.out_proj", "linear"),
+    LayerPart("attention_norm", "attn_sublayer.norm", "norm"),
+    LayerPart("ffn_up", "ffn.up", "relu_linear"),
+    LayerPart("ffn_down", "ffn.down", "linear"),
+    LayerPart("ffn_norm", "ffn_sublayer.norm", "norm"),
+)
+DECODER_LAYER = (
+    LayerPart("self_q", "self_attn.q_proj", "linear"),
+    LayerPart("self_kv", "self_attn.kv_proj", "linear"),
+    LayerPart("self_out", "self_attn.out_proj", "linear"),
+    LayerPart("self_norm", "self_sublayer.norm", "norm"),
+    LayerPart("cross_q", "cross_attn.q_proj", "linear"),
+    LayerPart("cross_out", "cross_attn.out_proj", "linear"),
+    LayerPart("cross_norm", "cross_sublayer.norm", "norm"),
+    LayerPart("ffn_up", "ffn.up", "relu_linear"),
+    LayerPart("ffn_down", "ffn.down", "linear"),
+    LayerPart("ffn_norm", "ffn_sublayer.norm", "norm"),
+)
+
+
+def layer_modules(layer: nn.Module, description: Sequence[LayerPart]) -> list[nn.Module]:
+    """The layer's modules in the description's order."""
+    return [layer.get_submodule(part.path) for part in description]
+
+
+def layer_functions(layer: nn.Module, description: Sequence[LayerPart],
+                    functions: dict[str, Callable[[nn.Module], Rows]]) -> list[Rows]:
+    """The layer's weights as functions of rows, in the description's order: functions[kind](module) of each."""
+    return [functions[part.kind](module) for part, module in zip(description, layer_modules(layer, description),
+                                                                  strict=True)]
+
+
+def module_functions() -> dict[str, Callable[[nn.Module], Rows]]:
+    """The functions of layer_functions over a layer's own modules (training's, the reference decoder's)."""
+    return {"linear": lambda module: module, "norm": lambda module: module,
+            "relu_linear": lambda module: lambda rows: F.relu(module(rows))}
+
+
 @dataclass(frozen=True, slots=True)
 class EncoderWeights:
     """One encoder layer's weights as functions of rows, for inference (encoder_stack): the layer's own modules
@@ -194,10 +249,7 @@ class EncoderLayer(nn.Module):
 
     def inference_weights(self) -> EncoderWeights:
         """This layer's modules as the functions of encoder_stack."""
-        up = self.ffn.up
-        return EncoderWeights(self.self_attn.q_proj, self.self_attn.kv_proj, self.self_attn.out_proj,
-                              self.attn_sublayer.norm, lambda rows: F.relu(up(rows)), self.ffn.down,
-                              self.ffn_sublayer.norm)
+        return EncoderWeights(*layer_functions(self, ENCODER_LAYER, module_functions()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,11 +322,7 @@ class DecoderLayer(nn.Module):
     def step_weights(self) -> StepWeights:
         """This layer's modules as the functions of decoder_step (their weights as they are now: a
         quantized model's quantized layers)."""
-        up = self.ffn.up
-        return StepWeights(self.self_attn.q_proj, self.self_attn.kv_proj, self.self_attn.out_proj,
-                           self.self_sublayer.norm, self.cross_attn.q_proj, self.cross_attn.out_proj,
-                           self.cross_sublayer.norm, lambda rows: F.relu(up(rows)), self.ffn.down,
-                           self.ffn_sublayer.norm)
+        return StepWeights(*layer_functions(self, DECODER_LAYER, module_functions()))
 
 
 class Transformer(nn.Module):
