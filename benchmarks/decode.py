@@ -16,6 +16,7 @@ import torch
 from results import cpu_name, write_section
 
 from nmt.decoding.search import SearchOptions, search
+from nmt.model.backend import Backend
 from nmt.model.config import ModelConfig
 from nmt.model.flat_decoder import FlatDecoder
 from nmt.model.transformer import Transformer
@@ -52,7 +53,8 @@ def main() -> None:
     for preset in args.presets.split(","):
         torch.manual_seed(0)
         # as nmt translate decodes: the flattened step with the cache, the model's own step without
-        model = FlatDecoder(Transformer(ModelConfig.preset(preset, vocab_size=PRESETS[preset], dropout=0.0)).eval())
+        model = FlatDecoder(Transformer(ModelConfig.preset(preset, vocab_size=PRESETS[preset], dropout=0.0)).eval(),
+                            Backend.resolve("fp32", torch.device("cpu")))
         src = sources(64, PRESETS[preset])
         for beam in (1, 4):
             for batch in (1, 32):

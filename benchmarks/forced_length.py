@@ -24,6 +24,7 @@ from torch import Tensor
 from nmt.apps.export import export_ctranslate2
 from nmt.decoding.inference import cast_for_inference
 from nmt.decoding.search import SearchOptions, search
+from nmt.model.backend import Backend
 from nmt.model.checkpoint import Checkpoint
 from nmt.model.config import ModelConfig
 from nmt.model.flat_decoder import FlatDecoder
@@ -53,7 +54,8 @@ def random_checkpoint(preset: str, vocab_size: int) -> Checkpoint:
 
 
 def nmt_rate(checkpoint: Checkpoint, precision: str, sources: Tensor, beam: int, batch: int) -> float:
-    model = FlatDecoder(cast_for_inference(checkpoint.build_model(), precision))  # as nmt translate decodes
+    backend = Backend.resolve(precision, torch.device("cpu"))
+    model = FlatDecoder(cast_for_inference(checkpoint.build_model(), backend), backend)  # as nmt translate decodes
     # EOS forbidden before FORCED tokens and forced as token FORCED + 1
     options = SearchOptions(beam_size=beam, min_len=FORCED, max_len_a=0, max_len_b=FORCED + 1)
     batches = sources.split(batch)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from nmt.apps.shipped import is_model_name, model_path
 from nmt.decoding.configuration import DecodingFlags, search_options
-from nmt.decoding.inference import cpu_flags, cpu_has_native_bf16
 from nmt.decoding.search import SearchOptions
+from nmt.model.backend import machine
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,7 +76,7 @@ def cpu_info(field: str) -> str:
 def vector_extensions() -> str:
     """The widest vector arithmetic of this CPU, which decides the fastest precision: with AVX-512 BF16 (or
     AMX) bf16 GEMMs run at about 2.5x float32; with AVX2 alone bf16 is emulated, slower than float32."""
-    flags = cpu_flags()
+    flags = machine().flags
     if "amx_bf16" in flags:
         return "AMX"
     if "avx512_bf16" in flags:
@@ -99,7 +99,7 @@ def native_bf16() -> bool:
     --precision auto; True when it cannot tell); without it nmt's bf16 modes, and torchao's int8
     (torch._int_mm), run far slower than float32 (a 2-core AVX2 EPYC, beam 4, batch 32, whole process:
     int8_bf16 4.9x the time of fp32, torchao's int8 15x)."""
-    return cpu_has_native_bf16() is not False
+    return machine().onednn_bf16
 
 
 # The modes that only pay on a CPU with native bf16 (native_bf16): elsewhere the benchmarks leave them out

@@ -21,7 +21,7 @@ import typer
 
 from nmt.decoding.configuration import DecodingFlags
 
-# --precision's values (nmt.decoding.inference.PRECISIONS, which imports torch)
+# --precision's values (nmt.model.backend.PRECISIONS, which imports torch)
 PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8", "int8_bf16", "int8_fp32")
 
 PRECISION_HELP = ("fp32, bf16 (CPUs with bf16 support, GPUs), fp16 (CUDA), int8 (CPU, dynamic quantization of the "

@@ -3,6 +3,7 @@ real sentencepiece model."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from nmt.data.corpus import load_embedded
+from nmt.model.backend import Backend
 from nmt.model.checkpoint import Checkpoint, model_weights, save_checkpoint
 from nmt.model.config import ModelConfig
 from nmt.model.transformer import Transformer
@@ -20,6 +22,16 @@ def tiny_model(vocab_size: int = 60, seed: int = 0, **overrides) -> Transformer:
     torch.manual_seed(seed)
     config = ModelConfig.preset("tiny", vocab_size=vocab_size, dropout=0.0, **overrides)
     return Transformer(config).eval()
+
+
+def cast(model: Transformer, precision: str, exact: bool = False, **chosen) -> tuple[Transformer, Backend]:
+    """`model` cast for `precision` on its device, as a command would resolve it (exact: torch alone), and the
+    backend; `chosen` overrides the backend's resolved fields (a product this machine would not pick, say)."""
+    from nmt.decoding.inference import cast_for_inference
+
+    backend = Backend.resolve(precision, next(model.parameters()).device, exact=exact)
+    backend = dataclasses.replace(backend, **chosen)
+    return cast_for_inference(model, backend), backend
 
 
 def reference_attention(q, k, v, mask):

@@ -3,6 +3,7 @@ invariants on a real (tiny, random) model."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from nmt.decoding.search import SearchOptions, search
-from tests.conftest import tiny_model
+from tests.conftest import cast, tiny_model
 
 SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0, 0]])
 
@@ -118,13 +119,12 @@ def test_greedy_equals_beam_of_one():
 
 
 def test_bf16_decoding_stays_close_to_fp32_and_fp16_needs_cuda():
-    from nmt.decoding.inference import cast_for_inference
     from nmt.errors import UsageError
 
     model = tiny_model(seed=6)
     tgt = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15], [2, 16, 17, 18]])
     expected = model(SRC, tgt).log_softmax(-1)
-    cast_for_inference(model, "bf16")
+    cast(model, "bf16")
     state = model.init_state(SRC)
     # on a CPU the decoder's caches are float32 (attention over them is faster there)
     caches = state.self_keys + state.self_values + state.cross_keys + state.cross_values
@@ -134,17 +134,15 @@ def test_bf16_decoding_stays_close_to_fp32_and_fp16_needs_cuda():
         assert log_probs.dtype == torch.float32
         torch.testing.assert_close(log_probs, expected[:, t], atol=0.1, rtol=0)
     with pytest.raises(UsageError, match="CUDA"):
-        cast_for_inference(tiny_model(), "fp16")
+        cast(tiny_model(), "fp16")
 
 
 def test_int8_quantizes_every_linear_layer_and_stays_close_to_fp32():
-    from nmt.decoding.inference import cast_for_inference
-
     pytest.importorskip("torchao")  # an optional extra (in dev, so CI runs this test)
     model = tiny_model(seed=7)
     tgt = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15], [2, 16, 17, 18]])
     expected = model(SRC, tgt).log_softmax(-1)
-    cast_for_inference(model, "int8")
+    cast(model, "int8")
     weights = {name: type(module.weight) for name, module in model.named_modules()
                if isinstance(module, torch.nn.Linear)}
     assert len(weights) == 2 * 5 + 2 * 8 + 1  # encoder and decoder layers, and the output projection
@@ -211,13 +209,12 @@ def test_int8_weight_only_function_fuses_relu_and_selects_outputs_on_both_kernel
 
 @pytest.mark.parametrize("precision, layer_type", [("int8_bf16", "Int8Linear"), ("int8_fp32", "DynamicInt8Linear")])
 def test_int8_weights_quantize_every_linear_layer_and_stay_close_to_fp32(precision, layer_type):
-    from nmt.decoding.inference import cast_for_inference
     from nmt.model import quantize
 
     model = tiny_model(seed=9)
     tgt = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15], [2, 16, 17, 18]])
     expected = model(SRC, tgt).log_softmax(-1)
-    cast_for_inference(model, precision)
+    cast(model, precision)
     assert not any(isinstance(module, torch.nn.Linear) for module in model.modules())
     assert sum(isinstance(module, getattr(quantize, layer_type)) for module in model.modules()) == 2 * 5 + 2 * 8 + 1
     state = model.init_state(SRC)
@@ -228,15 +225,13 @@ def test_int8_weights_quantize_every_linear_layer_and_stay_close_to_fp32(precisi
 
 
 def test_int8_fp32_layer_matches_its_float_weights_on_both_fbgemm_kernels(monkeypatch):
-    """Without VNNI (or with NMT_INT8_ROWS=0): fbgemm for large products, the int8-weight kernel for small."""
-    from nmt.model import quantize
+    """Without row scales (NMT_INT8_ROWS=0, or AVX2 without the C kernels): fbgemm for large products, the
+    int8-weight kernel for small."""
     from nmt.model.quantize import FBGEMM_MIN_PRODUCT, DynamicInt8Linear
 
-    monkeypatch.setattr(quantize, "int8_rows_available", lambda: False)
-    monkeypatch.setattr(quantize, "int7_rows_available", lambda: False)
     torch.manual_seed(8)
     linear = torch.nn.Linear(256, 512)
-    layer = DynamicInt8Linear(linear.weight, linear.bias)
+    layer = DynamicInt8Linear(linear.weight, linear.bias, rows=0)
     assert_rounded_to_the_nearest_step(layer, linear)
     x = torch.randn(FBGEMM_MIN_PRODUCT // (256 * 4) + 1, 256)  # enough rows for fbgemm on 4 channels too
     few = layer(x[:1])  # the int8-weight kernel on bf16 rows
@@ -254,15 +249,16 @@ def test_int8_fp32_rows_give_each_row_what_it_would_get_alone(monkeypatch):
     """With VNNI: each row quantized on its own scale, exact int32 products (the one-row kernel at batch 1,
     torch._int_mm above): a row's output is bit for bit the same alone and in any batch, and torch's
     operations (no C kernels) compute it as the kernels do."""
-    from nmt.model import native, quantize
+    from nmt.model import native
+    from nmt.model.backend import machine
     from nmt.model.quantize import DynamicInt8Linear
 
-    if not quantize.int8_rows_available():
-        pytest.skip("no VNNI: int8_fp32 uses fbgemm here")
+    if not (machine().vnni and machine().int_mm):
+        pytest.skip("no VNNI: int8_fp32 takes 7-bit rows or fbgemm here")
     torch.manual_seed(8)
     for inputs, outputs in ((256, 512), (1024, 256), (256, 1000)):  # 1000: not a multiple of 16 channels
         linear = torch.nn.Linear(inputs, outputs)
-        layer = DynamicInt8Linear(linear.weight, linear.bias)
+        layer = DynamicInt8Linear(linear.weight, linear.bias, rows=8, kernels=native.library() is not None)
         assert_rounded_to_the_nearest_step(layer, linear)
         x = torch.randn(40, inputs) * torch.linspace(0.1, 10, 40)[:, None]  # rows of very different scales
         many = layer(x)
@@ -275,26 +271,23 @@ def test_int8_fp32_rows_give_each_row_what_it_would_get_alone(monkeypatch):
         assert torch.equal(layer.function(channels)(x[:1]), many[:1, channels])
         relu = layer.function(relu=True)
         assert torch.equal(relu(x), many.relu())
-        if native.int8_rows_kernels() is not None:
-            monkeypatch.setattr(quantize, "int8_rows_kernels", lambda: None)
-            torch.testing.assert_close(layer(x), many, atol=1e-4, rtol=1e-5)  # an FMA apart, at most
-            monkeypatch.undo()
+        torch_alone = DynamicInt8Linear(linear.weight, linear.bias, rows=8, kernels=False)
+        torch.testing.assert_close(torch_alone(x), many, atol=1e-4, rtol=1e-5)  # an FMA apart, at most
 
 
 def test_int8_fp32_without_vnni_gives_each_row_what_it_would_get_alone(monkeypatch):
     """Without VNNI (AVX2): 7-bit rows on their own scales, exact products from the C kernel (any number of
     rows): a row's output is bit for bit the same alone and in any batch, what torch computes from the same
     integers (within an FMA), and close to the float layer's."""
-    from nmt.model import quantize
+    from nmt.model import native
     from nmt.model.quantize import DynamicInt8Linear
 
-    if not quantize.int7_rows_available():
+    if native.library() is None or not native.products_built(native.library(), 7):
         pytest.skip("no AVX2 kernels")
-    monkeypatch.setattr(quantize, "int8_rows_available", lambda: False)
     torch.manual_seed(8)
     for inputs, outputs in ((256, 512), (1024, 256), (256, 1000)):
         linear = torch.nn.Linear(inputs, outputs)
-        layer = DynamicInt8Linear(linear.weight, linear.bias)
+        layer = DynamicInt8Linear(linear.weight, linear.bias, rows=7, kernels=True)
         assert layer.int7 and layer.packed is None
         x = torch.randn(40, inputs) * torch.linspace(0.1, 10, 40)[:, None]  # rows of very different scales
         many = layer(x)
@@ -314,14 +307,12 @@ def test_int8_fp32_without_vnni_gives_each_row_what_it_would_get_alone(monkeypat
 
 
 def test_int8_fp32_translates_a_sentence_alike_alone_and_in_a_batch():
-    from nmt.decoding.inference import cast_for_inference
-    from nmt.model import quantize
     from nmt.model.flat_decoder import FlatDecoder
 
-    if not (quantize.int8_rows_available() or quantize.int7_rows_available()):
+    model, backend = cast(tiny_model(seed=4), "int8_fp32")
+    if backend.int8_rows == 0:
         pytest.skip("no row scales here: int8_fp32's fbgemm scales activations per batch")
-    model = cast_for_inference(tiny_model(seed=4), "int8_fp32")
-    decoder = FlatDecoder(model)
+    decoder = FlatDecoder(model, backend)
     generator = torch.Generator().manual_seed(3)
     lengths = torch.randint(2, 12, (48,), generator=generator).tolist()  # 48 sentences x beam 4: large products
     src = torch.zeros(len(lengths), max(lengths) + 1, dtype=torch.long)
@@ -335,14 +326,15 @@ def test_int8_fp32_translates_a_sentence_alike_alone_and_in_a_batch():
 
 
 def test_bf16_on_a_cpu_without_bf16_arithmetic_warns_and_names_the_fast_mode(monkeypatch, caplog):
-    from nmt.decoding import inference
+    from nmt.model import backend
 
-    monkeypatch.setattr(inference, "cpu_has_native_bf16", lambda: False)
+    without_bf16 = dataclasses.replace(backend.machine(), onednn_bf16=False)
+    monkeypatch.setattr(backend, "machine", lambda: without_bf16)
     caplog.set_level(logging.WARNING, logger="nmt")  # a CLI run in this process may have left it at ERROR (-q)
-    inference.cast_for_inference(tiny_model(seed=1), "bf16")
+    backend.Backend.resolve("bf16", torch.device("cpu"))
     assert "emulated" in caplog.text and "int8_fp32" in caplog.text
     caplog.clear()
-    inference.cast_for_inference(tiny_model(seed=1), "int8_fp32")
+    backend.Backend.resolve("int8_fp32", torch.device("cpu"))
     assert caplog.text == ""
 
 
@@ -352,22 +344,21 @@ def test_bf16_on_a_cpu_without_bf16_arithmetic_warns_and_names_the_fast_mode(mon
 def test_auto_precision_picks_the_fastest_batch_independent_mode_for_the_cpu_kind(monkeypatch, flags, native_bf16,
                                                                                   expected):
     """Never int8_bf16, whose translations changed with their batch on an Intel Xeon with AMX (issue 65)."""
-    from nmt.decoding import inference
-    from nmt.model import quantize
+    from nmt.model import backend, quantize
 
-    monkeypatch.setattr(inference, "cpu_flags", lambda: flags)
-    monkeypatch.setattr(inference, "cpu_has_native_bf16", lambda: native_bf16)
-    model = inference.cast_for_inference(tiny_model(seed=1), "auto")
+    kind = backend.Machine(flags=frozenset(flags), onednn_bf16=native_bf16, fbgemm=True, int_mm=True)
+    monkeypatch.setattr(backend, "machine", lambda: kind)
+    model, _ = cast(tiny_model(seed=1), "auto")
     if expected == "bf16":
         assert not any(isinstance(module, quantize.Int8Linear) for module in model.modules())
         assert all(p.dtype == torch.bfloat16 for p in model.parameters())
     else:
         assert sum(isinstance(module, getattr(quantize, expected)) for module in model.modules()) == 2 * 5 + 2 * 8 + 1
-    assert inference.auto_precision(torch.device("cuda")) == "fp16"
+    assert backend.auto_precision(torch.device("cuda")) == "fp16"
 
 
 def test_cpu_flags_are_read_from_proc_cpuinfo_on_linux():
-    from nmt.decoding.inference import cpu_flags
+    from nmt.model.backend import cpu_flags
 
     if not Path("/proc/cpuinfo").exists():
         pytest.skip("no /proc/cpuinfo on this system")
@@ -417,7 +408,7 @@ def test_the_shortlist_is_on_by_default_for_beam_search_in_reduced_precision(tin
 
 def test_the_decoding_configuration_is_flags_over_the_models_defaults_over_the_librarys(tiny_checkpoint):
     from nmt.decoding.configuration import MAX_PIECE_TOKENS, DecodingConfig, DecodingFlags
-    from nmt.decoding.inference import auto_precision
+    from nmt.model.backend import auto_precision
     from nmt.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(tiny_checkpoint)  # stores beam 2 and a 1.0 x source + 5 length cap

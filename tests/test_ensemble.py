@@ -13,6 +13,7 @@ from nmt.decoding.ensemble import Ensemble
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator
 from nmt.errors import UsageError
+from nmt.model.backend import Backend
 from nmt.model.checkpoint import Checkpoint, load_checkpoint, model_weights, save_checkpoint
 from nmt.model.flat_decoder import FlatDecoder
 from tests.conftest import tiny_model
@@ -20,7 +21,8 @@ from tests.conftest import tiny_model
 
 def test_each_step_is_the_mean_of_the_models_log_probabilities():
     first, second = tiny_model(seed=1), tiny_model(seed=2)
-    ensemble = Ensemble([FlatDecoder(first), FlatDecoder(second)])
+    fp32 = Backend.resolve("fp32", torch.device("cpu"))
+    ensemble = Ensemble([FlatDecoder(first, fp32), FlatDecoder(second, fp32)])
     src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0]])
     state = ensemble.init_state(src, beam_size=1)
     states = [first.init_state(src), second.init_state(src)]

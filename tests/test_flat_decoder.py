@@ -6,26 +6,25 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.decoding.inference import cast_for_inference
 from nmt.decoding.search import SearchOptions, search
+from nmt.model.backend import Backend, machine
 from nmt.model.config import ModelConfig
 from nmt.model.flat_decoder import FlatDecoder
 from nmt.model.transformer import Transformer
-from tests.conftest import tiny_model
+from tests.conftest import cast, tiny_model
 
 SRC = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0, 0]])
 
 
-def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam: int, device: str = "cpu",
-                                        kernels: bool = False):
-    """Exactly equal; with `kernels` (reduced precision on a CPU), through nmt.model.native's attention kernels
-    over bf16 caches, which sum in another order than torch's products: equal within a few bf16 roundings
-    (int8_fp32 quantizes each row of activations, which turns such a rounding into a step of its scale)."""
-    flat = FlatDecoder(model, kernels=kernels)
-    # rows on their own scales: with VNNI, 8 bits; on AVX2 alone, 7 bits, whose step is twice as large
-    int8_rows = any(getattr(module, "columns", None) is not None for module in model.modules())
-    int7_rows = any(getattr(module, "int7", False) for module in model.modules())
-    tolerance = (0.2 if int7_rows else 0.1 if int8_rows else 0.03) if kernels else 0
+def assert_flat_step_equals_decode_step(model: Transformer, backend: Backend, sentences: int, beam: int,
+                                        device: str = "cpu"):
+    """Exactly equal; with the backend's bf16 caches (reduced precision on a CPU), through nmt.model.native's
+    attention kernels over them, which sum in another order than torch's products: equal within a few bf16
+    roundings (int8_fp32 quantizes each row of activations, which turns such a rounding into a step of its
+    scale: with VNNI, 8 bits; on AVX2 alone, 7 bits, whose step is twice as large)."""
+    flat = FlatDecoder(model, backend)
+    kernels = backend.bf16_caches
+    tolerance = {7: 0.2, 8: 0.1}.get(backend.int8_rows, 0.03) if kernels else 0
     src = SRC.repeat(6, 1)[:sentences].to(device)
     # int8_fp32's encoder layers in one C call (encode_layers): its own norms and attention sums (5e-7 apart
     # on the tiny model; one activation rounded to the other side of a quantization step would be more)
@@ -48,52 +47,58 @@ def assert_flat_step_equals_decode_step(model: Transformer, sentences: int, beam
 def test_flat_step_equals_decode_step(pre_norm, precision, sentences, beam):
     if precision == "int8":
         pytest.importorskip("torchao")  # an optional extra
-    model = cast_for_inference(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), precision)
-    assert_flat_step_equals_decode_step(model, sentences, beam)
+    model, backend = cast(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), precision, exact=True)
+    assert_flat_step_equals_decode_step(model, backend, sentences, beam)
 
 
 @pytest.mark.parametrize("pre_norm", [False, True])
-@pytest.mark.parametrize("precision", ["bf16", "int8_bf16", "int8_fp32"])
+@pytest.mark.parametrize("precision, rows", [("bf16", 0), ("int8_bf16", 0), ("int8_fp32", 8), ("int8_fp32", 7)])
 @pytest.mark.parametrize("sentences, beam", [(1, 1), (3, 2), (18, 1), (5, 4)])
-def test_flat_step_through_the_c_kernels_stays_close_to_decode_step(pre_norm, precision, sentences, beam):
+def test_flat_step_through_the_c_kernels_stays_close_to_decode_step(pre_norm, precision, rows, sentences, beam):
+    """Every int8_fp32 product the machine runs: 8-bit rows where it has VNNI, 7-bit rows (the AVX2 kernel) on
+    every machine with the kernels."""
     from nmt.model import native
 
     if native.library() is None:
         pytest.skip("no C compiler, or neither AVX-512 nor AVX2: the kernels (tests/test_native.py) are not used")
-    model = cast_for_inference(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), precision)
-    assert_flat_step_equals_decode_step(model, sentences, beam, kernels=True)
+    if rows == 8 and not (machine().vnni and machine().int_mm):
+        pytest.skip("8-bit rows need VNNI")
+    model, backend = cast(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), precision,
+                          int8_rows=rows)
+    assert backend.bf16_caches
+    assert_flat_step_equals_decode_step(model, backend, sentences, beam)
 
 
 def test_flat_step_equals_decode_step_with_fbgemm_on_every_product(monkeypatch):
     from nmt.model import quantize
 
     monkeypatch.setattr(quantize, "FBGEMM_MIN_PRODUCT", 0)  # the tiny model's products are all small
-    model = cast_for_inference(tiny_model(seed=7), "int8_fp32")
-    assert_flat_step_equals_decode_step(model, 3, 2)
+    model, backend = cast(tiny_model(seed=7), "int8_fp32", exact=True, int8_rows=0)
+    assert_flat_step_equals_decode_step(model, backend, 3, 2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)")
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_flat_step_equals_decode_step_on_cuda(precision):
-    model = cast_for_inference(tiny_model(seed=7).cuda(), precision)
+    model, backend = cast(tiny_model(seed=7).cuda(), precision)
     for sentences, beam in [(1, 1), (3, 2), (18, 1)]:
-        assert_flat_step_equals_decode_step(model, sentences, beam, "cuda")
+        assert_flat_step_equals_decode_step(model, backend, sentences, beam, "cuda")
 
 
 def test_flat_decoder_searches_as_the_model():
-    model = tiny_model(seed=3)
+    model, backend = cast(tiny_model(seed=3), "fp32")
     for beam in (1, 4):
         options = SearchOptions(beam_size=beam, nbest=beam)
-        assert search(FlatDecoder(model), SRC, options) == search(model, SRC, options)
+        assert search(FlatDecoder(model, backend), SRC, options) == search(model, SRC, options)
         uncached = SearchOptions(beam_size=beam, nbest=beam, use_cache=False)
-        assert search(FlatDecoder(model), SRC, uncached) == search(model, SRC, uncached)
+        assert search(FlatDecoder(model, backend), SRC, uncached) == search(model, SRC, uncached)
 
 
 def test_flat_decoder_leaves_a_training_model_to_its_own_step():
     torch.manual_seed(3)
     model = Transformer(ModelConfig.preset("tiny", vocab_size=60, dropout=0.5)).train()
     results = []
-    for decoder in (model, FlatDecoder(model)):
+    for decoder in (model, FlatDecoder(model, Backend.resolve("fp32", torch.device("cpu")))):
         torch.manual_seed(0)  # the same dropout masks for both
         results.append(decoder.decode_step(SRC[:, 0], decoder.init_state(SRC))[0])
     assert torch.equal(results[0], results[1])
@@ -106,13 +111,13 @@ def test_reduced_precision_keeps_bf16_attention_caches_for_the_c_kernels():
         pytest.skip("no C compiler, or neither AVX-512 nor AVX2: the kernels (tests/test_native.py) are not used")
     for precision, expected in (("bf16", torch.bfloat16), ("int8_bf16", torch.bfloat16), ("fp32", torch.float32),
                                 ("int8_fp32", torch.bfloat16)):
-        flat = FlatDecoder(cast_for_inference(tiny_model(seed=7), precision))
+        flat = FlatDecoder(*cast(tiny_model(seed=7), precision))
         state = flat.init_state(SRC, 2)
         caches = state.self_keys + state.self_values + state.cross_keys + state.cross_values
         assert {buffer.dtype for buffer in caches} == {expected}
         assert (flat.self_attention is not None) == (flat.cross_attention is not None) == (expected == torch.bfloat16)
     # a source padded at the start: the cross-attention kernel (which takes lengths) is not used
-    flat = FlatDecoder(cast_for_inference(tiny_model(seed=7), "bf16"))
+    flat = FlatDecoder(*cast(tiny_model(seed=7), "bf16"))
     state = flat.init_state(SRC.flip(1), 2)
     assert state.self_keys[0].dtype == torch.bfloat16 and state.cross_keys[0].dtype == torch.float32
 
@@ -123,11 +128,11 @@ def test_int8_fp32_layers_in_one_call_equal_the_steps_through_each_kernel(pre_no
     """decode_layers (every decoder layer of a step in one C call) computes bit for bit what the step's
     operations one by one compute with the same kernels (which is what a step takes where a state does not
     suit decode_layers), and writes the same keys and values into the cache."""
-    model = cast_for_inference(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), "int8_fp32")
-    fused = FlatDecoder(model)
+    model, backend = cast(tiny_model(seed=7, pre_norm=pre_norm, tie_embeddings=not pre_norm), "int8_fp32")
+    fused = FlatDecoder(model, backend)
     if fused.layers_step is None:
         pytest.skip("no C kernels with int8 products here (tests/test_native.py)")
-    separate = FlatDecoder(model)
+    separate = FlatDecoder(model, backend)
     separate.layers_step = None
     src = SRC.repeat(2, 1)[:sentences]
     states = [decoder.init_state(src, beam) for decoder in (fused, separate)]
@@ -148,8 +153,7 @@ def test_int8_fp32_step_gives_a_sentence_what_it_gets_alone():
     """A batch of sentences through encode_layers and decode_layers (products of 8 rows at a time): each
     sentence's memory and log-probabilities bit for bit what it gets decoded alone (nmt serve answers a
     request the same way under any load)."""
-    model = cast_for_inference(tiny_model(seed=7), "int8_fp32")
-    flat = FlatDecoder(model)
+    flat = FlatDecoder(*cast(tiny_model(seed=7), "int8_fp32"))
     if flat.layers_step is None:
         pytest.skip("no C kernels with int8 products here (tests/test_native.py)")
     src, beam = SRC[[0, 2, 0, 2, 0, 2]], 2  # 12 rows

@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from nmt.model import native
+from nmt.model.backend import machine
 
 COMPILER = native.c_compiler()
 pytestmark = [pytest.mark.skipif(shutil.which(COMPILER) is None, reason=f"no C compiler ({COMPILER})"),
-              pytest.mark.skipif(not native.has_vector_units(), reason="the kernels are for CPUs with AVX-512 or AVX2")]
+              pytest.mark.skipif(not machine().vector_units, reason="the kernels are for CPUs with AVX-512 or AVX2")]
 
 
 @pytest.fixture(params=["native", "avx2"])
@@ -224,12 +225,15 @@ def test_a_cache_folder_of_another_user_is_not_used(monkeypatch, tmp_path):
 
 
 def test_no_kernels_without_avx2_or_avx512(monkeypatch):
-    monkeypatch.setattr(native, "cpu_signature", lambda: "x86_64 flags : fpu sse2 avx avx2 fma")
-    assert native.has_vector_units()  # a Zen 1 EPYC's kind of flags
-    monkeypatch.setattr(native, "cpu_signature", lambda: "x86_64 flags : fpu sse2 avx f16c")
-    assert not native.has_vector_units()
-    monkeypatch.setattr(native, "cpu_signature", lambda: "aarch64 Features : fp asimd")
-    assert not native.has_vector_units()
+    from nmt.model.backend import Machine
+
+    def with_flags(flags: str) -> Machine:
+        return Machine(flags=frozenset(flags.split()), onednn_bf16=False, fbgemm=True, int_mm=True)
+
+    assert with_flags("fpu sse2 avx avx2 fma").vector_units  # a Zen 1 EPYC's kind of flags
+    assert not with_flags("fpu sse2 avx f16c").vector_units
+    assert not with_flags("fp asimd").vector_units  # an Arm CPU's
+    monkeypatch.setattr(native, "machine", lambda: with_flags("fpu sse2 avx f16c"))
     native.library.cache_clear()
     try:
         assert native.library() is None and native.self_attention_kernel() is None

@@ -13,16 +13,15 @@ import pytest
 import torch
 
 from nmt.data.prepare import kept_beside
-from nmt.decoding.inference import cast_for_inference
 from nmt.decoding.search import SearchOptions, search
 from nmt.decoding.translate import Translator
 from nmt.errors import CheckpointError
+from nmt.model.backend import Backend
 from nmt.model.checkpoint import load_checkpoint, save_checkpoint
 from nmt.model.flat_decoder import FlatDecoder
-from nmt.model.quantize import cpu_flags
 from nmt.model.shortlist import Shortlist, TokenChunk, Vocabularies, build_shortlist, count_chunks, count_cooccurrences
 from nmt.text.tokenizer import EOS_ID
-from tests.conftest import tiny_model
+from tests.conftest import cast, tiny_model
 
 # Source 10 always comes with target 20 and source 11 with 21; target 30 is in every pair (the most
 # frequent, but associated with nothing in particular); source 12 meets only 22, once.
@@ -93,14 +92,13 @@ def test_restricted_decoder_gives_each_sentence_the_full_log_probs_over_its_list
     if fbgemm:  # the tiny model's products are all small
         monkeypatch.setattr("nmt.model.quantize.FBGEMM_MIN_PRODUCT", 0)
         precision = precision.split()[0]
-    model = cast_for_inference(tiny_model(seed=5, tie_embeddings=tied), precision)
-    # int8_fp32 without VNNI (AVX2 alone) quantizes rows to 7 bits (nmt.model.quantize), so that AVX2's pairs of
-    # u8 x s8 products summed in int16 cannot saturate: the own tokens' logits, which the kernel computes from
-    # the float rows, then differ from the whole projection's by up to 0.031 on an AVX2-only EPYC, against
-    # under 0.02 with VNNI's 8-bit rows
-    vnni = bool(cpu_flags() & {"avx512_vnni", "avx_vnni"})
-    tolerance = 1e-4 if precision == "fp32" else 2e-2 if vnni or precision != "int8_fp32" else 4e-2
-    flat = FlatDecoder(model)
+    model, backend = cast(tiny_model(seed=5, tie_embeddings=tied), precision, **({"int8_rows": 0} if fbgemm else {}))
+    # int8_fp32 without VNNI (AVX2 alone) quantizes rows to 7 bits (nmt.model.quantize; fbgemm too), so that
+    # AVX2's pairs of u8 x s8 products summed in int16 cannot saturate: the own tokens' logits, which the kernel
+    # computes from the float rows, then differ from the whole projection's by up to 0.031 on an AVX2-only EPYC,
+    # against under 0.02 with VNNI's 8-bit rows
+    tolerance = 1e-4 if precision == "fp32" else 4e-2 if precision == "int8_fp32" and backend.int8_rows != 8 else 2e-2
+    flat = FlatDecoder(model, backend)
     if not kernel:
         flat.sentence_logits = flat.sentence_logits_int7 = None  # the batched product over padded weights
     elif flat.sentence_logits is None:
@@ -212,7 +210,8 @@ def test_translations_over_a_shortlist_are_the_full_search_with_other_tokens_for
     src = torch.tensor([ids + [EOS_ID] + [0] * (max(map(len, sources)) - len(ids)) for ids in sources])
     vocabularies = shortlist.vocabularies(src)
     assert vocabularies.width < vocab // 2 and len(set(vocabularies.counts.tolist())) > 1
-    expected = search(Masked(FlatDecoder(model), vocabularies), src, options)
+    expected = search(Masked(FlatDecoder(model, Backend.resolve("fp32", torch.device("cpu"))), vocabularies), src,
+                      options)
     found = Translator(model, tokenizer, options, shortlist=shortlist)._search_batch(sources)
     assert [[h.tokens for h in hypotheses] for hypotheses in found] == \
         [[h.tokens for h in hypotheses] for hypotheses in expected]
@@ -226,7 +225,7 @@ def test_a_sentence_s_vocabulary_and_log_probabilities_do_not_depend_on_its_batc
                              generator=torch.Generator().manual_seed(1))
     partners[: EOS_ID + 1] = EOS_ID  # as build_shortlist leaves them: padding brings no partners into a batch
     shortlist = Shortlist(partners, torch.arange(40))
-    decoder, tokenizer = FlatDecoder(checkpoint.build_model()), checkpoint.tokenizer()
+    decoder, tokenizer = FlatDecoder(*cast(checkpoint.build_model(), "fp32")), checkpoint.tokenizer()
     sources = tokenizer.encode_batch(LINES[:3])
     src = torch.tensor([ids + [EOS_ID] + [0] * (max(map(len, sources)) - len(ids)) for ids in sources])
 

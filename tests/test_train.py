@@ -694,13 +694,17 @@ def test_yaml_config_with_flag_overrides_and_fine_tuning_from_a_checkpoint(corpu
 
 
 def test_auto_training_precision_is_bf16_only_where_the_cpu_computes_in_it(monkeypatch):
-    import nmt.decoding.inference
+    import nmt.training.train
+    from nmt.model.backend import Machine
     from nmt.training.train import training_precision
 
+    def kind(*flags: str) -> Machine:
+        return Machine(flags=frozenset(flags), onednn_bf16=False, fbgemm=True, int_mm=True)
+
     cpu = torch.device("cpu")
-    monkeypatch.setattr(nmt.decoding.inference, "cpu_flags", lambda: {"avx512f", "avx512_bf16"})  # AMD Zen 4
+    monkeypatch.setattr(nmt.training.train, "machine", lambda: kind("avx512f", "avx512_bf16"))  # AMD Zen 4
     assert training_precision("auto", cpu) == "bf16"
-    monkeypatch.setattr(nmt.decoding.inference, "cpu_flags", lambda: {"avx512f", "avx512_vnni"})  # Xeon without bf16
+    monkeypatch.setattr(nmt.training.train, "machine", lambda: kind("avx512f", "avx512_vnni"))  # Xeon without bf16
     assert training_precision("auto", cpu) == "fp32"
     assert training_precision("bf16", cpu) == "bf16"
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # imported where used: the command line reads DecodingFlags b
     import torch
 
     from nmt.decoding.search import SearchOptions
+    from nmt.model.backend import Backend
     from nmt.model.checkpoint import Checkpoint
 
 # The longest piece of a line translated whole unless the model's decoding defaults (or --clause-split) say
@@ -74,8 +75,7 @@ class DecodingConfig:
     """Everything that decides how a command decodes, each value as it will be used."""
 
     search: SearchOptions
-    device: torch.device
-    precision: str  # one of nmt.decoding.inference.PRECISIONS but auto: what auto chose on this device
+    backend: Backend  # the precision (never auto) on the device, resolved once (nmt.model.backend)
     shortlist: bool
     max_tokens: int
     batch_size: int | None
@@ -97,7 +97,8 @@ class DecodingConfig:
         models decode with this one (no shortlist unless asked for, which then fails)."""
         import torch
 
-        from nmt.decoding.inference import PRECISIONS, auto_precision, resolve_device
+        from nmt.decoding.inference import resolve_device
+        from nmt.model.backend import Backend
 
         if flags.threads is not None:
             if flags.threads < 1:
@@ -105,17 +106,15 @@ class DecodingConfig:
             torch.set_num_threads(flags.threads)
         device = resolve_device(flags.device or "auto")
         precision, shortlist = decoding_mode(flags.precision, flags.shortlist, bool(flags.exact))
-        if precision not in PRECISIONS:
-            raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        backend = Backend.resolve(precision, device, exact=bool(flags.exact))
         if flags.glossary is not None and flags.sampling is not None:
             raise UsageError("--glossary needs a beam search: drop --sampling")
         text = stored_text_defaults(checkpoint, flags.clause_split, flags.protect_names)
         chosen_workers = flags.workers if flags.workers is not None else workers
         search = search_options(checkpoint, flags)
-        precision = auto_precision(device) if precision == "auto" else precision
         if shortlist is None:
-            shortlist = shortlist_pays(checkpoint, search, device, precision, flags.glossary is not None or ensemble)
-        return cls(search=search, device=device, precision=precision, shortlist=shortlist,
+            shortlist = shortlist_pays(checkpoint, search, backend, flags.glossary is not None or ensemble)
+        return cls(search=search, backend=backend, shortlist=shortlist,
                    max_tokens=4096 if flags.max_tokens is None else flags.max_tokens, batch_size=flags.batch_size,
                    threads=torch.get_num_threads(),
                    workers=default_workers(device) if chosen_workers is None else chosen_workers,
@@ -123,11 +122,21 @@ class DecodingConfig:
                    clause_split=text["max_piece_tokens"], protect_names=text["protect_names"], glossary=flags.glossary,
                    min_confidence=flags.min_confidence, alignments=bool(flags.alignments))
 
+    @property
+    def device(self) -> torch.device:
+        return self.backend.device
+
+    @property
+    def precision(self) -> str:
+        return self.backend.precision
+
     def to_dict(self) -> dict:
         """Plain values (for JSON: /health, logs)."""
         search = {field.name: getattr(self.search, field.name) for field in dataclasses.fields(self.search)}
-        record = {field.name: getattr(self, field.name) for field in dataclasses.fields(self) if field.name != "search"}
-        record.update(device=str(self.device), glossary=str(self.glossary) if self.glossary else None)
+        record = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
+                  if field.name not in ("search", "backend")}
+        record.update(device=str(self.device), precision=self.precision, backend=self.backend.describe(),
+                      glossary=str(self.glossary) if self.glossary else None)
         return {"search": search, **record}
 
     def summary(self) -> str:
@@ -138,7 +147,7 @@ class DecodingConfig:
                   "greedy" if s.beam_size == 1 else f"beam {s.beam_size}")
         parts = [search, f"lenpen {s.lenpen:g}", f"length {s.min_len}..{s.max_len_a:g}x+{s.max_len_b}",
                  f"no-repeat-ngram {s.no_repeat_ngram or 'off'}", f"nbest {s.nbest}",
-                 f"{self.precision} on {self.device}", "shortlist" if self.shortlist else "whole vocabulary",
+                 self.backend.describe(), "shortlist" if self.shortlist else "whole vocabulary",
                  f"{self.threads} threads, {self.workers} workers",
                  f"batches of {self.batch_size} sentences" if self.batch_size else f"{self.max_tokens} tokens a batch",
                  f"clause split {self.clause_split or MAX_PIECE_TOKENS}",
@@ -178,24 +187,15 @@ def decoding_mode(precision: str | None, shortlist: bool | None, exact: bool = F
     return precision or "auto", shortlist
 
 
-# The precisions whose shortlisted step runs on the C kernels (nmt.model.native); in fp32 a step scores
-# each sentence's own tokens by a batched product over its padded weights, slower than the whole vocabulary
-SHORTLIST_PRECISIONS = ("bf16", "int8_bf16", "int8_fp32")
-
-
-def shortlist_pays(checkpoint: Checkpoint, search: SearchOptions, device: torch.device, precision: str,
-                   whole_vocabulary: bool) -> bool:
+def shortlist_pays(checkpoint: Checkpoint, search: SearchOptions, backend: Backend, whole_vocabulary: bool) -> bool:
     """Whether to decode over the model's lexical shortlist when neither --shortlist nor --no-shortlist is
     given: where it was measured to cost nothing and to pay. With the general model's shortlist, beam 5 on a
     CPU scored within 0.1 BLEU of the whole vocabulary on every test set and ran up to 1.3x as fast; greedy
     search over the same lists ran at half the speed at batch 32 (each sentence's own tokens' weights are
     read once a step for its one row), so it stays on the whole vocabulary (benchmarks/SPEED.md).
     whole_vocabulary: a glossary or an ensemble, which decode over the whole vocabulary."""
-    from nmt.model.native import library
-
     return (checkpoint.shortlist is not None and search.beam_size > 1 and not search.sampling and search.use_cache
-            and device.type == "cpu" and precision in SHORTLIST_PRECISIONS and not whole_vocabulary
-            and library() is not None)
+            and backend.bf16_caches and not whole_vocabulary)
 
 
 def search_options(checkpoint: Checkpoint, flags: DecodingFlags) -> SearchOptions:

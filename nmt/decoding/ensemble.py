@@ -1,7 +1,7 @@
 """Several models decoding as one: at each step, the average of their log-probabilities (as Marian's
 ensembles weigh theirs), for the search it looks like one model (`config`, `init_state`, `decode_step`).
 
-    ensemble = Ensemble([FlatDecoder(a), FlatDecoder(b)])     # models with the same vocabulary
+    ensemble = Ensemble([FlatDecoder(a, backend), FlatDecoder(b, backend)])     # models with the same vocabulary
     hypotheses = search(ensemble, src, SearchOptions(beam_size=4))
 """
 

@@ -32,9 +32,10 @@ from nmt.data.corpus import read_stream_lines
 from nmt.decoding.alignment import align
 from nmt.decoding.configuration import MAX_PIECE_TOKENS, DecodingConfig, can_fork, stored_text_defaults
 from nmt.decoding.constraints import Glossary, constrained_search
-from nmt.decoding.inference import build_decoders, cast_for_inference
+from nmt.decoding.inference import build_decoders, cast_for_inference, resolve_device
 from nmt.decoding.search import SearchOptions, search
 from nmt.errors import Interrupted, NmtError, UsageError, held_stops
+from nmt.model.backend import Backend
 from nmt.model.checkpoint import Checkpoint
 from nmt.model.shortlist import Shortlist
 from nmt.model.transformer import Transformer
@@ -138,8 +139,9 @@ class Translator:
                  batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1,
                  shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = (),
                  alignments: bool = False, min_confidence: float | None = None, glossary: Glossary | None = None,
-                 max_piece_tokens: int | None = None, protect_names: bool = False):
-        """workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
+                 max_piece_tokens: int | None = None, protect_names: bool = False, backend: Backend | None = None):
+        """backend: what `model` was cast for (nmt.model.backend; None: the model as it is, fp32).
+        workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
         thread each, when a window of lines makes several batches (a single batch: here, on all threads).
         shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.model.shortlist).
         ordinary_input: ALL-CAPS sentences are translated in sentence case and put back in capitals, and,
@@ -164,7 +166,10 @@ class Translator:
         self.workers = workers
         if ensemble and shortlist is not None:
             raise UsageError("--shortlist decodes one model: give one --model, or drop --shortlist")
-        decoders = build_decoders(model, ensemble, cuda_graphs, options.use_cache)
+        if backend is None:
+            backend = Backend.resolve("fp32", self.device, exact=not options.kernels)
+        self.backend = backend
+        decoders = build_decoders(model, backend, ensemble, cuda_graphs, options.use_cache)
         self.decoder, self.growing = decoders.fast, decoders.growing
         if shortlist is not None and (self.decoder.fixed_rows or not options.use_cache):
             raise UsageError("--shortlist needs the cached decoder without CUDA graphs: drop --no-cache, "
@@ -190,22 +195,27 @@ class Translator:
     @classmethod
     def from_checkpoint(cls, checkpoint: Checkpoint, options: SearchOptions, device: str | torch.device = "cpu",
                         precision: str = "fp32", use_shortlist: bool = False, others: tuple[Checkpoint, ...] = (),
-                        **settings) -> Translator:
-        """use_shortlist: decode over the checkpoint's lexical shortlist (UsageError if it has none).
-        others: checkpoints of the same sentencepiece model, decoding with this one as an ensemble. Unless
-        settings give max_piece_tokens and protect_names, the checkpoint's decoding defaults may."""
+                        backend: Backend | None = None, **settings) -> Translator:
+        """The translator of `checkpoint` in `precision` on `device` (as the command line takes them), or on
+        `backend` where one is given, already resolved (from_config). use_shortlist: decode over the checkpoint's
+        lexical shortlist (UsageError if it has none). others: checkpoints of the same sentencepiece model,
+        decoding with this one as an ensemble. Unless settings give max_piece_tokens and protect_names, the
+        checkpoint's decoding defaults may."""
+        if backend is None:
+            backend = Backend.resolve(precision, resolve_device(str(device)), exact=not options.kernels)
         if use_shortlist and checkpoint.shortlist is None:
             raise UsageError("this model holds no shortlist: `nmt shortlist` adds one")
-        if use_shortlist and precision == "int8":
+        if use_shortlist and backend.precision == "int8":
             raise UsageError("--shortlist works with --precision fp32, bf16, fp16, int8_bf16 or int8_fp32, not int8")
         if any(other.spm_model != checkpoint.spm_model for other in others):
             raise UsageError("the models of an ensemble must share one sentencepiece model; these do not")
-        model = cast_for_inference(checkpoint.build_model(device), precision)
-        ensemble = tuple(cast_for_inference(other.build_model(device), precision) for other in others)
+        model = cast_for_inference(checkpoint.build_model(backend.device), backend)
+        ensemble = tuple(cast_for_inference(other.build_model(backend.device), backend) for other in others)
         shortlist = checkpoint.shortlist if use_shortlist else None
         settings.update(stored_text_defaults(checkpoint, settings.get("max_piece_tokens"),
                                              settings.get("protect_names")))
-        return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, ensemble=ensemble, **settings)
+        return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, ensemble=ensemble, backend=backend,
+                   **settings)
 
     @classmethod
     def from_config(cls, checkpoint: Checkpoint, config: DecodingConfig, others: tuple[Checkpoint, ...] = ()
@@ -213,7 +223,7 @@ class Translator:
         """The translator of a resolved configuration (nmt.decoding.configuration): `checkpoint`'s model,
         `others` with it as an ensemble."""
         return cls.from_checkpoint(
-            checkpoint, config.search, config.device, config.precision, use_shortlist=config.shortlist,
+            checkpoint, config.search, backend=config.backend, use_shortlist=config.shortlist,
             others=others, max_tokens=config.max_tokens, batch_size=config.batch_size, cuda_graphs=config.cuda_graphs,
             workers=config.workers, ordinary_input=config.ordinary_input, alignments=config.alignments,
             min_confidence=config.min_confidence, glossary=Glossary.read(config.glossary) if config.glossary else None,

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nmt.model.backend import Backend
 from nmt.model.cache import DecoderState, cached_attention, source_lengths
 from nmt.model.native import (
     HEAD_DIM_STEP,
@@ -47,7 +48,7 @@ from nmt.model.native import (
     sentence_logits_int7_kernel,
     sentence_logits_kernel,
 )
-from nmt.model.quantize import DynamicInt8Linear, Int8Linear, bf16_linear_function
+from nmt.model.quantize import bf16_linear_function
 from nmt.model.shortlist import Vocabularies
 from nmt.model.transformer import (
     DECODER_LAYER,
@@ -66,51 +67,55 @@ from nmt.model.transformer import (
 Linear = Callable[[Tensor], Tensor]  # rows (R, in) -> (R, out)
 
 
-def linear_function(module: nn.Module, outputs: Tensor | None = None) -> Linear:
-    """An nn.Linear, Int8Linear or DynamicInt8Linear as a plain function of its input rows; with `outputs`
-    (O,), of those output channels alone."""
-    if isinstance(module, (Int8Linear, DynamicInt8Linear)):
+# The precisions whose linear layers are nmt.model.quantize's (Int8Linear, DynamicInt8Linear: `function`)
+QUANTIZED_LAYERS = ("int8_bf16", "int8_fp32")
+
+
+def linear_function(module: nn.Module, backend: Backend, outputs: Tensor | None = None) -> Linear:
+    """A linear layer of a model cast for `backend` as a plain function of its input rows; with `outputs` (O,),
+    of those output channels alone."""
+    if backend.precision in QUANTIZED_LAYERS:
         return module.function(outputs)
     if outputs is None:
-        return weight_function(module.weight, module.bias)
+        return weight_function(module.weight, backend, module.bias)
     bias = None if module.bias is None else module.bias.index_select(0, outputs)
-    return weight_function(plain_weight(module).index_select(0, outputs), bias)
+    return weight_function(plain_weight(module, backend).index_select(0, outputs), backend, bias)
 
 
-def plain_weight(module: nn.Module) -> Tensor:
+def plain_weight(module: nn.Module, backend: Backend) -> Tensor:
     """An nn.Linear's weight, where a shortlist may take some of its rows (ValueError for torchao's int8)."""
-    if type(module.weight) is not nn.Parameter:  # torchao's quantized weights (--precision int8)
+    if backend.precision == "int8":  # torchao's quantized weights
         raise ValueError("a shortlist needs plain, int8_bf16 or int8_fp32 weights, not torchao's int8")
     return module.weight
 
 
-def output_rows(model: Transformer, ids: Tensor) -> tuple[Tensor, Tensor | None]:
+def output_rows(model: Transformer, backend: Backend, ids: Tensor) -> tuple[Tensor, Tensor | None]:
     """The output projection's weights (n, D) and bias (n,) (None without one) of vocabulary ids (n,), in
     float32; int8 weights as their int8 values times their scales."""
     projection = model.output_proj
     if projection is None:  # tied embeddings
         return model.embed.weight.index_select(0, ids).float(), None
-    if isinstance(projection, (Int8Linear, DynamicInt8Linear)):
+    if backend.precision in QUANTIZED_LAYERS:
         scale = projection.scale.index_select(0, ids).float()[:, None]  # (n, 1)
         weight = projection.quantized.index_select(0, ids).float() * scale
     else:
-        weight = plain_weight(projection).index_select(0, ids).float()
+        weight = plain_weight(projection, backend).index_select(0, ids).float()
     return weight, None if projection.bias is None else projection.bias.index_select(0, ids).float()
 
 
-def relu_linear_function(module: nn.Module) -> Linear:
-    """relu(module(rows)) as one function; int8_fp32's fbgemm GEMM applies the ReLU as it writes its output,
-    which saves a pass over the rows."""
-    if isinstance(module, (Int8Linear, DynamicInt8Linear)):
+def relu_linear_function(module: nn.Module, backend: Backend) -> Linear:
+    """relu(module(rows)) as one function; int8_fp32's fbgemm GEMM and oneDNN's bf16 product apply the ReLU as
+    they write their output, which saves a pass over the rows."""
+    if backend.precision in QUANTIZED_LAYERS:
         return module.function(relu=True)
-    if type(module.weight) is nn.Parameter and module.weight.dtype == torch.bfloat16:
+    if backend.precision == "bf16":
         return bf16_linear_function(module.weight, module.bias, relu=True)
-    linear = linear_function(module)
+    linear = linear_function(module, backend)
     return lambda rows: F.relu(linear(rows))
 
 
-def weight_function(weight: Tensor, bias: Tensor | None = None) -> Linear:
-    if weight.dtype == torch.bfloat16:
+def weight_function(weight: Tensor, backend: Backend, bias: Tensor | None = None) -> Linear:
+    if backend.dtype == torch.bfloat16:
         return bf16_linear_function(weight, bias)  # oneDNN's packed weights on CPUs with bf16 arithmetic
 
     def linear(rows: Tensor) -> Tensor:  # positional: torchao's int8 weights (--precision int8) take no keywords
@@ -129,27 +134,29 @@ def norm_function(module: nn.Module) -> Callable[[Tensor], Tensor]:
 class FlatDecoder:
     fixed_rows = False  # as a decoder of nmt.decoding.search
 
-    def __init__(self, model: Transformer, kernels: bool = True):
-        """kernels=False: torch's operations alone, never nmt.model.native's C kernels (for tests)."""
+    def __init__(self, model: Transformer, backend: Backend):
+        """model: cast for `backend` (nmt.decoding.inference.cast_for_inference), which says what runs it."""
         self.model = model
+        self.backend = backend
         self.config = model.config
         self.embedding = model.embed.weight
         self.embedding_scale = math.sqrt(model.config.d_model)
         self.positions = model.positions
-        flat = {"linear": linear_function, "relu_linear": relu_linear_function, "norm": norm_function}
+        flat = {"linear": functools.partial(linear_function, backend=backend),
+                "relu_linear": functools.partial(relu_linear_function, backend=backend), "norm": norm_function}
         self.encoder_layers = [EncoderWeights(*layer_functions(layer, ENCODER_LAYER, flat))
                                for layer in model.encoder_layers]
         self.encoder_norm = norm_function(model.encoder_norm)
         # int8_fp32 on a CPU: every decoder layer of a step in one C call (nmt.model.native.decode_layers), and
         # where a step cannot take it (sources not padded at the end), its norms in the steps of decoder_step
-        self.layers_step = decoder_layers(model) if kernels else None
-        self.encoder_step = encoder_layers(model) if kernels else None  # the encoder's layers in one call
+        self.layers_step = decoder_layers(model) if backend.fused_layers else None
+        self.encoder_step = encoder_layers(model) if backend.fused_layers else None  # the encoder's in one call
         if self.layers_step is not None:
             flat = {**flat, "norm": layer_norm_kernel()}
         self.layers = [StepWeights(*layer_functions(layer, DECODER_LAYER, flat)) for layer in model.decoder_layers]
         self.final_norm = norm_function(model.decoder_norm)
-        self.project = (weight_function(model.embed.weight) if model.output_proj is None  # tied embeddings
-                        else linear_function(model.output_proj))
+        self.project = (weight_function(model.embed.weight, backend) if model.output_proj is None  # tied embeddings
+                        else linear_function(model.output_proj, backend))
         # With a shortlist (restricted): the batch's vocabularies, each sentence's local token ids as
         # vocabulary ids (N, width), and the product onto its own tokens: the C kernel bound to their
         # weights, or their weights and bias padded to the longest list (see restricted)
@@ -159,12 +166,9 @@ class FlatDecoder:
         self.own_weights: Tensor | None = None
         self.own_bias: Tensor | None = None
         self.shared_projections: dict[int, tuple[Tensor, Linear]] = {}  # id(shared ids) -> (ids, projection)
-        # Reduced precision on a CPU (bf16 activations, or int8_fp32's int8 products): bf16 attention caches
-        # and the C kernels over them (nmt.model.native). fp32 keeps float32 caches.
+        # bf16 attention caches and the C kernels over them (nmt.model.native) where the backend keeps them
         head_dim = model.config.d_model // model.config.n_heads
-        reduced = (self.embedding.dtype == torch.bfloat16
-                   or any(isinstance(layer.ffn.up, DynamicInt8Linear) for layer in model.decoder_layers))
-        native = kernels and reduced and self.embedding.device.type == "cpu" and head_dim % HEAD_DIM_STEP == 0
+        native = backend.bf16_caches and head_dim % HEAD_DIM_STEP == 0
         self.self_attention = self_attention_kernel() if native else None
         self.cross_attention = cross_attention_kernel() if native else None
         self.log_softmax = log_softmax_kernel() if native else None
@@ -172,7 +176,7 @@ class FlatDecoder:
         self.sentence_logits = sentence_logits_kernel() if native else None
         # int8_fp32 without VNNI (rows on 7 bits, nmt.model.quantize): each sentence's own tokens from the
         # output projection's int8 weights, as the shared ones are
-        int7 = getattr(model.output_proj, "int7", False) and model.config.d_model % 32 == 0
+        int7 = backend.int8_rows == 7 and model.output_proj.int7 and model.config.d_model % 32 == 0
         self.sentence_logits_int7 = sentence_logits_int7_kernel() if native and int7 else None
 
     def restricted(self, vocabularies: Vocabularies) -> FlatDecoder:
@@ -197,7 +201,7 @@ class FlatDecoder:
             restricted.own_logits = self.sentence_logits(weights, bias, vocabularies.starts, vocabularies.counts,
                                                          vocabularies.extra)
             return restricted
-        weight, bias = output_rows(self.model, vocabularies.extra)  # (total, D), (total,)
+        weight, bias = output_rows(self.model, self.backend, vocabularies.extra)  # (total, D), (total,)
         listed = vocabularies.owned()  # (N, E)
         sentences, own = listed.shape
         restricted.own_weights = weight.new_zeros(sentences, own, weight.size(1)).index_put_(  # (N, E, D)
@@ -212,7 +216,8 @@ class FlatDecoder:
         reads each sentence's own tokens from (16 MB for the general model: a step's working set, where
         copying each sentence's rows out, as before, made a batch of 32 greedy sentences stream 68 MB a step
         and decode at half the speed of the whole vocabulary)."""
-        weights, bias = output_rows(self.model, torch.arange(self.config.vocab_size, device=self.embedding.device))
+        weights, bias = output_rows(self.model, self.backend,
+                                     torch.arange(self.config.vocab_size, device=self.embedding.device))
         return weights.bfloat16(), bias
 
     @functools.cached_property
@@ -227,8 +232,9 @@ class FlatDecoder:
         cached = self.shared_projections.get(id(ids))
         if cached is None or cached[0] is not ids:
             on_device = ids.to(self.embedding.device)
-            projection = (weight_function(self.embedding.index_select(0, on_device))
-                          if self.model.output_proj is None else linear_function(self.model.output_proj, on_device))
+            projection = (weight_function(self.embedding.index_select(0, on_device), self.backend)
+                          if self.model.output_proj is None
+                          else linear_function(self.model.output_proj, self.backend, on_device))
             cached = self.shared_projections[id(ids)] = (ids, projection)
         return cached[1]
 
@@ -308,7 +314,7 @@ class FlatDecoder:
             return self.normalized(logits), state
         shared = self.vocabularies.shared.size(0)
         listed = self.with_own_tokens(x, logits[:, :shared].contiguous(), state)  # (R, width)
-        if self.log_softmax_rest is not None and listed.dtype == logits.dtype == torch.float32:
+        if self.log_softmax_rest is not None and self.backend.dtype == torch.float32:
             return self.log_softmax_rest(listed, logits[:, shared:], self.vocabularies.rest_bias, owners), state
         return self.less_the_rest(self.normalized(listed), listed, logits[:, shared:], owners), state
 
@@ -333,21 +339,21 @@ class FlatDecoder:
 def int8_layers(model: Transformer, kind: type[Int8Layers], layers: nn.ModuleList,
                 description: tuple[LayerPart, ...]) -> Int8Layers | None:
     """A stack of an int8_fp32 model's layers (each layer's weights in the description's order, which the
-    kernel's is) bound to nmt.model.native's kernel that runs them all in one call (`kind`), or None: on a CPU,
-    for int8 layers (nmt.model.quantize.DynamicInt8Linear) whose rows are quantized on their own scales and that
-    the few-rows kernels take (7-bit rows without VNNI, 8-bit with it), and affine layer norms of one eps."""
+    kernel's is) bound to nmt.model.native's kernel that runs them all in one call (`kind`), or None: for the
+    backend's fused_layers, where every int8 layer's rows are quantized on their own scales and its shape suits
+    the few-rows kernels (7-bit rows without VNNI, 8-bit with it), and affine layer norms of one eps."""
     if model.training or model.embed.weight.device.type != "cpu":
         return None
     modules = [layer_modules(layer, description) for layer in layers]
     parts = [(part, module) for layer_parts in modules for part, module in zip(description, layer_parts, strict=True)]
     every_linear = [module for part, module in parts if part.kind != "norm"]
     every_norm = [module for part, module in parts if part.kind == "norm"]
-    if not (all(isinstance(module, DynamicInt8Linear) and module.vnni is not None for module in every_linear)
+    if not (all(module.vnni is not None and module.rows in (7, 8) for module in every_linear)
             and all(isinstance(norm, nn.LayerNorm) and norm.weight is not None and norm.bias is not None
-                    and norm.weight.dtype == torch.float32 for norm in every_norm)
+                    for norm in every_norm)
             and len({norm.eps for norm in every_norm}) == 1):
-        return None
-    bits = {7 if module.int7 else 8 for module in every_linear}  # without VNNI, or with it
+        return None  # a layer whose shape the C products do not take, or norms the C norm does not compute
+    bits = {module.rows for module in every_linear}  # 7 without VNNI, 8 with it
     if len(bits) != 1:
         return None
     weights = [tuple(kernel_weight(module) for module in layer_parts) for layer_parts in modules]

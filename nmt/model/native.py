@@ -30,9 +30,10 @@ save). The kernels run on the calling thread: translation on a CPU decodes in on
 by default (`--workers`).
 
 The kernels are compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
-else `~/.cache/nmt`), once per version of the files, compiler flags and CPU; `make setup` does it ahead. They are for
-CPUs with AVX-512 or AVX2 (`has_vector_units`). Elsewhere, without a compiler, with `NMT_NATIVE=0`, or
-where compiling fails, `library()` is None and the decoder keeps its float32 caches and torch's products.
+else `~/.cache/nmt`), once per version of the files, compiler flags and CPU; `make setup` does it ahead. They
+are for CPUs with AVX-512 or AVX2 (nmt.model.backend's `Machine.vector_units`). Elsewhere, without a compiler,
+with `NMT_NATIVE=0`, or where compiling fails, `library()` is None and the decoder keeps its float32 caches and
+torch's products.
 
     self_attention = self_attention_kernel()
     out = self_attention(q, keys, values)   # q (N, Dh) bf16, keys/values (T, N, Dh) bf16 -> (N, Dh) bf16
@@ -56,12 +57,14 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from nmt.model.backend import machine
+
 log = logging.getLogger(__name__)
 
 KERNELS = Path(__file__).with_name("kernels")  # the C library: nmt_kernels.h, its files by subject
 HEADER = KERNELS / "nmt_kernels.h"
 # -march=native: the vector width of this CPU (AVX-512 where it has it); a compiler without it (or a CPU
-# it does not know) gets the second set, AVX2, which every CPU that has_vector_units() runs
+# it does not know) gets the second set, AVX2, which every CPU with Machine.vector_units runs
 FLAG_SETS = (["-O3", "-march=native", "-mprefer-vector-width=512"], ["-O3", "-mavx2", "-mfma"])
 # every build: the library exports what nmt_kernels.h declares and nothing else
 COMMON_FLAGS = ["-fvisibility=hidden", "-shared", "-fPIC"]
@@ -159,19 +162,10 @@ def compile_library() -> Path | None:
     return None
 
 
-def has_vector_units() -> bool:
-    """Whether this CPU has the vectors the kernels are written for: AVX-512 (16 floats) or AVX2 with FMA
-    (8 floats; the source picks the width from what the compiler targets: built with 16-float vectors for
-    AVX2, GCC split each vector and its shuffles into many instructions and the kernel lost to torch).
-    Other CPUs, Arm ones included, keep torch's products."""
-    flags = cpu_signature().split()
-    return "avx512f" in flags or {"avx2", "fma"} <= set(flags)
-
-
 @functools.cache
 def library() -> ctypes.CDLL | None:
     """The compiled kernels, or None where they are unavailable (module docstring)."""
-    if os.environ.get("NMT_NATIVE", "1") == "0" or not has_vector_units():
+    if os.environ.get("NMT_NATIVE", "1") == "0" or not machine().vector_units:
         return None
     path = compile_library()
     if path is None:

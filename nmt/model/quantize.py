@@ -17,7 +17,8 @@ instruction, each row of activations is quantized to int8 on a scale of its own,
 multiplied with exact int32 sums (torch._int_mm; a C kernel for a step's few rows): a sentence's result
 does not depend on the rows it is batched with. On CPUs with AVX2 and no VNNI the same holds with 7-bit
 rows ([-63, 63], so that AVX2's 16-bit pair sums cannot saturate), through a C kernel for any number of
-rows (`int7_rows_linear`). With NMT_INT8_ROWS=0, or without the C kernels: fbgemm's GEMM on its own
+rows (`int7_rows_linear`). Which of these a layer runs is nmt.model.backend's choice (Backend.int8_rows),
+made once for the machine. With NMT_INT8_ROWS=0, or without the C kernels on AVX2: fbgemm's GEMM on its own
 quantization (one scale per call, 7 bits) for large products, and for small ones (a step at batch 1,
 bound by reading the weights) the int8-weight kernel on bf16 rows: results there move with the batch.
 """
@@ -25,7 +26,6 @@ bound by reading the weights) the int8-weight kernel on bf16 rows: results there
 from __future__ import annotations
 
 import functools
-import os
 import warnings
 from collections.abc import Callable
 
@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.errors import UsageError
+from nmt.model.backend import machine
 from nmt.model.native import int7_rows_kernel, int8_rows_kernels
 
 # At or below this many rows the int8 kernel wins (measured on a 2-core AVX-512 EPYC; see benchmarks/).
@@ -99,7 +100,7 @@ ROW_STEP = 16
 def bf16_linear_function(weight: Tensor, bias: Tensor | None = None, relu: bool = False) -> Callable[[Tensor], Tensor]:
     """rows (R, in) -> (R, out) for a bf16 weight (out, in), followed by a ReLU if `relu`: on a CPU with bf16
     arithmetic, oneDNN's matmul on the weight packed once; elsewhere F.linear."""
-    if weight.dtype != torch.bfloat16 or weight.device.type != "cpu" or not onednn_bf16_available():
+    if weight.dtype != torch.bfloat16 or weight.device.type != "cpu" or not machine().onednn_bf16:
         if relu:
             return lambda rows: F.relu(F.linear(rows, weight, bias))
         return lambda rows: F.linear(rows, weight, bias)
@@ -114,15 +115,6 @@ def bf16_linear_function(weight: Tensor, bias: Tensor | None = None, relu: bool 
         return torch.ops.mkldnn._linear_pointwise(padded, packed, bias, attribute, [], "")[:count]
 
     return linear
-
-
-@functools.cache
-def onednn_bf16_available() -> bool:
-    """Whether oneDNN (torch's mkldnn) is built in and finds bf16 instructions on this CPU."""
-    try:
-        return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
 
 
 def untie_output_projection(model: nn.Module) -> None:
@@ -140,7 +132,7 @@ def quantize_weights_int8(model: nn.Module) -> nn.Module:
     return replace_linear_layers(model, Int8Linear)
 
 
-def replace_linear_layers(model: nn.Module, layer_type: type[nn.Module]) -> nn.Module:
+def replace_linear_layers(model: nn.Module, layer_type: Callable[[Tensor, Tensor | None], nn.Module]) -> nn.Module:
     """Replace every nn.Linear of `model`, the output projection included (untied first), by
     layer_type(weight, bias), in place; returns the model."""
     untie_output_projection(model)
@@ -158,25 +150,28 @@ FBGEMM_MIN_PRODUCT = 1 << 19
 
 class DynamicInt8Linear(nn.Module):
     """An nn.Linear for `--precision int8_fp32`: int8 weights (symmetric, one scale per output channel),
-    float32 in and out."""
+    float32 in and out. rows: the product nmt.model.backend resolved (Backend.int8_rows): 8 or 7 bits a row on
+    its own scale, or 0, fbgemm's GEMM; kernels: nmt's C kernels may run (7-bit rows need them)."""
 
-    def __init__(self, weight: Tensor, bias: Tensor | None):
+    def __init__(self, weight: Tensor, bias: Tensor | None, rows: int = 0, kernels: bool = False):
         super().__init__()
         quantized, scale = quantize_rows(weight)
         self.register_buffer("quantized", quantized)
         self.register_buffer("scale", scale)
         self.register_buffer("bias", None if bias is None else bias.detach().float())
         self.in_features, self.out_features = weight.shape[1], weight.shape[0]
-        # torch._int_mm's layout (in, out) and float32 scales where rows are quantized on their own scales
-        self.columns = quantized.t().contiguous() if int8_rows_available() else None
+        whole_groups = self.in_features % 4 == 0  # what the C products take
+        self.rows = rows if rows == 8 or (rows == 7 and kernels and whole_groups) else 0
         self.column_scale = scale.float()
-        # Without VNNI: 7-bit rows through the AVX2 C kernel (int7_rows_linear)
-        self.int7 = self.columns is None and self.in_features % 4 == 0 and int7_rows_available()
-        few_rows = ((self.columns is not None or self.int7) and self.in_features % 4 == 0
-                    and int8_rows_kernels() is not None)
-        self.vnni = vnni_pack(quantized) if few_rows else None  # for the few-rows kernels
-        self.packed = (None if self.columns is not None or self.int7
-                       else FbgemmWeights(quantized, scale.float(), self.bias))
+        # torch._int_mm's layout (in, out), and the C few-rows kernels' (vnni_pack) where they run
+        self.columns = quantized.t().contiguous() if self.rows == 8 else None
+        self.kernels = int8_rows_kernels() if kernels and self.rows == 8 else None
+        self.vnni = vnni_pack(quantized) if (self.rows == 7 or self.kernels is not None) and whole_groups else None
+        self.packed = FbgemmWeights(quantized, scale.float(), self.bias) if self.rows == 0 else None
+
+    @property
+    def int7(self) -> bool:
+        return self.rows == 7
 
     def forward(self, x: Tensor) -> Tensor:
         return self.function()(x.reshape(-1, self.in_features)).view(*x.shape[:-1], self.out_features)
@@ -185,10 +180,10 @@ class DynamicInt8Linear(nn.Module):
         """This layer as a function of rows (R, in) -> (R, out); with `outputs` (O,), of those output
         channels alone; with `relu`, followed by a ReLU (all channels only)."""
         if outputs is None:
-            if self.columns is not None:
+            if self.rows == 8:
                 return functools.partial(rows_int8_linear, columns=self.columns, scale=self.column_scale,
-                                         bias=self.bias, relu=relu, packed=self.vnni)
-            if self.int7:
+                                         bias=self.bias, relu=relu, packed=self.vnni, kernels=self.kernels)
+            if self.rows == 7:
                 return functools.partial(int7_rows_linear, packed=self.vnni, scale=self.column_scale, bias=self.bias,
                                          relu=relu)
             return functools.partial(dynamic_int8_linear, packed=self.packed, quantized=self.quantized,
@@ -197,11 +192,11 @@ class DynamicInt8Linear(nn.Module):
             raise ValueError("a ReLU is fused over all output channels only")
         quantized = self.quantized.index_select(0, outputs)
         bias = None if self.bias is None else self.bias.index_select(0, outputs)
-        if self.columns is not None:
+        if self.rows == 8:
             return functools.partial(rows_int8_linear, columns=self.columns.index_select(1, outputs),
                                      scale=self.column_scale.index_select(0, outputs), bias=bias,
-                                     packed=None if self.vnni is None else vnni_pack(quantized))
-        if self.int7:
+                                     packed=None if self.vnni is None else vnni_pack(quantized), kernels=self.kernels)
+        if self.rows == 7:
             return functools.partial(int7_rows_linear, packed=vnni_pack(quantized),
                                      scale=self.column_scale.index_select(0, outputs), bias=bias)
         # Packing with one scale per channel is several times slower in fbgemm's prepack than with one
@@ -212,14 +207,13 @@ class DynamicInt8Linear(nn.Module):
 
 
 def rows_int8_linear(rows: Tensor, columns: Tensor, scale: Tensor, bias: Tensor | None, relu: bool = False,
-                     packed: Tensor | None = None) -> Tensor:
+                     packed: Tensor | None = None, kernels: tuple | None = None) -> Tensor:
     """(R, in) float32 -> (R, out) float32: each row quantized to int8 (symmetric) on a scale of its own,
     multiplied by the int8 weights `columns` (in, out) with int32 sums, scaled back by the row's scale and
     the output channels' `scale` (out,); relu: followed by a ReLU. Every row's result is what it would be
     alone. The C kernels (nmt.model.native) quantize and scale back in a pass each, and multiply up to 8 rows
     (a step at batch 1) by the weights `packed` (vnni_pack) faster than torch._int_mm; the int32 products
-    are exact either way. torch's operations do the same where the kernels are unavailable."""
-    kernels = int8_rows_kernels()
+    are exact either way. torch's operations do the same without `kernels` (native.int8_rows_kernels)."""
     if kernels is None:
         row_scale = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(127.0)  # (R, 1)
         quantized = rows.div(row_scale).round_().to(torch.int8)
@@ -242,14 +236,6 @@ def int7_rows_linear(rows: Tensor, packed: Tensor, scale: Tensor, bias: Tensor |
     return int7_rows_kernel()(rows, packed, scale, bias, relu)
 
 
-@functools.cache
-def int7_rows_available() -> bool:
-    """Whether int8_fp32 quantizes each row on its own scale on a CPU without VNNI (int7_rows_linear): with the
-    C kernels built with AVX2. NMT_INT8_ROWS=0 turns it off."""
-    return (os.environ.get("NMT_INT8_ROWS") != "0" and int7_rows_kernel() is not None
-            and int8_rows_kernels() is not None)
-
-
 def vnni_pack(quantized: Tensor) -> Tensor:
     """int8 weights (out, in) in the layout of the few-rows kernel (nmt.model.native): for each block of 16
     output channels (padded with zeros) and each 4 inputs, 64 bytes: the 16 channels' 4 values + 128, as
@@ -259,34 +245,6 @@ def vnni_pack(quantized: Tensor) -> Tensor:
     padded[:outputs] = quantized
     unsigned = (padded + 128).to(torch.uint8)
     return unsigned.view(-1, 16, inputs // 4, 4).permute(0, 2, 1, 3).contiguous()
-
-
-@functools.cache
-def int8_rows_available() -> bool:
-    """Whether int8_fp32 quantizes each row on its own scale and multiplies with torch._int_mm: on CPUs
-    with VNNI (int8 products in one instruction, checked exact here on the extreme values), where it is
-    fast; elsewhere it is many times slower than fbgemm (measured on an AVX2 CPU). NMT_INT8_ROWS=0 turns it
-    off."""
-    if os.environ.get("NMT_INT8_ROWS") == "0" or not ({"avx512_vnni", "avx_vnni"} & cpu_flags()):
-        return False
-    try:
-        extreme = torch.tensor([[127, -127] * 32, [-127, 127] * 32], dtype=torch.int8)
-        exact = extreme.int() @ extreme.int().t()
-        return bool(torch.equal(torch._int_mm(extreme, extreme.t().contiguous()), exact))
-    except RuntimeError:  # a torch without _int_mm on CPU
-        return False
-
-
-def cpu_flags() -> set[str]:
-    """The instruction-set flags of this CPU as Linux lists them (empty elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("flags"):
-                    return set(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return set()
 
 
 def dynamic_int8_linear(rows: Tensor, packed: FbgemmWeights, quantized: Tensor, scale: Tensor, bias: Tensor | None,
@@ -312,17 +270,12 @@ def dynamic_int8_linear(rows: Tensor, packed: FbgemmWeights, quantized: Tensor, 
     return out if bias is None else out.add_(bias)
 
 
-def fbgemm_available() -> bool:
-    """Whether this torch has fbgemm's kernels (x86 builds), which int8_fp32 needs."""
-    return "fbgemm" in torch.backends.quantized.supported_engines
-
-
 class FbgemmWeights:
     """fbgemm's packed layout (a C++ object, not a tensor) of int8 values (out, in) with one scale per
     output channel, or scale 1; made by the first `get`."""
 
     def __init__(self, quantized: Tensor, scale: Tensor | None = None, bias: Tensor | None = None):
-        if not fbgemm_available():
+        if not machine().fbgemm:
             raise UsageError("--precision int8_fp32 needs torch's fbgemm kernels (x86 CPUs); use fp32 or int8_bf16")
         self.quantized, self.scale, self.bias = quantized, scale, bias
         self.packed = None
@@ -350,11 +303,11 @@ def fbgemm_pack(quantized: Tensor, scale: Tensor | None, bias: Tensor | None):
         return torch.ops.quantized.linear_prepack(weight, bias)
 
 
-def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
-    """Model in float32 with every nn.Linear replaced by a DynamicInt8Linear (in place; returns the model),
-    the output projection included."""
+def quantize_dynamic_int8(model: nn.Module, rows: int, kernels: bool) -> nn.Module:
+    """Model in float32 with every nn.Linear replaced by a DynamicInt8Linear of the product `rows` (in place;
+    returns the model), the output projection included."""
     model.float()
-    replace_linear_layers(model, DynamicInt8Linear)
+    replace_linear_layers(model, functools.partial(DynamicInt8Linear, rows=rows, kernels=kernels))
     # Packed now, in the parent, so that forked workers share them; the output projection on first use:
     # with a shortlist each batch packs its own rows and the whole matrix, slow to pack, is never used
     for module in model.modules():

@@ -35,6 +35,7 @@ from nmt.data.sources import DataSpec, validation_pairs
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator  # at start, not at the first validation: code changed mid-run stays out
 from nmt.errors import DataError, Interrupted, NmtError, UsageError, signal_name, stop_signals_handled_by
+from nmt.model.backend import machine
 from nmt.model.checkpoint import Checkpoint, cast_weights, load_checkpoint, model_weights, save_checkpoint
 from nmt.model.config import PRESETS, ModelConfig
 from nmt.model.loss import TranslationLoss
@@ -171,9 +172,7 @@ def training_precision(precision: str | None, device: torch.device) -> str:
         return precision
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    from nmt.decoding.inference import cpu_flags
-
-    return "bf16" if cpu_flags() & {"avx512_bf16", "amx_bf16"} else "fp32"
+    return "bf16" if machine().flags & {"avx512_bf16", "amx_bf16"} else "fp32"
 
 
 TOKENS_PER_UPDATE_SLACK = 0.25  # how far the padded tokens an update may miss --tokens-per-update

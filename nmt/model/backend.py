@@ -1,0 +1,196 @@
+"""What runs a decoder on this machine, decided once.
+
+`machine()` probes what the machine can do, once a process: the CPU's instruction sets, whether oneDNN computes
+in bf16, torch's int8 kernels, and (when first asked) nmt's C library (nmt.model.native). `Backend.resolve`
+turns a precision and a device into what every layer below runs: the weights' format, the activations' and the
+attention caches' dtypes, the int8 product, the C kernels and the fused layer stacks, or torch alone.
+
+    backend = Backend.resolve("auto", torch.device("cpu"))     # e.g. int8_fp32, int8 rows of 8 bits, C kernels
+    model = cast_for_inference(model, backend)                  # nmt.decoding.inference
+    decoder = FlatDecoder(model, backend)                       # nmt.model.flat_decoder
+
+nmt.decoding.configuration resolves it from the command's flags into DecodingConfig.backend; nothing below asks
+the machine again or tells the mode from a module's class or a tensor's dtype.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from dataclasses import dataclass
+
+import torch
+
+from nmt.errors import UsageError
+
+log = logging.getLogger("nmt")
+
+PRECISIONS = ("fp32", "bf16", "fp16", "int8", "int8_bf16", "int8_fp32", "auto")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.float32,
+          "int8_bf16": torch.bfloat16, "int8_fp32": torch.float32}
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What this machine can do (machine(): probed once)."""
+
+    flags: frozenset[str]  # the CPU's instruction-set flags as Linux lists them (empty elsewhere)
+    onednn_bf16: bool  # oneDNN (torch's mkldnn) is built in and finds bf16 arithmetic
+    fbgemm: bool  # torch has fbgemm's int8 kernels (x86 builds)
+    int_mm: bool  # torch._int_mm runs on the CPU, its int32 sums exact on the extreme values
+
+    @property
+    def vnni(self) -> bool:
+        """int8 products in one instruction (AVX-512 VNNI, AVX-VNNI)."""
+        return bool({"avx512_vnni", "avx_vnni"} & self.flags)
+
+    @property
+    def vector_units(self) -> bool:
+        """The vectors nmt's C kernels are written for: AVX-512 (16 floats) or AVX2 with FMA (8 floats)."""
+        return "avx512f" in self.flags or {"avx2", "fma"} <= self.flags
+
+
+@functools.cache
+def machine() -> Machine:
+    """This machine's Machine, probed on first use."""
+    return Machine(flags=frozenset(cpu_flags()), onednn_bf16=onednn_bf16(),
+                   fbgemm="fbgemm" in torch.backends.quantized.supported_engines, int_mm=int_mm_exact())
+
+
+def cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+def onednn_bf16() -> bool:
+    try:
+        return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def int_mm_exact() -> bool:
+    try:
+        extreme = torch.tensor([[127, -127] * 32, [-127, 127] * 32], dtype=torch.int8)
+        exact = extreme.int() @ extreme.int().t()
+        return bool(torch.equal(torch._int_mm(extreme, extreme.t().contiguous()), exact))
+    except RuntimeError:  # a torch without _int_mm on CPU
+        return False
+
+
+# What `--precision auto` picks on a CPU, by the first of these instruction sets its flags name: of the modes
+# that translate a line the same whatever lines share its batch (docs/USAGE.md promises it), the one measured
+# fastest on each kind. With AMX (Intel Xeon, issue 65, 300 held-out captions batched against alone): bf16 0
+# lines differ, int8_fp32 0, int8_bf16 12 of 300 (its activations share one bf16 scale per call), and bf16
+# was the fastest in-process (3,369 target tokens/s at beam 4, batch 32, against 2,835 for int8_bf16 with the
+# shortlist); with AVX-512 BF16 alone (AMD Zen 4) and with AVX2, int8_fp32 (benchmarks/MACHINES.md).
+AUTO_PRECISION_BY_CPU = (("amx_bf16", "bf16"), ("avx512_bf16", "int8_fp32"), ("avx2", "int8_fp32"))
+
+# int8_fp32's products (nmt.model.quantize): each row of activations quantized on a scale of its own to 8 bits
+# (VNNI: torch._int_mm and the C few-rows kernel) or 7 bits (AVX2: the C kernel, whose 16-bit pair sums cannot
+# saturate), exact int32 sums, a row's result what it would be alone; or fbgemm's GEMM on its own quantization
+# (one scale per call), where neither runs, or with NMT_INT8_ROWS=0.
+INT8_ROWS = (8, 7, 0)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A precision on a device, resolved (Backend.resolve): what runs the model's layers at inference."""
+
+    device: torch.device
+    precision: str  # one of PRECISIONS but auto
+    kernels: bool  # nmt's C kernels may run (a CPU with them built; False with --exact: torch alone)
+    int8_rows: int = 0  # int8_fp32's product: 8 or 7 bits a row on its own scale, or 0 (fbgemm); INT8_ROWS
+
+    @classmethod
+    def resolve(cls, precision: str, device: torch.device, exact: bool = False) -> Backend:
+        """`precision` (auto: auto_precision's choice) on `device`; UsageError for a precision the device cannot
+        run. exact: torch's operations alone, never the C kernels."""
+        if precision not in PRECISIONS:
+            raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        if precision == "auto":
+            precision = auto_precision(device)
+            log.debug("--precision auto: %s", precision)
+        if precision == "fp16" and device.type != "cuda":
+            raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
+        if precision.startswith("int8") and device.type != "cpu":
+            raise UsageError(f"--precision {precision} is for CPUs; use fp16 or bf16 on CUDA")
+        found = machine()
+        if precision in ("bf16", "int8_bf16") and device.type == "cpu" and not found.onednn_bf16:
+            log.warning("this CPU has no bf16 arithmetic (AVX-512 BF16 or AMX): --precision %s is emulated and slower "
+                        "than fp32 here; --precision int8_fp32 is the fast mode on such CPUs", precision)
+        kernels = device.type == "cpu" and not exact and native_library_loads()
+        rows = int8_rows(found, kernels) if precision == "int8_fp32" else 0
+        if precision == "int8_fp32" and rows == 0 and not found.fbgemm:
+            raise UsageError("--precision int8_fp32 needs torch's fbgemm kernels (x86 CPUs); use fp32 or int8_bf16")
+        return cls(device=device, precision=precision, kernels=kernels, int8_rows=rows)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The activations' dtype (int8 modes: of what the int8 products take and give)."""
+        return DTYPES[self.precision]
+
+    @property
+    def bf16_caches(self) -> bool:
+        """The flat decoder keeps its attention caches in bf16 and attends over them with the C kernels: on a CPU
+        in reduced precision (bf16 activations, or int8_fp32's int8 products). fp32 keeps float32 caches."""
+        return self.kernels and self.precision in ("bf16", "int8_bf16", "int8_fp32")
+
+    @property
+    def fused_layers(self) -> bool:
+        """int8_fp32 runs each step's layers in one C call (nmt.model.native's decode_layers, encode_layers)."""
+        return self.kernels and self.precision == "int8_fp32" and self.int8_rows in (7, 8)
+
+    def describe(self) -> str:
+        """e.g. "int8_fp32 on cpu (8-bit rows, C kernels)", for --verbose and /health."""
+        details = []
+        if self.precision == "int8_fp32":
+            details.append(f"{self.int8_rows}-bit rows" if self.int8_rows else "fbgemm")
+        if self.device.type == "cpu":
+            details.append("C kernels" if self.kernels else "torch alone")
+        return f"{self.precision} on {self.device}" + (f" ({', '.join(details)})" if details else "")
+
+
+def auto_precision(device: torch.device) -> str:
+    """The fastest mode measured for this kind of device, as CTranslate2's compute_type "auto" picks one:
+    fp16 on CUDA; on a CPU, by AUTO_PRECISION_BY_CPU. A CPU it does not name falls back to bf16 where
+    oneDNN finds bf16 arithmetic, else int8_fp32 where torch has fbgemm (x86), else fp32: never int8_bf16,
+    whose translations change with the lines batched beside them."""
+    if device.type == "cuda":
+        return "fp16"
+    found = machine()
+    for flag, mode in AUTO_PRECISION_BY_CPU:
+        if flag in found.flags and (mode != "int8_fp32" or found.fbgemm):
+            return mode
+    if found.onednn_bf16:
+        return "bf16"
+    return "int8_fp32" if found.fbgemm else "fp32"
+
+
+def int8_rows(found: Machine, kernels: bool) -> int:
+    """int8_fp32's product on this machine (INT8_ROWS): 8-bit rows with VNNI where torch._int_mm is exact; else
+    7-bit rows where the C library has its AVX2 products; else 0, fbgemm. NMT_INT8_ROWS=0: fbgemm."""
+    if os.environ.get("NMT_INT8_ROWS") == "0":
+        return 0
+    if found.vnni and found.int_mm:
+        return 8
+    if kernels:
+        from nmt.model.native import library, products_built
+
+        if products_built(library(), 7):
+            return 7
+    return 0
+
+
+def native_library_loads() -> bool:
+    """Whether nmt's C library is built (or builds now) and loads (nmt.model.native.library)."""
+    from nmt.model.native import library
+
+    return library() is not None
