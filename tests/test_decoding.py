@@ -224,27 +224,6 @@ def test_int8_weights_quantize_every_linear_layer_and_stay_close_to_fp32(precisi
         torch.testing.assert_close(log_probs, expected[:, t], atol=0.2, rtol=0)
 
 
-def test_int8_fp32_layer_matches_its_float_weights_on_both_fbgemm_kernels(monkeypatch):
-    """Without row scales (NMT_INT8_ROWS=0, or AVX2 without the C kernels): fbgemm for large products, the
-    int8-weight kernel for small."""
-    from nmt.model.quantize import FBGEMM_MIN_PRODUCT, DynamicInt8Linear
-
-    torch.manual_seed(8)
-    linear = torch.nn.Linear(256, 512)
-    layer = DynamicInt8Linear(linear.weight, linear.bias, rows=0)
-    assert_rounded_to_the_nearest_step(layer, linear)
-    x = torch.randn(FBGEMM_MIN_PRODUCT // (256 * 4) + 1, 256)  # enough rows for fbgemm on 4 channels too
-    few = layer(x[:1])  # the int8-weight kernel on bf16 rows
-    many = layer(x)  # fbgemm's int8 GEMM, 7-bit activations
-    assert few.dtype == many.dtype == torch.float32
-    torch.testing.assert_close(few, many[:1], atol=0.05, rtol=0.02)
-    torch.testing.assert_close(many, linear(x).detach(), atol=0.05, rtol=0.05)
-    outputs = torch.tensor([0, 7, 100, 511])  # a shortlist: fbgemm on scale 1, then the channels' scales
-    restricted = layer.function(outputs)
-    torch.testing.assert_close(restricted(x), many[:, outputs], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(restricted(x[:1]), few[:, outputs], atol=1e-5, rtol=1e-5)
-
-
 def test_int8_fp32_rows_give_each_row_what_it_would_get_alone(monkeypatch):
     """With VNNI: each row quantized on its own scale, exact int32 products (the one-row kernel at batch 1,
     torch._int_mm above): a row's output is bit for bit the same alone and in any batch, and torch's
@@ -254,7 +233,7 @@ def test_int8_fp32_rows_give_each_row_what_it_would_get_alone(monkeypatch):
     from nmt.model.quantize import DynamicInt8Linear
 
     if not (machine().vnni and machine().int_mm):
-        pytest.skip("no VNNI: int8_fp32 takes 7-bit rows or fbgemm here")
+        pytest.skip("no VNNI: int8_fp32 takes 7-bit rows here")
     torch.manual_seed(8)
     for inputs, outputs in ((256, 512), (1024, 256), (256, 1000)):  # 1000: not a multiple of 16 channels
         linear = torch.nn.Linear(inputs, outputs)
@@ -288,9 +267,11 @@ def test_int8_fp32_without_vnni_gives_each_row_what_it_would_get_alone(monkeypat
     for inputs, outputs in ((256, 512), (1024, 256), (256, 1000)):
         linear = torch.nn.Linear(inputs, outputs)
         layer = DynamicInt8Linear(linear.weight, linear.bias, rows=7, kernels=True)
-        assert layer.int7 and layer.packed is None
+        assert layer.int7 and layer.kernel is not None
         x = torch.randn(40, inputs) * torch.linspace(0.1, 10, 40)[:, None]  # rows of very different scales
         many = layer(x)
+        torch_alone = DynamicInt8Linear(linear.weight, linear.bias, rows=7, kernels=False)
+        torch.testing.assert_close(torch_alone(x), many, atol=1e-4, rtol=1e-5)  # the same integers, an FMA apart
         for row in (0, 17, 35):
             assert torch.equal(layer(x[row : row + 1]), many[row : row + 1])
             assert torch.equal(layer(x[row : row + 5]), many[row : row + 5])
@@ -310,8 +291,6 @@ def test_int8_fp32_translates_a_sentence_alike_alone_and_in_a_batch():
     from nmt.model.flat_decoder import FlatDecoder
 
     model, backend = cast(tiny_model(seed=4), "int8_fp32")
-    if backend.int8_rows == 0:
-        pytest.skip("no row scales here: int8_fp32's fbgemm scales activations per batch")
     decoder = FlatDecoder(model, backend)
     generator = torch.Generator().manual_seed(3)
     lengths = torch.randint(2, 12, (48,), generator=generator).tolist()  # 48 sentences x beam 4: large products
@@ -346,7 +325,7 @@ def test_auto_precision_picks_the_fastest_batch_independent_mode_for_the_cpu_kin
     """Never int8_bf16, whose translations changed with their batch on an Intel Xeon with AMX (issue 65)."""
     from nmt.model import backend, quantize
 
-    kind = backend.Machine(flags=frozenset(flags), onednn_bf16=native_bf16, fbgemm=True, int_mm=True)
+    kind = backend.Machine(flags=frozenset(flags), onednn_bf16=native_bf16, int_mm=True)
     monkeypatch.setattr(backend, "machine", lambda: kind)
     model, _ = cast(tiny_model(seed=1), "auto")
     if expected == "bf16":
@@ -354,7 +333,14 @@ def test_auto_precision_picks_the_fastest_batch_independent_mode_for_the_cpu_kin
         assert all(p.dtype == torch.bfloat16 for p in model.parameters())
     else:
         assert sum(isinstance(module, getattr(quantize, expected)) for module in model.modules()) == 2 * 5 + 2 * 8 + 1
-    assert backend.auto_precision(torch.device("cuda")) == "fp16"
+    assert backend.auto_precision(torch.device("cuda"), kernels=False) == "fp16"
+    # without the C kernels, int8_fp32 only where VNNI computes torch's int8 products fast (none of these has it)
+    assert backend.auto_precision(torch.device("cpu"), kernels=False) == ("bf16" if native_bf16 else "fp32")
+    with_vnni = dataclasses.replace(kind, flags=kind.flags | {"avx512_vnni"})
+    monkeypatch.setattr(backend, "machine", lambda: with_vnni)
+    named = "bf16" if "amx_bf16" in flags else "int8_fp32" if flags else None
+    assert backend.auto_precision(torch.device("cpu"), kernels=False) == (named or ("bf16" if native_bf16
+                                                                                     else "int8_fp32"))
 
 
 def test_cpu_flags_are_read_from_proc_cpuinfo_on_linux():
@@ -414,7 +400,8 @@ def test_the_decoding_configuration_is_flags_over_the_models_defaults_over_the_l
     checkpoint = load_checkpoint(tiny_checkpoint)  # stores beam 2 and a 1.0 x source + 5 length cap
     stored = DecodingConfig.resolve(DecodingFlags(), checkpoint, workers=1)
     assert (stored.search.beam_size, stored.search.max_len_a, stored.search.lenpen) == (2, 1.0, 1.0)
-    assert stored.precision == auto_precision(torch.device("cpu")) != "auto" and not stored.shortlist
+    assert stored.precision == auto_precision(torch.device("cpu"), stored.backend.kernels) != "auto"
+    assert not stored.shortlist
     assert stored.clause_split is None and f"clause split {MAX_PIECE_TOKENS}" in stored.summary()
     given = DecodingConfig.resolve(DecodingFlags(beam=3, lenpen=0.6, exact=True, clause_split=20, workers=2),
                                    checkpoint, workers=1)

@@ -69,11 +69,12 @@ def test_flat_step_through_the_c_kernels_stays_close_to_decode_step(pre_norm, pr
     assert_flat_step_equals_decode_step(model, backend, sentences, beam)
 
 
-def test_flat_step_equals_decode_step_with_fbgemm_on_every_product(monkeypatch):
-    from nmt.model import quantize
-
-    monkeypatch.setattr(quantize, "FBGEMM_MIN_PRODUCT", 0)  # the tiny model's products are all small
-    model, backend = cast(tiny_model(seed=7), "int8_fp32", exact=True, int8_rows=0)
+@pytest.mark.parametrize("rows", [8, 7])
+def test_flat_step_equals_decode_step_with_the_torch_int8_product(rows):
+    """Without the C kernels (--exact, or no compiler) int8_fp32's product runs in torch's operations, at the
+    bits the machine takes: the flat step equals the model's own step."""
+    model, backend = cast(tiny_model(seed=7), "int8_fp32", exact=True, int8_rows=rows)
+    assert all(module.kernel is None for module in model.modules() if hasattr(module, "kernel"))
     assert_flat_step_equals_decode_step(model, backend, 3, 2)
 
 

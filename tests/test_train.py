@@ -699,7 +699,7 @@ def test_auto_training_precision_is_bf16_only_where_the_cpu_computes_in_it(monke
     from nmt.training.train import training_precision
 
     def kind(*flags: str) -> Machine:
-        return Machine(flags=frozenset(flags), onednn_bf16=False, fbgemm=True, int_mm=True)
+        return Machine(flags=frozenset(flags), onednn_bf16=False, int_mm=True)
 
     cpu = torch.device("cpu")
     monkeypatch.setattr(nmt.training.train, "machine", lambda: kind("avx512f", "avx512_bf16"))  # AMD Zen 4

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from dataclasses import dataclass
 
 import torch
@@ -37,7 +36,6 @@ class Machine:
 
     flags: frozenset[str]  # the CPU's instruction-set flags as Linux lists them (empty elsewhere)
     onednn_bf16: bool  # oneDNN (torch's mkldnn) is built in and finds bf16 arithmetic
-    fbgemm: bool  # torch has fbgemm's int8 kernels (x86 builds)
     int_mm: bool  # torch._int_mm runs on the CPU, its int32 sums exact on the extreme values
 
     @property
@@ -54,8 +52,7 @@ class Machine:
 @functools.cache
 def machine() -> Machine:
     """This machine's Machine, probed on first use."""
-    return Machine(flags=frozenset(cpu_flags()), onednn_bf16=onednn_bf16(),
-                   fbgemm="fbgemm" in torch.backends.quantized.supported_engines, int_mm=int_mm_exact())
+    return Machine(flags=frozenset(cpu_flags()), onednn_bf16=onednn_bf16(), int_mm=int_mm_exact())
 
 
 def cpu_flags() -> set[str]:
@@ -93,11 +90,6 @@ def int_mm_exact() -> bool:
 # shortlist); with AVX-512 BF16 alone (AMD Zen 4) and with AVX2, int8_fp32 (benchmarks/MACHINES.md).
 AUTO_PRECISION_BY_CPU = (("amx_bf16", "bf16"), ("avx512_bf16", "int8_fp32"), ("avx2", "int8_fp32"))
 
-# int8_fp32's products (nmt.model.quantize): each row of activations quantized on a scale of its own to 8 bits
-# (VNNI: torch._int_mm and the C few-rows kernel) or 7 bits (AVX2: the C kernel, whose 16-bit pair sums cannot
-# saturate), exact int32 sums, a row's result what it would be alone; or fbgemm's GEMM on its own quantization
-# (one scale per call), where neither runs, or with NMT_INT8_ROWS=0.
-INT8_ROWS = (8, 7, 0)
 
 
 @dataclass(frozen=True)
@@ -107,7 +99,7 @@ class Backend:
     device: torch.device
     precision: str  # one of PRECISIONS but auto
     kernels: bool  # nmt's C kernels may run (a CPU with them built; False with --exact: torch alone)
-    int8_rows: int = 0  # int8_fp32's product: 8 or 7 bits a row on its own scale, or 0 (fbgemm); INT8_ROWS
+    int8_rows: int = 8  # int8_fp32's product: each row of activations on its own scale, to 8 bits (VNNI) or 7
 
     @classmethod
     def resolve(cls, precision: str, device: torch.device, exact: bool = False) -> Backend:
@@ -115,8 +107,9 @@ class Backend:
         run. exact: torch's operations alone, never the C kernels."""
         if precision not in PRECISIONS:
             raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        kernels = device.type == "cpu" and not exact and native_library_loads()
         if precision == "auto":
-            precision = auto_precision(device)
+            precision = auto_precision(device, kernels)
             log.debug("--precision auto: %s", precision)
         if precision == "fp16" and device.type != "cuda":
             raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
@@ -126,11 +119,10 @@ class Backend:
         if precision in ("bf16", "int8_bf16") and device.type == "cpu" and not found.onednn_bf16:
             log.warning("this CPU has no bf16 arithmetic (AVX-512 BF16 or AMX): --precision %s is emulated and slower "
                         "than fp32 here; --precision int8_fp32 is the fast mode on such CPUs", precision)
-        kernels = device.type == "cpu" and not exact and native_library_loads()
-        rows = int8_rows(found, kernels) if precision == "int8_fp32" else 0
-        if precision == "int8_fp32" and rows == 0 and not found.fbgemm:
-            raise UsageError("--precision int8_fp32 needs torch's fbgemm kernels (x86 CPUs); use fp32 or int8_bf16")
-        return cls(device=device, precision=precision, kernels=kernels, int8_rows=rows)
+        if precision == "int8_fp32" and not (kernels or found.int_mm):
+            raise UsageError("--precision int8_fp32 needs nmt's C kernels or torch's int8 products on this CPU; "
+                             "use fp32")
+        return cls(device=device, precision=precision, kernels=kernels, int8_rows=int8_rows(found, kernels))
 
     @property
     def dtype(self) -> torch.dtype:
@@ -146,47 +138,46 @@ class Backend:
     @property
     def fused_layers(self) -> bool:
         """int8_fp32 runs each step's layers in one C call (nmt.model.native's decode_layers, encode_layers)."""
-        return self.kernels and self.precision == "int8_fp32" and self.int8_rows in (7, 8)
+        return self.kernels and self.precision == "int8_fp32"
 
     def describe(self) -> str:
         """e.g. "int8_fp32 on cpu (8-bit rows, C kernels)", for --verbose and /health."""
         details = []
         if self.precision == "int8_fp32":
-            details.append(f"{self.int8_rows}-bit rows" if self.int8_rows else "fbgemm")
+            details.append(f"{self.int8_rows}-bit rows")
         if self.device.type == "cpu":
             details.append("C kernels" if self.kernels else "torch alone")
         return f"{self.precision} on {self.device}" + (f" ({', '.join(details)})" if details else "")
 
 
-def auto_precision(device: torch.device) -> str:
+def auto_precision(device: torch.device, kernels: bool) -> str:
     """The fastest mode measured for this kind of device, as CTranslate2's compute_type "auto" picks one:
-    fp16 on CUDA; on a CPU, by AUTO_PRECISION_BY_CPU. A CPU it does not name falls back to bf16 where
-    oneDNN finds bf16 arithmetic, else int8_fp32 where torch has fbgemm (x86), else fp32: never int8_bf16,
-    whose translations change with the lines batched beside them."""
+    fp16 on CUDA; on a CPU, by AUTO_PRECISION_BY_CPU. int8_fp32 needs nmt's C kernels (`kernels`) or VNNI
+    (torch's int8 products, which are slow without it). A CPU it does not name falls back to bf16 where oneDNN
+    finds bf16 arithmetic, else int8_fp32 where it runs, else fp32: never int8_bf16, whose translations change
+    with the lines batched beside them."""
     if device.type == "cuda":
         return "fp16"
     found = machine()
+    int8_runs = kernels or (found.vnni and found.int_mm)
     for flag, mode in AUTO_PRECISION_BY_CPU:
-        if flag in found.flags and (mode != "int8_fp32" or found.fbgemm):
+        if flag in found.flags and (mode != "int8_fp32" or int8_runs):
             return mode
     if found.onednn_bf16:
         return "bf16"
-    return "int8_fp32" if found.fbgemm else "fp32"
+    return "int8_fp32" if int8_runs else "fp32"
 
 
 def int8_rows(found: Machine, kernels: bool) -> int:
-    """int8_fp32's product on this machine (INT8_ROWS): 8-bit rows with VNNI where torch._int_mm is exact; else
-    7-bit rows where the C library has its AVX2 products; else 0, fbgemm. NMT_INT8_ROWS=0: fbgemm."""
-    if os.environ.get("NMT_INT8_ROWS") == "0":
-        return 0
-    if found.vnni and found.int_mm:
+    """The bits of int8_fp32's rows on this machine: 8 with VNNI, where the C build has its VNNI products (or,
+    without the kernels, torch._int_mm computes them); else 7, whose AVX2 pair sums cannot saturate."""
+    if not found.vnni:
+        return 7
+    if not kernels:
         return 8
-    if kernels:
-        from nmt.model.native import library, products_built
+    from nmt.model.native import library, products_built
 
-        if products_built(library(), 7):
-            return 7
-    return 0
+    return 8 if products_built(library(), 8) else 7
 
 
 def native_library_loads() -> bool:

@@ -104,8 +104,8 @@ def output_rows(model: Transformer, backend: Backend, ids: Tensor) -> tuple[Tens
 
 
 def relu_linear_function(module: nn.Module, backend: Backend) -> Linear:
-    """relu(module(rows)) as one function; int8_fp32's fbgemm GEMM and oneDNN's bf16 product apply the ReLU as
-    they write their output, which saves a pass over the rows."""
+    """relu(module(rows)) as one function; int8_fp32's product and oneDNN's bf16 product apply the ReLU as they
+    write their output, which saves a pass over the rows."""
     if backend.precision in QUANTIZED_LAYERS:
         return module.function(relu=True)
     if backend.precision == "bf16":

@@ -17,11 +17,9 @@ int8.c, layers.c); SIGNATURES binds the header's prototypes (a test compares the
 sentence's own length (so it needs sources padded at the end);
 `decode_log_softmax` turns a step's logits into log-probabilities one row at a time;
 `decode_sentence_logits` scores each sentence's own shortlist tokens (nmt.model.shortlist) after the shared
-ones, reading each sentence's output weights once for its beams. For int8_fp32's rows quantized on their
-own scales (nmt.model.quantize): `quantize_rows_int8` and `scale_int8_products`, a pass over the rows each,
-and `int8_few_rows_products`, up to 8 rows by int8 weights in a VNNI layout with AVX-512 VNNI (faster than
-torch._int_mm for a step at batch 1; the int32 products are exact either way); on CPUs without VNNI,
-`int7_rows_linear` (AVX2: rows quantized to 7 bits, any number of them, faster than fbgemm at 160 rows).
+ones, reading each sentence's output weights once for its beams. `int8_linear` is int8_fp32's one product
+(nmt.model.quantize): rows quantized on their own scales, to 8 bits multiplied by `int8_rows_products` (AVX-512
+VNNI) or to 7 bits by `int7_rows_products` (AVX2), exact int32 sums, scaled back.
 `decode_layers` and `encode_layers` run every decoder (or encoder) layer of an int8_fp32 step in one call
 (at batch 1 a decoder step was some hundred small operations, whose calls from Python cost more than
 their work), over the same kernels and `decode_layer_norm`. What they gain on AVX-512 and AVX2 CPUs is
@@ -198,11 +196,9 @@ SIGNATURES = {
     "decode_best": (None, [_P] * 3 + [_I64] * 2),
     "decode_sentence_logits": (_I32, [_P] * 4 + [_I64] + [_P] * 3 + [_I64] + [_P] * 2 + [_I64] * 5 + [_I32]),
     "decode_sentence_logits_int7": (_I32, [_P] * 5 + [_I64] + [_P] * 3 + [_I64] + [_P] * 2 + [_I64] * 5),
-    "quantize_rows_int8": (None, [_P] * 3 + [_I64] * 2),
-    "scale_int8_products": (None, [_P] * 5 + [_I64] * 2 + [_I32]),
-    "int8_few_rows_products": (_I32, [_P] * 3 + [_I64] * 3),  # 1: not these sizes, or a build without VNNI
+    "int8_linear": (_I32, [_P] * 5 + [_I64] * 3 + [_I32] * 2),  # 1: no products of these bits, 2: no memory
+    "int8_rows_products": (_I32, [_P] * 3 + [_I64] * 3),  # 1: a build without VNNI (or K % 4), 2: no memory
     "int7_rows_products": (_I32, [_P] * 3 + [_I64] * 3),  # 1: a build without AVX2 (or K % 4), 2: no memory
-    "int7_rows_linear": (_I32, [_P] * 5 + [_I64] * 3 + [_I32]),  # as int7_rows_products
     "decode_layer_norm": (None, [_P] * 4 + [_I64] * 2 + [_F]),
     "decode_layers": (_I32, [_P] * 2 + [_I64] + [_P] + [_I64] + [_P] * 2 + [_I64] * 6 + [_F] * 2 + [_I32] * 2),
     "encode_layers": (_I32, [_P] * 2 + [_I64] * 6 + [_F] * 2 + [_I32] * 2),  # 1: no products, 2: no memory
@@ -453,7 +449,7 @@ def sentence_logits_int7_kernel() -> Callable[..., SentenceLogits] | None:
     (V, D) uint8 (the int8 values + 128), scales (V,) and bias (V,) float32; or None where the kernels are
     unavailable or built without AVX2. The rows and shared logits are float32 (int8_fp32's activations)."""
     loaded = library()
-    if loaded is None or int7_rows_kernel() is None:
+    if loaded is None or not products_built(loaded, 7):
         return None
 
     def bind(weights: Tensor, scales: Tensor, bias: Tensor | None, starts: Tensor, counts: Tensor,
@@ -487,107 +483,45 @@ def sentence_logits_int7_kernel() -> Callable[..., SentenceLogits] | None:
     return bind
 
 
-@functools.cache
-def int8_rows_kernels() -> tuple[Callable[[Tensor], tuple[Tensor, Tensor]], Callable, Callable] | None:
-    """(quantize, scale_back, few_rows): quantize_rows_int8, scale_int8_products (one pass over the rows
-    each, where torch takes six and four) and int8_few_rows_products as functions of tensors, or None where
-    the kernels are unavailable."""
-    loaded = library()
+def products_built(loaded: ctypes.CDLL | None, bits: int) -> bool:
+    """Whether this build multiplies rows of `bits` (7: int7_rows_products, AVX2; 8: int8_rows_products, AVX-512
+    VNNI): each returns 1 on a build without its instructions, which a one-row product shows."""
     if loaded is None:
-        return None
-
-    def quantize(rows: Tensor) -> tuple[Tensor, Tensor]:
-        """rows (R, K) float32 -> (int8 (R, K), float32 scales (R, 1)): each row on its own scale."""
-        if not (rows.dtype == torch.float32 and rows.dim() == 2 and rows.is_cpu):
-            raise ValueError("quantize_rows_int8 needs 2-dimensional float32 CPU rows")
-        rows = rows.contiguous()
-        quantized = torch.empty(rows.shape, dtype=torch.int8)
-        scales = torch.empty(rows.size(0), 1)
-        loaded.quantize_rows_int8(rows.data_ptr(), quantized.data_ptr(), scales.data_ptr(), rows.size(0),
-                                  rows.size(1))
-        return quantized, scales
-
-    def scale_back(products: Tensor, row_scales: Tensor, column_scales: Tensor, bias: Tensor | None,
-                   relu: bool) -> Tensor:
-        """int32 products (R, N) -> float32 (R, N), in their own memory: x row_scales (R, 1) x column_scales
-        (N,) + bias (N,), then a ReLU if `relu`."""
-        count, width = products.shape
-        tensors = (products, row_scales, column_scales) + (() if bias is None else (bias,))
-        if not (products.dtype == torch.int32
-                and row_scales.dtype == column_scales.dtype == torch.float32
-                and all(t.is_cpu and t.is_contiguous() for t in tensors) and row_scales.numel() == count
-                and column_scales.numel() == width and (bias is None or (bias.dtype == torch.float32
-                                                                         and bias.numel() == width))):
-            raise ValueError("scale_int8_products needs contiguous CPU tensors: int32 products (R, N), float32 "
-                             "scales (R,) and (N,) and bias (N,)")
-        out = products.view(torch.float32)
-        loaded.scale_int8_products(products.data_ptr(), row_scales.data_ptr(), column_scales.data_ptr(),
-              0 if bias is None else bias.data_ptr(), out.data_ptr(), count, width, relu)
-        return out
-
-    def few_rows(quantized: Tensor, packed: Tensor, outputs: int) -> Tensor | None:
-        """int8 rows (R, K) x int8 weights packed by nmt.model.quantize.vnni_pack (`outputs` of them) ->
-        int32 products (R, outputs), exact; None where the kernel does not take these sizes (more than 8 rows,
-        or a build without AVX-512 VNNI): then torch._int_mm does."""
-        check_packed(quantized, packed, outputs)
-        count, width = quantized.shape
-        if count > 8:
-            return None
-        out = torch.empty(count, outputs, dtype=torch.int32)
-        if loaded.int8_few_rows_products(quantized.data_ptr(), packed.data_ptr(), out.data_ptr(), count, outputs,
-                                         width):
-            return None
-        return out
-
-    return quantize, scale_back, few_rows
-
-
-def check_packed(quantized: Tensor, packed: Tensor, outputs: int) -> None:
-    if not (quantized.dtype == torch.int8 and packed.dtype == torch.uint8 and quantized.is_cpu and packed.is_cpu
-            and quantized.is_contiguous() and packed.is_contiguous()
-            and packed.numel() == (outputs + 15) // 16 * 16 * quantized.size(1)):
-        raise ValueError("the few-rows kernels need contiguous CPU tensors: int8 rows (R, K) and the weights as "
-                         "vnni_pack packs them")
-
-
-def products_built(loaded: ctypes.CDLL, bits: int) -> bool:
-    """Whether this build multiplies rows of `bits` (7: int7_rows_products, AVX2; 8: int8_few_rows_products,
-    AVX-512 VNNI): each returns 1 on a build without its instructions, which a one-row product shows."""
+        return False
     rows, weights = torch.zeros(1, 4, dtype=torch.int8), torch.zeros(64, dtype=torch.uint8)  # held: the call writes
     out = torch.zeros(1, 1, dtype=torch.int32)
-    probe = loaded.int7_rows_products if bits == 7 else loaded.int8_few_rows_products
+    probe = loaded.int7_rows_products if bits == 7 else loaded.int8_rows_products
     return probe(rows.data_ptr(), weights.data_ptr(), out.data_ptr(), 1, 1, 4) == 0
 
 
 @functools.cache
-def int7_rows_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor | None, bool], Tensor] | None:
-    """int7_rows_linear as a function of tensors, for CPUs without VNNI (nmt.model.quantize), or None where the
-    kernels are unavailable or built without AVX2 (int7_rows_products, which it calls, is probed)."""
+def int8_linear_kernel() -> Callable[..., Tensor] | None:
+    """int8_linear, int8_fp32's one product, as a function of tensors, or None where the kernels are unavailable."""
     loaded = library()
-    if loaded is None or not products_built(loaded, 7):
+    if loaded is None:
         return None
 
-    def rows_linear(rows: Tensor, packed: Tensor, scale: Tensor, bias: Tensor | None, relu: bool) -> Tensor:
-        """float32 rows (R, K) -> float32 (R, N): each row quantized to 7 bits on its own scale, times the int8
-        weights `packed` by vnni_pack, scaled back by the row's scale and `scale` (N,), plus bias (N,), ReLU
-        if `relu`. scale and bias float32 and contiguous (the layer's own)."""
+    def int8_linear(rows: Tensor, packed: Tensor, scale: Tensor, bias: Tensor | None, relu: bool, bits: int) -> Tensor:
+        """float32 rows (R, K) -> float32 (R, N): each row quantized to `bits` (8 or 7) on its own scale, times the
+        int8 weights `packed` by vnni_pack, scaled back by the row's scale and `scale` (N,), plus bias (N,),
+        ReLU if `relu`. scale and bias float32 and contiguous (the layer's own)."""
         count, width = rows.shape
         outputs = scale.size(0)
         if not (rows.dtype == torch.float32 and rows.is_cpu and packed.dtype == torch.uint8 and packed.is_contiguous()
-                and packed.numel() == (outputs + 15) // 16 * 16 * width and count):
-            raise ValueError("int7_rows_linear needs float32 CPU rows (R, K) and weights packed by vnni_pack")
+                and packed.numel() == (outputs + 15) // 16 * 16 * width and count and bits in (7, 8)):
+            raise ValueError("int8_linear needs float32 CPU rows (R, K) and weights packed by vnni_pack")
         rows = rows.contiguous()
         out = torch.empty(count, outputs)
-        failed = loaded.int7_rows_linear(rows.data_ptr(), packed.data_ptr(), scale.data_ptr(),
-                                         0 if bias is None else bias.data_ptr(), out.data_ptr(), count, outputs,
-                                         width, relu)
+        failed = loaded.int8_linear(rows.data_ptr(), packed.data_ptr(), scale.data_ptr(),
+                                    0 if bias is None else bias.data_ptr(), out.data_ptr(), count, outputs, width,
+                                    relu, bits)
         if failed == 2:
             raise MemoryError("the int8 kernel could not allocate its scratch memory")
         if failed:
-            raise ValueError("int7_rows_linear needs K a multiple of 4")
+            raise ValueError(f"int8_linear has no {bits}-bit products on this build, or K is not a multiple of 4")
         return out
 
-    return rows_linear
+    return int8_linear
 
 
 def layer_norm_kernel() -> Callable[[nn.LayerNorm], Callable[[Tensor], Tensor]] | None:

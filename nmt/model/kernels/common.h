@@ -164,7 +164,10 @@ HIDDEN void attend_source(const void *q, const uint16_t *keys, const uint16_t *v
                           void *out, float *work, int64_t N, int64_t K, int64_t H, int64_t S, int64_t D, float scale,
                           int32_t f32);
 
-/* int8.c: the steps of the int8 product */
+/* int8.c: the int8 product (int8_linear's, with scratch from the caller) and its steps */
+HIDDEN int32_t int8_product(const float *x, const uint8_t *packed, const float *column_scales, const float *bias,
+                            float *out, int8_t *q, float *row_scales, int64_t R, int64_t N, int64_t K, int32_t relu,
+                            int32_t bits);
 HIDDEN void quantize_rows(const float *x, int8_t *q, float *scales, int64_t R, int64_t K, float levels);
 HIDDEN void scale_products(const int32_t *products, const float *row_scales, const float *column_scales,
                            const float *bias, float *out, int64_t R, int64_t N, int32_t relu);

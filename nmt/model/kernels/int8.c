@@ -39,11 +39,6 @@ void quantize_rows(const float *x, int8_t *q, float *scales, int64_t R, int64_t 
     }
 }
 
-/* quantize_rows_int8: quantize_rows to [-127, 127], int8 out. */
-void quantize_rows_int8(const float *x, int8_t *q, float *scales, int64_t R, int64_t K) {
-    quantize_rows(x, q, scales, R, K, 127.0f);
-}
-
 /* scale_products: int32 products (R, N) of rows quantized by quantize_rows and int8 weights, back to float32
    in place (out may be the products' own memory): products x the row's scale x the column's scale, plus
    bias (N,) if not NULL, then a ReLU if relu. */
@@ -72,11 +67,6 @@ void scale_products(const int32_t *products, const float *row_scales, const floa
     }
 }
 
-void scale_int8_products(const int32_t *products, const float *row_scales, const float *column_scales,
-                         const float *bias, float *out, int64_t R, int64_t N, int32_t relu) {
-    scale_products(products, row_scales, column_scales, bias, out, R, N, relu);
-}
-
 /* 128 x the sum of each of R int8 rows (R, K): what a product of the rows by weights stored + 128 as unsigned
    bytes holds beyond the products by the signed weights. */
 void unsigned_weight_corrections(const int8_t *rows, int32_t *out, int64_t R, int64_t K) {
@@ -87,51 +77,69 @@ void unsigned_weight_corrections(const int8_t *rows, int32_t *out, int64_t R, in
     }
 }
 
-/* int8_few_rows_products: int32 products (R, N) of R int8 rows (R, K), R <= 8, and int8 weights packed by
-   nmt.model.quantize.vnni_pack: for each block of 16 weight rows and each 4 of the K columns, 64 bytes,
-   the 16 rows' 4 values + 128 as unsigned bytes (weight rows past N are padding). Each block of weights is
-   read once for all the rows: vpdpbusd multiplies it by 4 bytes of a row broadcast to every lane, which
-   leaves each lane the sum of its own weight row (no sums across lanes); less 128 x the row's sum.
-   For the few rows of a decoding step at batch 1 or 2 (a beam of 1-8), where a GEMM library's int8 kernel
-   is slow. The products are exact int32 sums, the same whichever kernel computes them. Returns 1 where it
-   cannot (a build without AVX-512 VNNI, K not a multiple of 4, R outside 1-8). */
+/* int8_rows_products: int32 products (R, N) of R int8 rows (R, K), any number of them, and int8 weights packed
+   by nmt.model.quantize.vnni_pack: for each block of 16 weight rows and each 4 of the K columns, 64 bytes, the
+   16 rows' 4 values + 128 as unsigned bytes (weight rows past N are padding). vpdpbusd multiplies a block's
+   64 bytes by 4 bytes of a row broadcast to every lane, which leaves each lane the sum of its own weight row
+   (no sums across lanes); less 128 x the row's sum. Each block of 16 weight rows (K x 16 bytes, in L1) is
+   read once for every 8 rows, the rows' count a constant of the inner loop (1-8). The products are exact
+   int32 sums, the same whichever kernel computes them. Returns 1 where it cannot (a build without AVX-512
+   VNNI, K not a multiple of 4, R < 1), 2 where scratch memory fails. */
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && W == 16
 
-int32_t int8_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
-                               int64_t K) {
-    if (K % 4 || R < 1 || R > 8) return 1;
-    int64_t groups = K / 4;
-    int32_t sums[8];
+static inline __attribute__((always_inline)) void int8_block_rows(const int ROWS, const int8_t *rows,
+                                                                  const uint8_t *block, const int32_t *sums,
+                                                                  int32_t *out, int64_t N, int64_t K, int64_t n0) {
+    __m512i acc[8];
+    for (int r = 0; r < ROWS; r++) acc[r] = _mm512_setzero_si512();
+    for (int64_t g = 0; g < K / 4; g++) {
+        __m512i w = _mm512_loadu_si512(block + g * 64);
+        for (int r = 0; r < ROWS; r++) {
+            int32_t four;
+            memcpy(&four, rows + r * K + g * 4, sizeof four);
+            acc[r] = _mm512_dpbusd_epi32(acc[r], w, _mm512_set1_epi32(four));
+        }
+    }
+    __mmask16 valid = N - n0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (N - n0)) - 1);
+    for (int r = 0; r < ROWS; r++)
+        _mm512_mask_storeu_epi32(out + r * N + n0, valid, _mm512_sub_epi32(acc[r], _mm512_set1_epi32(sums[r])));
+}
+
+int32_t int8_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
+                           int64_t K) {
+    if (K % 4 || R < 1) return 1;
+    int32_t *sums = malloc((size_t)R * sizeof(int32_t));
+    if (!sums) return 2;
     unsigned_weight_corrections(rows, sums, R, K);
     for (int64_t n0 = 0; n0 < N; n0 += 16) {
-        const uint8_t *block = packed + n0 / 16 * groups * 64;
-        __m512i acc[8];
-        for (int r = 0; r < 8; r++) acc[r] = _mm512_setzero_si512();
-        for (int64_t g = 0; g < groups; g++) {
-            __m512i w = _mm512_loadu_si512(block + g * 64);
-            for (int r = 0; r < 8; r++) {
-                if (r >= R) break;
-                int32_t four;
-                memcpy(&four, rows + r * K + g * 4, sizeof four);
-                acc[r] = _mm512_dpbusd_epi32(acc[r], w, _mm512_set1_epi32(four));
+        const uint8_t *block = packed + n0 / 16 * (K / 4) * 64;
+        for (int64_t r0 = 0; r0 < R; r0 += 8) {
+            const int8_t *eight = rows + r0 * K;
+            int32_t *at = out + r0 * N;
+            switch (R - r0 < 8 ? R - r0 : 8) {
+            case 1: int8_block_rows(1, eight, block, sums + r0, at, N, K, n0); break;
+            case 2: int8_block_rows(2, eight, block, sums + r0, at, N, K, n0); break;
+            case 3: int8_block_rows(3, eight, block, sums + r0, at, N, K, n0); break;
+            case 4: int8_block_rows(4, eight, block, sums + r0, at, N, K, n0); break;
+            case 5: int8_block_rows(5, eight, block, sums + r0, at, N, K, n0); break;
+            case 6: int8_block_rows(6, eight, block, sums + r0, at, N, K, n0); break;
+            case 7: int8_block_rows(7, eight, block, sums + r0, at, N, K, n0); break;
+            default: int8_block_rows(8, eight, block, sums + r0, at, N, K, n0); break;
             }
         }
-        __mmask16 valid = N - n0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (N - n0)) - 1);
-        for (int r = 0; r < R; r++)
-            _mm512_mask_storeu_epi32(out + r * N + n0, valid, _mm512_sub_epi32(acc[r], _mm512_set1_epi32(sums[r])));
     }
+    free(sums);
     return 0;
 }
 #else
-int32_t int8_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
-                               int64_t K) {
+int32_t int8_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
+                           int64_t K) {
     (void)rows, (void)packed, (void)out, (void)R, (void)N, (void)K;
     return 1;
 }
 #endif
 
-/* int7_rows_products: int8_few_rows_products for rows quantized by quantize_rows to [-63, 63], with
-   AVX2 alone, and any number of rows: vpmaddubsw multiplies a block's unsigned weight bytes by 4 bytes of a
+/* int7_rows_products: int8_rows_products for rows quantized by quantize_rows to [-63, 63], with AVX2 alone: vpmaddubsw multiplies a block's unsigned weight bytes by 4 bytes of a
    row broadcast to every lane and sums pairs in 16 bits (at most 2 x 255 x 63, no saturation), vpmaddwd sums
    those pairs into each lane's int32; less 128 x the row's sum. Each block of 16 weight rows (K x 16 bytes,
    in L1 or L2) is read once for every 8 rows, the rows' count a constant of the inner loop (1-8): 68-79
@@ -202,14 +210,25 @@ int32_t int7_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *o
 }
 #endif
 
-/* int7_rows_linear: an int8 layer on float32 rows for CPUs without VNNI, in one call: x (R, K) -> out (R, N)
-   float32, each row quantized to [-63, 63] on its own scale (quantize_rows), times the int8 weights packed by
-   vnni_pack (int7_rows_products: exact int32 sums), scaled back by the row's and the output channels' scales
-   (N,), plus bias (N,) if not NULL, then a ReLU if relu (scale_products). out's memory holds the products in
-   between. A row's result is what it would be alone. Returns 1 where int7_rows_products cannot, 2 where
-   scratch memory fails. */
-int32_t int7_rows_linear(const float *x, const uint8_t *packed, const float *column_scales, const float *bias,
-                         float *out, int64_t R, int64_t N, int64_t K, int32_t relu) {
+/* int8_product: an int8 layer of int8_fp32 on float32 rows x (R, K) -> out (R, N): each row quantized on its own
+   scale (to 7 bits with bits == 7, AVX2; else 8, VNNI), times the int8 weights packed by vnni_pack (exact int32
+   sums: int7_rows_products, int8_rows_products), scaled back by the row's and the output channels' scales
+   (N,), plus bias (N,) if not NULL, then a ReLU if relu. out's memory holds the products in between; q (R x K
+   bytes) and row_scales (R floats) are scratch. A row's result is what it would be alone. Returns 1 where the
+   products kernel cannot, 2 where its scratch memory fails. */
+int32_t int8_product(const float *x, const uint8_t *packed, const float *column_scales, const float *bias, float *out,
+                     int8_t *q, float *row_scales, int64_t R, int64_t N, int64_t K, int32_t relu, int32_t bits) {
+    quantize_rows(x, q, row_scales, R, K, bits == 7 ? 63.0f : 127.0f);
+    int32_t failed = bits == 7 ? int7_rows_products(q, packed, (int32_t *)out, R, N, K)
+                               : int8_rows_products(q, packed, (int32_t *)out, R, N, K);
+    if (!failed) scale_products((const int32_t *)out, row_scales, column_scales, bias, out, R, N, relu);
+    return failed;
+}
+
+/* int8_linear: int8_product with its own scratch: the one int8 product of int8_fp32 (nmt.model.quantize), which
+   the layer stacks (layers.c) run too. Returns as int8_product. */
+int32_t int8_linear(const float *x, const uint8_t *packed, const float *column_scales, const float *bias, float *out,
+                    int64_t R, int64_t N, int64_t K, int32_t relu, int32_t bits) {
     if (K % 4 || R < 1) return 1;
     int8_t *q = malloc((size_t)R * (size_t)K);
     float *scales = malloc((size_t)R * sizeof(float));
@@ -217,9 +236,7 @@ int32_t int7_rows_linear(const float *x, const uint8_t *packed, const float *col
         free(q), free(scales);
         return 2;
     }
-    quantize_rows(x, q, scales, R, K, 63.0f);
-    int32_t failed = int7_rows_products(q, packed, (int32_t *)out, R, N, K);
-    if (!failed) scale_products((const int32_t *)out, scales, column_scales, bias, out, R, N, relu);
+    int32_t failed = int8_product(x, packed, column_scales, bias, out, q, scales, R, N, K, relu, bits);
     free(q), free(scales);
     return failed;
 }

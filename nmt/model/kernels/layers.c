@@ -45,26 +45,6 @@ void decode_layer_norm(const float *x, const float *weight, const float *bias, f
     layer_norm(x, weight, bias, out, R, D, eps);
 }
 
-/* rows_linear: an int8 layer of int8_fp32 on float32 rows x (R, K) -> out (R, N): each row quantized on its own
-   scale (to 7 bits with bits == 7, AVX2; else 8, VNNI), multiplied 8 rows at a time by the weights `w`
-   (packed by vnni_pack, then the channels' scales (N,), then the bias (N,) or NULL), scaled back, ReLU if
-   relu: the same floats as int7_rows_linear (or quantize_rows_int8, int8_few_rows_products and
-   scale_int8_products, and torch._int_mm's exact products where it takes more than 8 rows).
-   q: R x K bytes and row_scales: R floats of scratch. Returns 1 where the products kernel cannot. */
-static int32_t rows_linear(const float *x, const void *const *w, float *out, int8_t *q, float *row_scales, int64_t R,
-                           int64_t N, int64_t K, int32_t relu, int32_t bits) {
-    quantize_rows(x, q, row_scales, R, K, bits == 7 ? 63.0f : 127.0f);
-    for (int64_t first = 0; first < R; first += 8) { /* 8 rows at a time: they stay in L1 */
-        int64_t rows = R - first < 8 ? R - first : 8;
-        int32_t *products = (int32_t *)out + first * N;
-        int32_t failed = bits == 7 ? int7_rows_products(q + first * K, w[0], products, rows, N, K)
-                                   : int8_few_rows_products(q + first * K, w[0], products, rows, N, K);
-        if (failed) return failed;
-    }
-    scale_products((const int32_t *)out, row_scales, w[1], w[2], out, R, N, relu);
-    return 0;
-}
-
 /* a x b x c, or SIZE_MAX where it overflows (a malloc of it then fails) */
 static inline size_t product_or_max(int64_t a, int64_t b, int64_t c) {
     size_t ab, abc;
@@ -111,7 +91,7 @@ static void rows_free(Rows *s) { free(s->h), free(s->q); }
 
 static int32_t linear_rows(const Rows *s, const float *in, const void *const *w, float *out, int64_t N, int64_t K,
                            int32_t relu) {
-    return rows_linear(in, w, out, s->q, s->row_scales, s->R, N, K, relu, s->bits);
+    return int8_product(in, w[0], w[1], w[2], out, s->q, s->row_scales, s->R, N, K, relu, s->bits);
 }
 
 /* A sublayer's input: x, or (pre-norm) its norm (norm: weight, bias) in s->h. */
@@ -142,7 +122,7 @@ static int32_t feed_forward(const Rows *s, float *x, const void *const *up, cons
    from Python cost more than their work). x (R, D) float32, R = N*K rows (K per sentence), the embedded
    tokens in, the last layer's output out. weights: DECODER_WEIGHTS x POINTERS_PER_WEIGHT per layer, in the
    order of enum nmt_decoder_weight (nmt_kernels.h): a linear layer's packed weights, scales and bias
-   (rows_linear), a norm's weight and bias. self_cache: the layer's self keys then values, (capacity, R, H, Dh)
+   (int8_product), a norm's weight and bias. self_cache: the layer's self keys then values, (capacity, R, H, Dh)
    bf16, this step's keys and values written at position `step` (rounded as torch rounds to bf16);
    cross_cache: the layer's cross keys then values (N, H, S, Dh) bf16, each source's lengths[n] tokens first.
    The attention is decode_self_attention's and decode_cross_attention's, the norms decode_layer_norm's:

@@ -58,15 +58,12 @@ NMT_API int32_t decode_sentence_logits_int7(const float *q, const float *shared,
                                             int64_t F, int64_t width);
 
 /* int8.c */
-NMT_API void quantize_rows_int8(const float *x, int8_t *q, float *scales, int64_t R, int64_t K);
-NMT_API void scale_int8_products(const int32_t *products, const float *row_scales, const float *column_scales,
-                                 const float *bias, float *out, int64_t R, int64_t N, int32_t relu);
-NMT_API int32_t int8_few_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
-                                       int64_t K);
+NMT_API int32_t int8_linear(const float *x, const uint8_t *packed, const float *column_scales, const float *bias,
+                            float *out, int64_t R, int64_t N, int64_t K, int32_t relu, int32_t bits);
+NMT_API int32_t int8_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
+                                   int64_t K);
 NMT_API int32_t int7_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
                                    int64_t K);
-NMT_API int32_t int7_rows_linear(const float *x, const uint8_t *packed, const float *column_scales,
-                                 const float *bias, float *out, int64_t R, int64_t N, int64_t K, int32_t relu);
 
 /* layers.c */
 NMT_API void decode_layer_norm(const float *x, const float *weight, const float *bias, float *out, int64_t R,

@@ -121,7 +121,7 @@ int32_t decode_sentence_logits(const void *q, const void *shared, const uint16_t
 /* decode_sentence_logits_int7: decode_sentence_logits for int8_fp32 on CPUs without VNNI, over the output
    projection's int8 weights: each row of q (N*K, D) float32 is quantized to 7 bits on its own scale
    (quantize_rows), each own token's logit is the exact int32 sum over its weight row, stored + 128 as
-   unsigned bytes (weights (V, D), row ids[starts[n] + j]), scaled back as scale_int8_products does: x the
+   unsigned bytes (weights (V, D), row ids[starts[n] + j]), scaled back as int8_product does: x the
    row's scale x the token's scale (scales (V,)) + bias. The shared logits (N*K, F) float32 are copied. Half
    the bytes of the bf16 kernel's weights, and vpmaddubsw's 32 products an instruction. Returns 1 where it
    cannot (a build without AVX2, D not a multiple of 32, scratch memory), 2 as decode_sentence_logits. */
