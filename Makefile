@@ -98,8 +98,8 @@ model: setup
 		--max-steps 9000 --decay linear --warmup 600 --lr 2e-3 --max-tokens 4096 --threads 2 --log-every 50 \
 		--valid-every 1000 --save-every 250 --keep-last 2 --augment
 	$(BIN)/nmt tune --model $(MODEL_RUN)/last.pt --valid multi30k:valid --beams 4,5 --lenpens 0.6,0.8,1.0,1.2 \
-		--no-repeat-ngram 4 --clause-split 32 --protect-names --half --out data/models/en-fr.pt
-	$(BIN)/nmt shortlist --model data/models/en-fr.pt --data multi30k,tatoeba --out data/models/en-fr.pt
+		--no-repeat-ngram 4 --clause-split 32 --protect-names --half --output data/models/en-fr.pt
+	$(BIN)/nmt shortlist --model data/models/en-fr.pt --data multi30k,tatoeba --output data/models/en-fr.pt
 	$(BIN)/nmt eval --test multi30k:test_2016_flickr --lc-tok --exact
 	$(BIN)/nmt eval --test multi30k:test_2017_flickr --lc-tok --exact
 	$(BIN)/nmt eval --test robustness:test --exact
@@ -144,13 +144,13 @@ model-general: setup
 		--precision auto --max-minutes $(GENERAL_MINUTES) --decay linear --warmup 1000 --lr 1.5e-3 --max-tokens 4096 \
 		--threads 2 --valid-every 2000 --save-every 500 --keep-last 5 --log-every 100 --out $(GENERAL_RUN)
 	$(TIMED) average -- $(BIN)/nmt average $(GENERAL_RUN)/step*.pt --valid europarl:dev,tatoeba:dev --limit 500 \
-		--out $(GENERAL_RUN)/averaged.pt
+		--output $(GENERAL_RUN)/averaged.pt
 	$(TIMED) tune -- $(BIN)/nmt tune --model $(GENERAL_RUN)/averaged.pt \
 		--valid europarl:dev,tatoeba:dev --limit 500 --beams 4,5 --lenpens 0.6,1.0,1.2 --no-repeat-ngram 4 \
 		--protect-names \
-		--half --out $(GENERAL_RUN)/tuned.pt
+		--half --output $(GENERAL_RUN)/tuned.pt
 	$(TIMED) shortlist -- $(BIN)/nmt shortlist --model $(GENERAL_RUN)/tuned.pt \
-		--prepared "$$(tail -n 1 $(GENERAL_RUN)/prepared.txt)" --out data/models/general.pt
+		--prepared "$$(tail -n 1 $(GENERAL_RUN)/prepared.txt)" --output data/models/general.pt
 	for test in europarl:test news-commentary:dev_newsdiscuss tatoeba:dev multi30k:test_2016_flickr robustness:test; do \
 		$(TIMED) eval-$$test -- $(BIN)/nmt eval --model data/models/general.pt --test $$test \
 			--format jsonl >> $(GENERAL_RUN)/scores.jsonl || exit 1; done

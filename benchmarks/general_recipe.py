@@ -125,7 +125,7 @@ def report() -> None:
               "/ character | europarl:dev BLEU / chrF | tatoeba:dev | dev_newsdiscuss |\n"
               "|---|---|---|---|---|---|---|---|---|---|")
     print(header + "\n" + "\n".join(rows))
-    subprocess.run(NMT + ["plot", *runs, "--x", "minutes", "--out", "benchmarks/general-proxies.png"], check=True,
+    subprocess.run(NMT + ["plot", *runs, "--x", "minutes", "--output", "benchmarks/general-proxies.png"], check=True,
                    cwd=ROOT)
 
 

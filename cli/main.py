@@ -406,7 +406,7 @@ def score(
 @app.command()
 def attention(
     text: str = typer.Option(..., "--text", help="One English sentence."),
-    out: Path = typer.Option(Path("attention.png"), "--out", help="Where to write the PNG."),
+    out: Path = typer.Option(Path("attention.png"), "--output", "-o", help="Where to write the PNG."),
     model: Path = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     layer: int = typer.Option(None, "--layer", help="Decoder layer, 1 = the first. Default: the one alignments use "
                               "(nmt.decoding.alignment.ALIGNMENT_LAYER from the top)."),
@@ -723,7 +723,7 @@ def evaluate(
 @app.command()
 def average(
     checkpoints: list[Path] = typer.Argument(..., help="Checkpoints of one model to average."),
-    out: Path = typer.Option(..., "--out", help="Where to write the averaged checkpoint."),
+    out: Path = typer.Option(..., "--output", "-o", help="Where to write the averaged checkpoint."),
     valid: str = typer.Option(None, "--valid", help="Average the latest k checkpoints for the k (1 to all) with the "
                               "best greedy BLEU on these sets (CORPUS:SPLIT, comma-separated), instead of all."),
     limit: int = typer.Option(None, "--limit", help="With --valid: the first N pairs of each set only."),
@@ -771,7 +771,7 @@ def tune(
                               "comma-separated, tuned on together (europarl:dev,tatoeba:dev)."),
     beams: str = typer.Option("1,4,5", "--beams", help="Beam sizes to try, comma-separated."),
     lenpens: str = typer.Option("0.6,0.8,1.0,1.2", "--lenpens", help="Length penalties to try."),
-    out: Path = typer.Option(..., "--out", help="Write the checkpoint with the best decoding defaults here."),
+    out: Path = typer.Option(..., "--output", "-o", help="Write the checkpoint with the best decoding defaults here."),
     half: bool = typer.Option(False, "--half", help="Store the weights in fp16 (half the size)."),
     limit: int = typer.Option(None, "--limit", help="Tune on the first N pairs of each set only."),
     no_repeat_ngram: int = typer.Option(0, "--no-repeat-ngram", help="Tune with repeated n-grams of N tokens "
@@ -813,7 +813,7 @@ def tune(
 @app.command("shortlist")
 def build_shortlist(
     model: Path = typer.Option(..., "--model", "-m", help="Checkpoint to add the shortlist to."),
-    out: Path = typer.Option(..., "--out", help="Where to write the checkpoint with its shortlist."),
+    out: Path = typer.Option(..., "--output", "-o", help="Where to write the checkpoint with its shortlist."),
     data: str = typer.Option(None, "--data", help="Embedded training corpora, as for nmt train (e.g. "
                              "multi30k,tatoeba)."),
     src_file: str = typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok)."),
@@ -862,7 +862,7 @@ def build_shortlist(
 def plot(
     runs: list[str] = typer.Argument(..., help="`nmt train --out` folders (or their metrics.jsonl files); "
                                      "A,B for a run B that continued A (--init-from), drawn as one line."),
-    out: Path = typer.Option(None, "--out", help="PNG to write. Default the first run's folder/curves.png."),
+    out: Path = typer.Option(None, "--output", "-o", help="PNG to write. Default the first run's folder/curves.png."),
     x: str = typer.Option("steps", "--x", help="steps, or minutes of training time."),
 ) -> None:
     """Draw runs' loss and validation BLEU curves to one PNG."""

@@ -49,6 +49,6 @@ def test_translate_prints_alignments_and_attention_draws_a_picture(tiny_checkpoi
     assert refused.returncode == 2 and "--format jsonl" in refused.stderr
     picture = tmp_path / "heat.png"
     drawn = subprocess.run(NMT + ["attention", "--model", str(tiny_checkpoint), "--text", "A dog runs.", "--grid",
-                                  "--out", str(picture)], capture_output=True, text=True)
+                                  "--output", str(picture)], capture_output=True, text=True)
     assert drawn.returncode == 0, drawn.stderr
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -94,7 +94,7 @@ def test_tune_stores_the_best_decoding_defaults_and_half_precision_weights(tiny_
     out = tmp_path / "tuned.pt"
     result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "tune", "--model", str(tiny_checkpoint),
                              "--valid", "multi30k:valid", "--limit", "12", "--beams", "1,2", "--lenpens", "0.5,1.5",
-                             "--half", "--no-repeat-ngram", "4", "--out", str(out)], capture_output=True, text=True)
+                             "--half", "--no-repeat-ngram", "4", "--output", str(out)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     table = [line.split() for line in result.stdout.splitlines() if line.startswith("beam ")]
     assert len(table) == 3  # greedy once, beam 2 with both penalties
@@ -118,7 +118,7 @@ def test_empty_files_are_one_error_line_not_a_score(tmp_path):
 def test_tune_takes_several_validation_sets_each_cut_to_the_limit(tiny_checkpoint, tmp_path):
     def bleu_table(valid: str) -> list[str]:
         result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "tune", "--model", str(tiny_checkpoint),
-                                 "--valid", valid, "--limit", "8", "--beams", "1", "--lenpens", "1.0", "--out",
+                                 "--valid", valid, "--limit", "8", "--beams", "1", "--lenpens", "1.0", "-o",
                                  str(tmp_path / "tuned.pt")], capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
         return [line.split(": ", 1)[1] for line in result.stdout.splitlines() if line.startswith("beam")]

@@ -394,6 +394,39 @@ def test_beam_top_k_kernel_equals_topk_over_the_sums(build, sentences, width, vo
                 assert row_indices[j] > row_indices[j + 1]
 
 
+@pytest.mark.parametrize("bits", [7, 8])
+def test_the_int8_product_computes_torchs_integers_in_every_build(build, bits):
+    """int8_linear, int8_fp32's one product, in each build this CPU runs (its own, and AVX2 alone, where 8-bit
+    rows have no products), against the same op in torch (nmt.model.quantize.int8_linear) on adversarial
+    rows: a zero row, huge and tiny values, a row whose largest value is negative, widths and channel counts
+    that are not a multiple of the vectors; each row alike alone and among others."""
+    from nmt.model.quantize import int8_linear, quantize_rows, vnni_pack
+
+    loaded = native.library()
+    if not native.products_built(loaded, bits):
+        pytest.skip(f"no {bits}-bit products in this build (8 bits need AVX-512 VNNI)")
+    kernel = native.int8_linear_kernel()
+    generator = torch.Generator().manual_seed(5)
+    for inputs, outputs in ((4, 1), (36, 17), (260, 1000)):
+        weight = torch.randn(outputs, inputs, generator=generator)
+        quantized, scale = quantize_rows(weight)
+        scale, bias = scale.float(), torch.randn(outputs, generator=generator)
+        rows = torch.randn(11, inputs, generator=generator)
+        rows[0] = 0
+        rows[1] *= 1e30
+        rows[2] *= 1e-30
+        rows[3, 0] = -1e4  # the largest magnitude negative
+        rows[4] = 3.0  # every value the same
+        packed = vnni_pack(quantized)
+        for relu in (False, True):
+            ours = kernel(rows, packed, scale, bias, relu, bits)
+            theirs = int8_linear(rows, quantized, scale, bias, relu, bits)
+            torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-5)  # the same integers, an FMA apart
+            for row in range(rows.size(0)):
+                assert torch.equal(kernel(rows[row : row + 1], packed, scale, bias, relu, bits), ours[row : row + 1])
+        assert torch.equal(ours[0], bias.relu())  # a zero row: the bias alone
+
+
 @pytest.mark.parametrize("flags", native.FLAG_SETS, ids=["native", "avx2"])
 def test_the_kernels_compile_without_a_warning_in_every_build(tmp_path, flags):
     """Each instruction-set build as native.py compiles it, with -Wall -Wextra as errors (issue 65)."""

@@ -255,7 +255,7 @@ def test_cli_builds_a_shortlist_into_the_checkpoint_and_translates_with_it(tiny_
     assert without.returncode == 2
     assert without.stderr.decode() == "error: this model holds no shortlist: `nmt shortlist` adds one\n"
     out = tmp_path / "listed.pt"
-    built = nmt("shortlist", "--model", str(tiny_checkpoint), "--data", "multi30k", "--out", str(out),
+    built = nmt("shortlist", "--model", str(tiny_checkpoint), "--data", "multi30k", "--output", str(out),
                 "--per-token", "5", "--frequent", "50")
     assert built.returncode == 0, built.stderr.decode()
     stored = load_checkpoint(out).shortlist
@@ -307,8 +307,8 @@ def test_a_shortlist_from_a_prepared_folder_counts_the_same_pairs_as_from_their_
     folder = made.stdout.strip().splitlines()[-1]
     options = ("--per-token", "5", "--frequent", "50")
     from_text = nmt("shortlist", "--model", str(tiny_checkpoint), "--src-file", str(tmp_path / "a.en"), "--tgt-file",
-                    str(tmp_path / "a.fr"), "--out", str(tmp_path / "text.pt"), *options)
-    from_ids = nmt("shortlist", "--model", str(tiny_checkpoint), "--prepared", folder, "--out",
+                    str(tmp_path / "a.fr"), "--output", str(tmp_path / "text.pt"), *options)
+    from_ids = nmt("shortlist", "--model", str(tiny_checkpoint), "--prepared", folder, "--output",
                    str(tmp_path / "ids.pt"), *options)
     assert from_text.returncode == 0 and from_ids.returncode == 0, from_ids.stderr.decode()
     assert b"from 300 pairs" in from_ids.stdout
@@ -317,14 +317,14 @@ def test_a_shortlist_from_a_prepared_folder_counts_the_same_pairs_as_from_their_
     # the counts are kept in the folder: lists of other sizes come from them, the same as counted afresh
     assert (Path(folder) / "cooccurrences.npz").is_file()
     other = ("--per-token", "3", "--frequent", "20")
-    again = nmt("shortlist", "--model", str(tiny_checkpoint), "--prepared", folder, "--out", str(tmp_path / "kept.pt"),
+    again = nmt("shortlist", "--model", str(tiny_checkpoint), "--prepared", folder, "-o", str(tmp_path / "kept.pt"),
                 *other)
     afresh = nmt("shortlist", "--model", str(tiny_checkpoint), "--src-file", str(tmp_path / "a.en"), "--tgt-file",
-                 str(tmp_path / "a.fr"), "--out", str(tmp_path / "afresh.pt"), *other)
+                 str(tmp_path / "a.fr"), "--output", str(tmp_path / "afresh.pt"), *other)
     assert again.returncode == 0 and afresh.returncode == 0, again.stderr.decode()
     kept, counted = (load_checkpoint(tmp_path / name).shortlist for name in ("kept.pt", "afresh.pt"))
     assert torch.equal(kept.table, counted.table) and torch.equal(kept.frequent, counted.frequent)
-    both = nmt("shortlist", "--model", str(tiny_checkpoint), "--prepared", folder, "--data", "multi30k", "--out",
+    both = nmt("shortlist", "--model", str(tiny_checkpoint), "--prepared", folder, "--data", "multi30k", "--output",
                str(tmp_path / "x.pt"))
     assert both.returncode == 2 and b"not both" in both.stderr
 

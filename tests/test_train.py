@@ -162,7 +162,7 @@ def test_tiny_model_learns_through_the_cli_and_its_checkpoints_translate(corpus,
     plotted = nmt("plot", str(out))
     assert plotted.returncode == 0, plotted.stderr
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    averaged = nmt("average", str(out / "step0000030.pt"), str(out / "step0000060.pt"), "--out",
+    averaged = nmt("average", str(out / "step0000030.pt"), str(out / "step0000060.pt"), "--output",
                    str(tmp_path / "avg.pt"))
     assert averaged.returncode == 0, averaged.stderr
     a, b = (load_checkpoint(out / f"step00000{n}.pt").weights for n in (30, 60))
@@ -170,7 +170,7 @@ def test_tiny_model_learns_through_the_cli_and_its_checkpoints_translate(corpus,
     torch.testing.assert_close(avg["embed.weight"], (a["embed.weight"] + b["embed.weight"]) / 2)
     # by validation: the latest checkpoint alone or both, whichever scores better, and the file is that one
     chosen = nmt("average", str(out / "step0000060.pt"), str(out / "step0000030.pt"), "--valid", "multi30k:valid",
-                 "--limit", "20", "--out", str(tmp_path / "chosen.pt"))
+                 "--limit", "20", "--output", str(tmp_path / "chosen.pt"))
     assert chosen.returncode == 0, chosen.stderr
     bleus = [float(line.split("greedy BLEU ")[1].split()[0]) for line in chosen.stdout.splitlines()
              if line.startswith("the latest ")]
@@ -188,12 +188,12 @@ def test_plot_draws_several_runs_against_minutes_and_refuses_other_axes(tmp_path
                    {"step": 20, "valid_loss": 4.0, "valid_bleu": bleu, "elapsed_s": 120.0}]
         (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     result = nmt("plot", str(tmp_path / "old"), str(tmp_path / "new" / "metrics.jsonl"), "--x", "minutes",
-                 "--out", str(tmp_path / "both.png"))
+                 "--output", str(tmp_path / "both.png"))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "both.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     phases = chained([str(tmp_path / "old"), str(tmp_path / "new")], "elapsed_s")
     assert [r["elapsed_s"] for r in phases] == [60.0, 120.0, 180.0, 240.0]  # new continued old
-    chain = nmt("plot", f"{tmp_path / 'old'},{tmp_path / 'new'}", "--out", str(tmp_path / "chain.png"))
+    chain = nmt("plot", f"{tmp_path / 'old'},{tmp_path / 'new'}", "--output", str(tmp_path / "chain.png"))
     assert chain.returncode == 0 and (tmp_path / "chain.png").is_file()
     wrong = nmt("plot", str(tmp_path / "old"), "--x", "hours")
     assert wrong.returncode == 2 and wrong.stderr.strip() == "error: --x must be steps or minutes, not 'hours'"
@@ -201,7 +201,7 @@ def test_plot_draws_several_runs_against_minutes_and_refuses_other_axes(tmp_path
     assert missing.returncode == 2 and "no metrics.jsonl" in missing.stderr
     bleu_only = tmp_path / "card.jsonl"  # a run known only by the BLEU its model card lists
     bleu_only.write_text(json.dumps({"step": 20, "valid_bleu": 31.0, "elapsed_s": 100.0}) + "\n")
-    drawn = nmt("plot", str(bleu_only), str(tmp_path / "new"), "--out", str(tmp_path / "card.png"))
+    drawn = nmt("plot", str(bleu_only), str(tmp_path / "new"), "--output", str(tmp_path / "card.png"))
     assert drawn.returncode == 0 and (tmp_path / "card.png").is_file(), drawn.stderr
 
 
@@ -239,12 +239,12 @@ def test_ema_is_saved_in_every_checkpoint_resumed_exactly_and_averaged_on_reques
     slim = write_slim_resume_point(straight / "last.pt", tmp_path / "slim.pt")
     assert slim.ema is None  # kept small: a resume from it starts the average afresh
     averaged = tmp_path / "ema.pt"
-    result = nmt("average", "--ema", str(straight / "last.pt"), "--out", str(averaged))
+    result = nmt("average", "--ema", str(straight / "last.pt"), "--output", str(averaged))
     assert result.returncode == 0, result.stderr
     assert torch.equal(load_checkpoint(averaged).weights[name], a.ema[name])
     plain = tmp_path / "plain"
     assert nmt(*train_args(corpus, plain, "--max-steps", "2", "--valid-every", "1000")).returncode == 0
-    refused = nmt("average", "--ema", str(plain / "last.pt"), "--out", str(tmp_path / "no.pt"))
+    refused = nmt("average", "--ema", str(plain / "last.pt"), "--output", str(tmp_path / "no.pt"))
     assert refused.returncode == 2 and "trained without --ema" in refused.stderr
 
 
@@ -295,7 +295,7 @@ def test_a_slim_resume_point_resumes_the_run_where_it_stood_with_a_short_rewarm(
     assert rates[99] == pytest.approx(planned[99] / 2, rel=0.02)  # ...is halfway after 100 updates...
     assert rates[201:] == pytest.approx(planned[201:])  # ...and then back on the run's own line
     weights_only = tmp_path / "weights.pt"
-    assert nmt("average", str(first / "last.pt"), "--out", str(weights_only)).returncode == 0
+    assert nmt("average", str(first / "last.pt"), "--output", str(weights_only)).returncode == 0
     with pytest.raises(UsageError, match="holds no training state"):
         write_slim_resume_point(weights_only, tmp_path / "again.pt")
     (tmp_path / "weights").mkdir()
