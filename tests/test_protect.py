@@ -19,6 +19,15 @@ def test_restoring_never_loses_or_repeats_an_entity():
         "Visitez", "aujourd'hui."]
 
 
+def test_an_entity_dropped_at_the_end_goes_back_before_the_closing_punctuation():
+    protected = protect("Dr. Marie Dupont will meet John Smith at noon in Room 4B.")
+    assert protected.originals == ("4B",)
+    assert protected.restore("Le Dr Marie Dupont rencontrera John Smith à midi en salle.") == (
+        "Le Dr Marie Dupont rencontrera John Smith à midi en salle 4B.")
+    assert protect("Is it AF1234?").restore("Est-ce ?") == "Est-ce AF1234 ?"  # French spacing kept
+    assert protect("We met in Room 4B").restore("On s'est vus en salle") == "On s'est vus en salle 4B"
+
+
 def test_text_that_already_holds_placeholder_brackets_is_left_alone():
     protected = protect("The symbol ⦅1⦆ costs $5.")
     assert protected.text == "The symbol ⦅1⦆ costs $5." and protected.restore("x ⦅1⦆") == "x ⦅1⦆"

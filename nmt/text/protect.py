@@ -145,13 +145,23 @@ class Protected:
         return re.sub(r" {2,}", " ", text).strip()
 
 
+# A sentence's closing punctuation, with the quotes and brackets after it: an entity that stood at the end of
+# the source goes before it ("in Room 4B." -> "en salle 4B.", not "en salle. 4B")
+CLOSING = re.compile(r"\s?[.!?\u2026:;]+[\"'\u00bb\u201d)\]]*$")
+
+
 def insert_at_word_boundary(text: str, entity: str, position: float) -> str:
-    """`text` with `entity` inserted at the space (or end) nearest `position` x its length."""
+    """`text` with `entity` inserted at the space nearest `position` x its length, or at its start or its end
+    (before its closing punctuation)."""
     if not text:
         return entity
+    closing = CLOSING.search(text)
+    end = closing.start() if closing else len(text)
     target = round(position * len(text))
-    boundaries = [0, len(text)] + [m.start() for m in re.finditer(r" ", text)]
+    boundaries = [0, end] + [m.start() for m in re.finditer(r" ", text[:end])]
     cut = min(boundaries, key=lambda b: abs(b - target))
+    if cut == end and closing:
+        return f"{text[:end].rstrip()} {entity}{text[end:]}".strip()
     return f"{text[:cut]} {entity} {text[cut:]}".strip()
 
 
