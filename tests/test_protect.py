@@ -28,6 +28,22 @@ def test_an_entity_dropped_at_the_end_goes_back_before_the_closing_punctuation()
     assert protect("We met in Room 4B").restore("On s'est vus en salle") == "On s'est vus en salle 4B"
 
 
+@pytest.mark.parametrize("english, french", [
+    ("The company lost $5bn last year.", "5 milliards de dollars"), ("It cost £2.5m.", "2,5 millions de livres"),
+    ("Debts of \u20ac1bn.", "1 milliard d'euros"), ("It cost $1,200bn.", "1\u202f200 milliards de dollars"),
+    ("The race is 10km long.", "10 km"), ("A 500GB drive.", "500 Go"), ("It reached 88kW.", "88 kW")])
+def test_amounts_and_units_with_english_abbreviations_come_back_as_french_writes_them(english, french):
+    protected = protect(english)
+    assert protected.originals == (french,) and "\u29851\u2986" in protected.text
+    assert protected.glued == ()  # rendered, not left to the model
+
+
+def test_ordinals_and_decades_are_left_to_the_model():
+    for english in ("She finished 2nd.", "In the 1980s."):
+        protected = protect(english)
+        assert protected.originals == () and protected.text == english and protected.glued
+
+
 def test_text_that_already_holds_placeholder_brackets_is_left_alone():
     protected = protect("The symbol ⦅1⦆ costs $5.")
     assert protected.text == "The symbol ⦅1⦆ costs $5." and protected.restore("x ⦅1⦆") == "x ⦅1⦆"
@@ -81,14 +97,13 @@ def test_names_leave_out_contractions_possessive_endings_days_and_months():
 @pytest.mark.parametrize("sentence, digits", [
     ("In the 1980s, the company grew.", ["1980"]),
     ("She is a 35-year-old engineer.", ["35"]),
-    ("The race is 10km long.", ["10"]),
     ("He finished 2nd.", ["2"]),
-    ("The deal is worth $5bn.", ["5"]),
-    ("It was 1.5km away.", ["15"]),
+    ("It was a 1.5-mile walk.", ["15"]),
 ])
 def test_a_number_with_an_english_word_glued_to_it_is_left_to_the_model(sentence, digits):
     """A placeholder there kept the English letters ("Dans la ⦅1⦆s"); the model writes "années 1980", "35 ans",
-    "10 km", "2e": the whole goes to it, and its digits still count as a number to keep."""
+    "2e": the whole goes to it, and its digits still count as a number to keep. (Amounts and units with
+    abbreviations are rendered in French instead: the test above.)"""
     protected = protect(sentence)
     assert protected.text == sentence and protected.originals == ()
     assert entities(sentence) == ([], digits)

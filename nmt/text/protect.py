@@ -42,6 +42,18 @@ NUMBER_WITH_WORD = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?:-?[a-z]+)+(?![\w-])"
 # A time of day with a.m. or p.m. (7 a.m., 10:30 p.m., 1pm): behind a placeholder that comes back as French
 # writes it ("7 h", "22 h 30", "13 h"). The period that ends a sentence after it stays.
 CLOCK_TIME = re.compile(r"(?<![\w:.])(\d{1,2})(?:[:.]([0-5]\d))?\s?([ap])\.?\s?m(?:\.(?!\s*$))?(?!\w)", re.IGNORECASE)
+# Amounts and quantities with an English abbreviation glued to them, behind a placeholder that comes back as
+# French writes them: money with a scale ($5bn -> 5 milliards de dollars, £2.5m -> 2,5 millions de livres), which
+# the model turned into wrong amounts ("£14bn" came out "14 £"), and units glued to the number (10km -> 10 km,
+# 5GB -> 5 Go). On the 19 lines of news:dev, news-commentary:dev_newsdiscuss and news:train that hold them,
+# BLEU 19.12 -> 20.91, chrF 47.35 -> 50.17. Ordinals (2nd -> 2e) are left to the model: rendered the same way,
+# they cost 1.4 BLEU on the 43 news:dev lines that hold them (the model writes "36e minute" itself, and a
+# placeholder moved it: "la minute de 36e").
+MONEY_SCALE = re.compile(r"(?<![\w.])([$\u20ac\u00a3])(\d+(?:[.,]\d+)?)\s?(bn|mn|m|tn)(?![\w-])")
+GLUED_UNIT = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)?)(km|kg|cm|mm|mg|ml|kW|MW|GW|kWh|GB|MB|TB|mph)(?![\w-])")
+CURRENCIES = {"$": ("dollar", "de "), "\u20ac": ("euro", "d'"), "\u00a3": ("livre", "de ")}
+SCALES = {"bn": "milliard", "m": "million", "mn": "million", "tn": "billion"}
+FRENCH_UNITS = {"GB": "Go", "MB": "Mo", "TB": "To"}
 EMOJI_JOINERS = "\u200d\ufe0f"
 
 
@@ -90,6 +102,32 @@ def french_time(match: re.Match) -> str | None:
         return None
     hour = hour % 12 + (12 if half == "p" else 0)
     return f"{hour} h" + (f" {minutes}" if minutes and minutes != "00" else "")
+
+
+def french_number(digits: str) -> str:
+    """An English number as French writes it: 2.5 -> 2,5 (a comma with one to two digits after it, as in 2,5,
+    is taken for a decimal point only where it cannot be a thousands separator)."""
+    if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", digits):
+        whole, _, fraction = digits.partition(".")
+        return whole.replace(",", "\u202f") + ("," + fraction if fraction else "")
+    return digits.replace(".", ",")
+
+
+def french_money(match: re.Match) -> str:
+    currency, before = CURRENCIES[match.group(1)]
+    amount, scale = match.group(2), SCALES[match.group(3)]
+    thousands = re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", amount)
+    plural = "s" if float(amount.replace(",", "") if thousands else amount.replace(",", ".")) >= 2 else ""
+    return f"{french_number(amount)} {scale}{plural} {before}{currency}s"
+
+
+def french_unit(match: re.Match) -> str:
+    return f"{french_number(match.group(1))} {FRENCH_UNITS.get(match.group(2), match.group(2))}"
+
+
+# A pattern of an English form and what its placeholder comes back as in French (None: as written)
+RENDERINGS: tuple[tuple[re.Pattern, Callable[[re.Match], str | None]], ...] = (
+    (CLOCK_TIME, french_time), (MONEY_SCALE, french_money), (GLUED_UNIT, french_unit))
 
 
 def numbers_kept(numbers: list[str] | tuple[str, ...], translation: str) -> int:
@@ -212,12 +250,13 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
     spans = verbatim_spans(sentence, numbers, glued)
     rendered = {}  # span -> what its placeholder comes back as, where not the source's own text
     if numbers:
-        for match in CLOCK_TIME.finditer(sentence):
-            french = french_time(match)
-            others = [span for span in spans if not contains(match.span(), span)]  # the time's digits go in it
-            if french is not None and not overlaps(match.span(), others):
-                spans = others + [match.span()]
-                rendered[match.span()] = french
+        for pattern, render in RENDERINGS:
+            for match in pattern.finditer(sentence):
+                french = render(match)
+                others = [span for span in spans if not contains(match.span(), span)]  # its digits go in it
+                if french is not None and not overlaps(match.span(), others):
+                    spans = others + [match.span()]
+                    rendered[match.span()] = french
         spans = sorted(spans)
     if names is not None:
         spans = sorted(spans + [span for span in name_spans(sentence, names) if not overlaps(span, spans)])
