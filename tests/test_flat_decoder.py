@@ -117,10 +117,12 @@ def test_reduced_precision_keeps_bf16_attention_caches_for_the_c_kernels():
         caches = state.self_keys + state.self_values + state.cross_keys + state.cross_values
         assert {buffer.dtype for buffer in caches} == {expected}
         assert (flat.self_attention is not None) == (flat.cross_attention is not None) == (expected == torch.bfloat16)
+        assert state.kernel_self == state.kernel_cross == (expected == torch.bfloat16)  # what the attention reads
     # a source padded at the start: the cross-attention kernel (which takes lengths) is not used
     flat = FlatDecoder(*cast(tiny_model(seed=7), "bf16"))
     state = flat.init_state(SRC.flip(1), 2)
     assert state.self_keys[0].dtype == torch.bfloat16 and state.cross_keys[0].dtype == torch.float32
+    assert state.kernel_self and not state.kernel_cross
 
 
 @pytest.mark.parametrize("pre_norm", [False, True])

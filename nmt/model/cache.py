@@ -51,6 +51,10 @@ class DecoderState:
     memory: Tensor | None = None  # (N, S, D), without cache only
     prefix: Tensor | None = None  # (N*K, step) tokens fed so far, without cache only
     sentences: Tensor | None = None  # (N,) each open sentence's index in its batch, with a shortlist only
+    # The caches in the layout of nmt.model.native's attention kernels (bf16; the cross caches also with each
+    # source's tokens first), as the decoder that made the state keeps them (FlatDecoder.init_state)
+    kernel_self: bool = False
+    kernel_cross: bool = False
 
     @property
     def use_cache(self) -> bool:
@@ -134,12 +138,12 @@ def source_lengths(state: DecoderState) -> Tensor:
 def cached_attention(state: DecoderState, n_heads: int, self_kernel: SelfKernel | None = None,
                      cross_kernel: CrossKernel | None = None) -> tuple[SelfAttention, CrossAttention]:
     """The attention of one decoder step over a DecoderState's caches, at position `state.step` (which the
-    caller advances after the step): through the kernels where given and the caches are bf16 (the cross
-    kernel also needs each source's tokens first), else through nmt.model.attention's inference_attention."""
+    caller advances after the step): through the kernels where given and the state keeps its caches in their
+    layout (kernel_self, kernel_cross), else through nmt.model.attention's inference_attention."""
     step, sentences = state.step, state.n_sentences
-    if state.self_keys[0].dtype != torch.bfloat16:
+    if not state.kernel_self:
         self_kernel = None
-    if state.cross_keys[0].dtype != torch.bfloat16:
+    if not state.kernel_cross:
         cross_kernel = None
     if cross_kernel is not None:
         lengths = source_lengths(state)

@@ -259,9 +259,11 @@ class FlatDecoder:
             return state
         state.self_keys = [buffer.bfloat16() for buffer in state.self_keys]
         state.self_values = [buffer.bfloat16() for buffer in state.self_values]
+        state.kernel_self = True
         if padded_at_the_end(state.cross_mask):  # the cross kernel takes each source's length
             state.cross_keys = [tensor.bfloat16() for tensor in state.cross_keys]
             state.cross_values = [tensor.bfloat16() for tensor in state.cross_values]
+            state.kernel_cross = True
         return state
 
     @torch.inference_mode()  # as nmt.decoding.search
@@ -301,7 +303,7 @@ class FlatDecoder:
         x = F.embedding(tokens, self.embedding) * self.embedding_scale  # (R, D)
         if config.positional_encoding:
             x = x + self.positions[step]
-        if self.layers_step is not None and state.cross_keys[0].dtype == torch.bfloat16:
+        if self.layers_step is not None and state.kernel_cross:
             x = self.layers_step(x.contiguous(), state.self_keys, state.self_values, state.cross_keys,
                                  state.cross_values, source_lengths(state), step)
         else:
