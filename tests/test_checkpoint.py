@@ -152,13 +152,16 @@ def damage(payload: dict, how: str) -> None:
         payload["decoding"]["beam_size"] = "4"
     elif how == "NaN weight":
         weights[name] = torch.full_like(weights[name], float("nan"))
+    elif how in ("one NaN among numbers", "one infinite value"):
+        weights[name] = weights[name].clone()
+        weights[name].view(-1)[7] = float("nan") if how == "one NaN among numbers" else -float("inf")
     elif how == "shortlist out of range":
         vocab = payload["model_config"]["vocab_size"]
         payload["shortlist"] = {"table": torch.full((vocab, 2), vocab + 7), "frequent": torch.tensor([4, 5])}
 
 
 DAMAGES = ["wrong shape", "missing weight", "extra weight", "zero heads", "string beam size", "NaN weight",
-           "shortlist out of range"]
+           "one NaN among numbers", "one infinite value", "shortlist out of range"]
 
 
 @pytest.mark.parametrize("how", DAMAGES)
