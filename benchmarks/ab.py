@@ -43,8 +43,15 @@ except ImportError:  # a tree from before
 torch.set_num_threads(1)
 checkpoint = load_checkpoint(model)
 options = options_of(checkpoint)
-translator = Translator.from_checkpoint(checkpoint, options, precision=precision, use_shortlist=shortlist == "1",
-                                        batch_size=int(batch))
+import dataclasses, inspect
+if "config" in inspect.signature(Translator.from_checkpoint).parameters:  # one constructor, since 2026-11-28
+    from nmt.decoding.configuration import DecodingConfig
+    config = DecodingConfig.resolve(DecodingFlags(device="cpu", precision=precision), checkpoint, workers=1)
+    config = dataclasses.replace(config, search=options, shortlist=shortlist == "1", batch_size=int(batch))
+    translator = Translator.from_checkpoint(checkpoint, config)
+else:
+    translator = Translator.from_checkpoint(checkpoint, options, precision=precision, use_shortlist=shortlist == "1",
+                                            batch_size=int(batch))
 lines = parse_test_set(test_set).source[: int(sentences)]
 translator.translate(lines[:8])
 started = time.perf_counter()

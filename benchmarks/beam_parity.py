@@ -17,7 +17,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from results import cpu_name, model_file, write_section
+from results import cpu_name, decoding, model_file, write_section
 
 from nmt.apps.export import export_ctranslate2
 from nmt.data.corpus import parse_test_set
@@ -60,8 +60,8 @@ def main() -> None:
             for beam in map(int, args.beams.split(",")):
                 for lenpen in map(float, args.lenpens.split(",")):
                     options = SearchOptions(beam_size=beam, lenpen=lenpen, loop_guard=False)
-                    ours = [t.text for t in Translator.from_checkpoint(checkpoint, options, ordinary_input=False)
-                            .translate(pairs.source)]
+                    config = decoding(checkpoint, options, ordinary_input=False)
+                    ours = [t.text for t in Translator.from_checkpoint(checkpoint, config).translate(pairs.source)]
                     theirs = ctranslate2_translations(ct2, tokenizer, pairs.source, beam, lenpen)
                     bleu_ours = bleu.corpus_score(ours, [pairs.target]).score
                     bleu_theirs = bleu.corpus_score(theirs, [pairs.target]).score

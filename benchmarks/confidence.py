@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from results import model_file  # noqa: E402
+from results import decoding, model_file  # noqa: E402
 
 from nmt.data.corpus import parse_test_set  # noqa: E402
 from nmt.decoding.search import SearchOptions  # noqa: E402
@@ -50,7 +50,7 @@ def main() -> None:
     args.model = model_file(args.model)
     checkpoint = load_checkpoint(args.model)
     options = SearchOptions(**{k: v for k, v in checkpoint.decoding.items() if k in ("beam_size", "lenpen")})
-    translator = Translator.from_checkpoint(checkpoint, options)
+    translator = Translator.from_checkpoint(checkpoint, decoding(checkpoint, options))
     chrf = CHRF()
     rows = []
     for name in args.sets.split(","):

@@ -29,6 +29,7 @@ from results import (
     cpu_name,
     ct2_threads_note,
     ct2_threads_slowdown,
+    decoding,
     left_out_note,
     model_file,
     modes_left_out,
@@ -181,9 +182,9 @@ def main() -> None:
             for precision, cached, shortlist in NMT_MODES:
                 if precision in skipped:
                     continue
-                translator = Translator.from_checkpoint(checkpoint, replace(options, use_cache=cached),
-                                                        precision=precision, use_shortlist=shortlist,
-                                                        batch_size=batch, workers=workers)
+                config = decoding(checkpoint, replace(options, use_cache=cached), precision, shortlist=shortlist,
+                                  batch_size=batch, workers=workers)
+                translator = Translator.from_checkpoint(checkpoint, config)
                 part = sources if cached or batch == 1 else sources[: max(1, n // 4)]
                 started = time.perf_counter()
                 out = [t.text for t in translator.translate(part)]

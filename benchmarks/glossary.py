@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from results import model_file  # noqa: E402
+from results import decoding, model_file  # noqa: E402
 
 from nmt.data.corpus import parse_test_set  # noqa: E402
 from nmt.decoding.constraints import Glossary  # noqa: E402
@@ -66,8 +66,8 @@ def main() -> None:
         glossary = Glossary.read(file.name)
         matched = [glossary.matches(source) for source in pairs.source]
         results = []
-        for used in (None, glossary):
-            translator = Translator.from_checkpoint(checkpoint, options, glossary=used)
+        for used in (None, Path(file.name)):
+            translator = Translator.from_checkpoint(checkpoint, decoding(checkpoint, options, glossary=used))
             outputs = [t.text for t in translator.translate(pairs.source)]
             hits = sum(f.lower() in out.lower() for found, out in zip(matched, outputs, strict=True) for f in found)
             results.append((hits, BLEU().corpus_score(outputs, [pairs.target]).score))

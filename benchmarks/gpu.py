@@ -22,7 +22,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from results import cpu_name, model_file, translate_options, write_section
+from results import cpu_name, decoding, model_file, translate_options, write_section
 
 from nmt.apps.export import export_ctranslate2
 from nmt.data.corpus import parse_test_set
@@ -107,8 +107,8 @@ def main() -> None:
             measured = []
             for precision in ("fp32", "bf16", "fp16"):
                 for graphs in (False, True):
-                    translator = Translator.from_checkpoint(checkpoint, options, "cuda", precision, batch_size=batch,
-                                                            max_tokens=4096, cuda_graphs=graphs)
+                    translator = Translator.from_checkpoint(checkpoint, decoding(
+                        checkpoint, options, precision, "cuda", batch_size=batch, max_tokens=4096, cuda_graphs=graphs))
                     translator.translate(warmup)
                     results, seconds = timed(translator.translate, sources, args.repeats)
                     out = [t.text for t in results]

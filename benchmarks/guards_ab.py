@@ -18,6 +18,7 @@ import statistics
 import time
 
 import torch
+from results import decoding
 
 from nmt.data.corpus import parse_test_set
 from nmt.decoding.configuration import DecodingFlags, search_options
@@ -46,7 +47,7 @@ def main() -> None:
     options = search_options(checkpoint, DecodingFlags(beam=args.beam, lenpen=args.lenpen, no_repeat_ngram=0))
     sets = {"multi30k:valid": parse_test_set("multi30k:valid").source[: args.lines],
             "robustness:dev": parse_test_set("robustness:dev").source}
-    base = Translator.from_checkpoint(checkpoint, options, precision=args.precision, ordinary_input=False)
+    base = Translator.from_checkpoint(checkpoint, decoding(checkpoint, options, args.precision, ordinary_input=False))
     print(f"model {args.model}, placeholders: {base.tokenizer.has_placeholders}, precision {args.precision}, "
           f"beam {args.beam}, one thread, {args.rounds} rounds")
     guarded = {

@@ -121,7 +121,7 @@ def nmt_child(model: str, beam: int, batch: int, lines: list[str]) -> tuple[list
     checkpoint = load_checkpoint(model)
     config = DecodingConfig.resolve(DecodingFlags(beam=beam, batch_size=batch, threads=1, workers=1, device="cpu"),
                                     checkpoint)
-    translator = Translator.from_config(checkpoint, config)
+    translator = Translator.from_checkpoint(checkpoint, config)
     translator.translate(lines[:batch])  # warm-up: kernels chosen, buffers allocated
     with Sampling():
         started = time.perf_counter()

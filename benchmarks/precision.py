@@ -21,6 +21,7 @@ from dataclasses import replace
 import torch
 from results import (
     cpu_name,
+    decoding,
     left_out_note,
     model_file,
     modes_left_out,
@@ -64,8 +65,8 @@ def main() -> None:
             runs = [run for run in runs if run[0] not in skipped]
             baseline = None
             for mode, batch_size, shortlist in runs:
-                translator = Translator.from_checkpoint(checkpoint, options, precision=mode, batch_size=batch_size,
-                                                        use_shortlist=shortlist)
+                config = decoding(checkpoint, options, mode, batch_size=batch_size, shortlist=shortlist)
+                translator = Translator.from_checkpoint(checkpoint, config)
                 started = time.perf_counter()
                 out = [t.text for t in translator.translate(sources)]
                 seconds = time.perf_counter() - started

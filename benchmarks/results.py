@@ -135,3 +135,15 @@ def ct2_threads_note(slowdowns: str) -> str:
     how much slower, and where."""
     return (f"On this machine CTranslate2 float32 with intra_threads=2 ran far slower than with 2 workers of one "
             f"thread each ({slowdowns}): the ratios to its 2-worker runs are the fair comparison here.")
+
+
+def decoding(checkpoint, options, precision: str = "fp32", device: str = "cpu", **fields):
+    """The DecodingConfig of Translator.from_checkpoint for a benchmark: `precision` on `device`, `options` as the
+    search, the whole vocabulary and one worker unless `fields` say otherwise (shortlist, workers, batch_size,
+    ...)."""
+    import dataclasses
+
+    from nmt.decoding.configuration import DecodingConfig, DecodingFlags
+
+    config = DecodingConfig.resolve(DecodingFlags(device=device, precision=precision), checkpoint, workers=1)
+    return dataclasses.replace(config, search=options, **{"shortlist": False, **fields})

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from results import decoding
 
 from nmt.data.corpus import parse_test_set
 from nmt.data.prepare import TokenCorpus, open_prepared
@@ -85,8 +86,8 @@ def _translations(args, checkpoint, sources: dict[str, list[str]]) -> dict[str, 
     translator = None
     for name, lines in sources.items():
         if len(done.get(name, [])) != len(lines):
-            translator = translator or Translator.from_checkpoint(checkpoint, SearchOptions(**checkpoint.decoding),
-                                                                  precision=args.precision)
+            translator = translator or Translator.from_checkpoint(
+                checkpoint, decoding(checkpoint, SearchOptions(**checkpoint.decoding), args.precision))
             started = time.perf_counter()
             done[name] = [t.text for t in translator.translate(lines)]
             print(f"translated {name} in {time.perf_counter() - started:.0f} s", flush=True)

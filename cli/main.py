@@ -99,7 +99,7 @@ def load_translator(models: list[Path] | None, flags: DecodingFlags):
     from nmt.decoding.translate import Translator
 
     checkpoint, others, config = resolve_decoding(models, flags)
-    return Translator.from_config(checkpoint, config, others), config
+    return Translator.from_checkpoint(checkpoint, config, others), config
 
 
 MODEL_HELP = ("Checkpoint file, or a shipped model's name (`nmt models`); default $NMT_MODEL, then the default "
@@ -314,7 +314,7 @@ def serve(
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
     def load() -> Translator:
-        return Translator.from_config(checkpoint, config)
+        return Translator.from_checkpoint(checkpoint, config)
 
     engine = Engine(load, max_lines=max_batch_lines, wait=batch_wait_ms / 1000, max_queue=max_queue)
     from nmt.apps.files import SERVER_LIMITS
@@ -421,14 +421,14 @@ def attention(
         raise UsageError("give --head or --grid, not both")
     with collection_paused():
         from nmt.decoding.alignment import ALIGNMENT_LAYER, cross_attention, draw_attention
-        from nmt.decoding.configuration import MAX_PIECE_TOKENS, search_options
+        from nmt.decoding.configuration import MAX_PIECE_TOKENS, DecodingConfig
         from nmt.decoding.translate import Translator
         from nmt.model.checkpoint import load_checkpoint
 
         checkpoint = load_checkpoint(find_model(model))
-        options = search_options(checkpoint, DecodingFlags(beam=beam))
-        translator = Translator.from_checkpoint(checkpoint, options, ordinary_input=False,
-                                                max_piece_tokens=MAX_PIECE_TOKENS)  # one sentence, whole
+        flags = DecodingFlags(beam=beam, device="cpu", precision="fp32", no_protect=True,  # one sentence, whole
+                              clause_split=MAX_PIECE_TOKENS, workers=1)
+        translator = Translator.from_checkpoint(checkpoint, DecodingConfig.resolve(flags, checkpoint))
     source = translator.tokenizer.encode(text.strip())
     if not source or len(source) >= translator.max_piece_tokens:
         raise UsageError(f"--text must be one sentence of 1 to {translator.max_piece_tokens - 1} pieces")

@@ -24,6 +24,15 @@ def tiny_model(vocab_size: int = 60, seed: int = 0, **overrides) -> Transformer:
     return Transformer(config).eval()
 
 
+def decoding(checkpoint, options=None, **fields):
+    """A DecodingConfig for Translator.from_checkpoint as a test wants it: fp32 on a CPU, one worker, `options`
+    (SearchOptions) as the search where given, and `fields` over the rest (glossary, clause_split, ...)."""
+    from nmt.decoding.configuration import DecodingConfig, DecodingFlags
+
+    config = DecodingConfig.resolve(DecodingFlags(device="cpu", precision="fp32"), checkpoint, workers=1)
+    return dataclasses.replace(config, **({"search": options} if options is not None else {}), **fields)
+
+
 def cast(model: Transformer, precision: str, exact: bool = False, **chosen) -> tuple[Transformer, Backend]:
     """`model` cast for `precision` on its device, as a command would resolve it (exact: torch alone), and the
     backend; `chosen` overrides the backend's resolved fields (a product this machine would not pick, say)."""

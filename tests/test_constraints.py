@@ -8,7 +8,7 @@ import torch
 from nmt.decoding.constraints import Glossary, constrained_search
 from nmt.decoding.search import SearchOptions, search
 from nmt.errors import UsageError
-from tests.conftest import tiny_model
+from tests.conftest import decoding, tiny_model
 from tests.test_search import SRC, A, B, ScriptedModel, logp
 
 
@@ -87,10 +87,9 @@ def test_translations_hold_the_glossary_s_terms_and_lines_without_terms_are_unch
     options = SearchOptions(beam_size=3, max_len_a=1.0, max_len_b=5)
     path = tmp_path / "terms.tsv"
     path.write_text("dog\tchien\npark\tparc\n")
-    glossary = Glossary.read(path)
     lines = ["A dog runs in the park.", "Two men are talking.", "THE DOG SLEEPS."]
-    plain = Translator.from_checkpoint(checkpoint, options).translate(lines)
-    held = Translator.from_checkpoint(checkpoint, options, glossary=glossary).translate(lines)
+    plain = Translator.from_checkpoint(checkpoint, decoding(checkpoint, options)).translate(lines)
+    held = Translator.from_checkpoint(checkpoint, decoding(checkpoint, options, glossary=path)).translate(lines)
     assert "chien" in held[0].text and "parc" in held[0].text and "CHIEN" in held[2].text
     assert held[1].text == plain[1].text
     result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "translate", "--model", str(tiny_checkpoint),

@@ -16,7 +16,7 @@ from nmt.errors import UsageError
 from nmt.model.backend import Backend
 from nmt.model.checkpoint import Checkpoint, load_checkpoint, model_weights, save_checkpoint
 from nmt.model.flat_decoder import FlatDecoder
-from tests.conftest import tiny_model
+from tests.conftest import decoding, tiny_model
 
 
 def test_each_step_is_the_mean_of_the_models_log_probabilities():
@@ -41,13 +41,13 @@ def test_a_model_with_itself_translates_as_it_does_alone_and_vocabularies_must_m
     checkpoint = load_checkpoint(tiny_checkpoint)
     options = SearchOptions(beam_size=3, max_len_a=1.0, max_len_b=5)
     lines = load_embedded("multi30k", "valid").source[:10]
-    alone = Translator.from_checkpoint(checkpoint, options).translate(lines)
-    twice = Translator.from_checkpoint(checkpoint, options, others=(checkpoint,)).translate(lines)
+    alone = Translator.from_checkpoint(checkpoint, decoding(checkpoint, options)).translate(lines)
+    twice = Translator.from_checkpoint(checkpoint, decoding(checkpoint, options), others=(checkpoint,)).translate(lines)
     assert [t.text for t in twice] == [t.text for t in alone]
     assert [t.score for t in twice] == pytest.approx([t.score for t in alone], abs=1e-4)
     foreign = Checkpoint(checkpoint.config, checkpoint.weights, checkpoint.spm_model[:-1] + b"x")
     with pytest.raises(UsageError, match="one sentencepiece model"):
-        Translator.from_checkpoint(checkpoint, options, others=(foreign,))
+        Translator.from_checkpoint(checkpoint, decoding(checkpoint, options), others=(foreign,))
     other = tmp_path / "other.pt"
     model = tiny_model(vocab_size=checkpoint.config.vocab_size, seed=5, max_positions=64)
     save_checkpoint(other, Checkpoint(model.config, model_weights(model), checkpoint.spm_model))

@@ -10,6 +10,7 @@ import pytest
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator
 from nmt.model.checkpoint import load_checkpoint
+from tests.conftest import decoding
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 LINES = ["A dog runs in the park.", "Two men are talking near a red car.", "A woman.", "Kids play football."]
@@ -31,7 +32,7 @@ def test_ctranslate2_greedy_equals_nmt_greedy_on_the_exported_model(tiny_checkpo
     options = SearchOptions(beam_size=1, max_len_a=0, max_len_b=13, loop_guard=False)  # CTranslate2 has none
     checkpoint = load_checkpoint(tiny_checkpoint)
     sources = [checkpoint.tokenizer().encode(line) for line in LINES]
-    found = Translator.from_checkpoint(checkpoint, options)._search_batch(sources)
+    found = Translator.from_checkpoint(checkpoint, decoding(checkpoint, options))._search_batch(sources)
     eos = checkpoint.config.eos_id
     assert theirs == [[t for t in hypotheses[0].tokens if t != eos] for hypotheses in found]  # the same tokens
 

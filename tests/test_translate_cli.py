@@ -24,6 +24,7 @@ from nmt.decoding.search import Hypothesis, SearchOptions
 from nmt.decoding.translate import Translator, translate_document, translate_stream
 from nmt.errors import Interrupted, NmtError, UsageError
 from nmt.model.checkpoint import load_checkpoint
+from tests.conftest import decoding
 
 NMT = [sys.executable, "-m", "nmt_cli.main", "translate"]
 
@@ -34,8 +35,9 @@ def run(args, stdin: bytes, env=None):
 
 @pytest.fixture(scope="module")
 def translator(tiny_checkpoint):
-    return Translator.from_checkpoint(load_checkpoint(tiny_checkpoint), SearchOptions(beam_size=2, max_len_a=1.0,
-                                                                                       max_len_b=5))
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    return Translator.from_checkpoint(checkpoint, decoding(checkpoint, SearchOptions(beam_size=2, max_len_a=1.0,
+                                                                                     max_len_b=5)))
 
 
 def stream(translator, data: bytes, **kwargs) -> list[str]:
@@ -70,8 +72,9 @@ def test_cli_jsonl_nbest_and_usage_errors(tiny_checkpoint):
 def test_workers_search_batches_at_once_in_forked_processes_with_the_same_output(tiny_checkpoint, translator,
                                                                                   tmp_path):
     lines = load_embedded("multi30k", "valid").source[:24]
-    parallel = Translator.from_checkpoint(load_checkpoint(tiny_checkpoint), translator.options, batch_size=3,
-                                          workers=2)
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    parallel = Translator.from_checkpoint(checkpoint, decoding(checkpoint, translator.options, batch_size=3,
+                                                               workers=2))
     searched_on = tmp_path / "searched_on"  # a line (process, torch threads) per batch, from the workers
     search_batch = parallel._search_batch
 
@@ -100,8 +103,9 @@ def test_workers_search_batches_at_once_in_forked_processes_with_the_same_output
 
 
 def test_a_worker_that_dies_ends_the_translation_with_an_error_not_a_hang(tiny_checkpoint, translator):
-    parallel = Translator.from_checkpoint(load_checkpoint(tiny_checkpoint), translator.options, batch_size=3,
-                                          workers=2)
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    parallel = Translator.from_checkpoint(checkpoint, decoding(checkpoint, translator.options, batch_size=3,
+                                                               workers=2))
     parallel._search_batch = lambda *batch: os._exit(3)  # as a worker killed by the OOM killer
     with pytest.raises(NmtError, match="worker process died"):
         parallel.translate(load_embedded("multi30k", "valid").source[:12])
@@ -476,31 +480,32 @@ def test_a_model_s_clause_split_default_cuts_long_sentences_without_a_warning(ti
     checkpoint = load_checkpoint(tiny_checkpoint)
     options = SearchOptions(beam_size=1, max_len_a=1.0, max_len_b=5)
     sentence = "A man rides a bike down the street, and two dogs run after him in the park."
-    whole = Translator.from_checkpoint(checkpoint, options)
+    whole = Translator.from_checkpoint(checkpoint, decoding(checkpoint, options))
     assert len(whole._units(sentence)) == 1
     split = dataclasses.replace(checkpoint, decoding={**checkpoint.decoding, "max_piece_tokens": 8})
-    clauses = Translator.from_checkpoint(split, options)
+    clauses = Translator.from_checkpoint(split, decoding(split, options))
     units = clauses._units(sentence)
     assert clauses.max_piece_tokens == 8 and len(units) > 1
     assert all(len(piece) <= 8 for unit in units for piece in unit.pieces)
-    assert Translator.from_checkpoint(split, options, max_piece_tokens=128)._units(sentence) == whole._units(sentence)
+    assert Translator.from_checkpoint(split, decoding(split, options, clause_split=128))._units(sentence) == \
+        whole._units(sentence)
     with caplog.at_level(logging.WARNING, logger="nmt"):
         clauses.translate([sentence])
     assert "translated in pieces" not in caplog.text  # a cut the model asks for is no surprise
     with pytest.raises(UsageError, match="--clause-split"):
-        Translator.from_checkpoint(checkpoint, options, max_piece_tokens=0)
+        Translator.from_checkpoint(checkpoint, decoding(checkpoint, options, clause_split=0))
 
 
 def test_protect_names_puts_names_the_vocabulary_splits_behind_placeholders(tiny_checkpoint):
     checkpoint = load_checkpoint(tiny_checkpoint)
     options = SearchOptions(beam_size=1, max_len_a=1.0, max_len_b=5)
     sentence = "A man meets Ifeoma Oyelaran in Kraków."
-    plain = Translator.from_checkpoint(checkpoint, options)
+    plain = Translator.from_checkpoint(checkpoint, decoding(checkpoint, options))
     assert plain.tokenizer.has_placeholders and plain._unit(sentence).protected.originals == ()
-    named = Translator.from_checkpoint(checkpoint, options, protect_names=True)
+    named = Translator.from_checkpoint(checkpoint, decoding(checkpoint, options, protect_names=True))
     assert named._unit(sentence).protected.originals == ("Ifeoma Oyelaran", "Kraków")
     stored = dataclasses.replace(checkpoint, decoding={**checkpoint.decoding, "protect_names": True})
-    assert Translator.from_checkpoint(stored, options).protect_names
+    assert Translator.from_checkpoint(stored, decoding(stored, options)).protect_names
     translation = named.translate([sentence])[0].text
     assert "Ifeoma Oyelaran" in translation and "Kraków" in translation  # even an untrained model keeps them
 

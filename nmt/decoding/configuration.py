@@ -3,13 +3,13 @@ stored defaults (`nmt tune` writes them), over the library's.
 
     flags = DecodingFlags(beam=5, precision=None)              # what the command line gave; None: not given
     config = DecodingConfig.resolve(flags, checkpoint)         # every value concrete (precision never "auto")
-    translator = Translator.from_config(checkpoint, config)    # nmt.decoding.translate
+    translator = Translator.from_checkpoint(checkpoint, config)  # nmt.decoding.translate
     log.info("decoding: %s", config.summary())
 
 `nmt translate`, `eval`, `serve` and `score` build one from the flags cli/options.py declares for them all;
-`nmt serve` shows it at /health. The module imports torch only when it resolves: the command line builds
-DecodingFlags before it imports torch. Library users may also build a Translator directly
-(`Translator.from_checkpoint`), which takes the same checkpoint defaults through `stored_text_defaults`.
+`nmt serve` shows it at /health; library users build one the same way (a field of it can be replaced, as
+tests do with `dataclasses.replace`). The module imports torch only when it resolves: the command line builds
+DecodingFlags before it imports torch.
 """
 
 from __future__ import annotations

@@ -1,7 +1,12 @@
 """Translate text with a trained model: lists of lines in Python, streams of lines for the CLI.
 
-    translator = Translator.from_checkpoint(load_checkpoint("model.pt"), SearchOptions(beam_size=4))
+    checkpoint = load_checkpoint("model.pt")
+    translator = Translator.from_checkpoint(checkpoint)     # as `nmt translate` decodes by default, or:
+    config = DecodingConfig.resolve(DecodingFlags(beam=4, precision="int8_fp32"), checkpoint)
+    translator = Translator.from_checkpoint(checkpoint, config)
     translator.translate(["A dog runs.", ""])   ->  [Translation(...), Translation(...)]
+
+`Translator(model, tokenizer, options, ...)` decodes a model already in memory (training's validation, `nmt tune`).
 
 Every input line gives exactly one Translation, in order: empty lines give empty translations; a line is
 translated a sentence at a time, a sentence longer than MAX_PIECE_TOKENS in pieces (nmt.text.segment), and the
@@ -30,9 +35,9 @@ import torch
 from nmt.data.batching import pad_sources, sorted_batches
 from nmt.data.corpus import read_stream_lines
 from nmt.decoding.alignment import align
-from nmt.decoding.configuration import MAX_PIECE_TOKENS, DecodingConfig, can_fork, stored_text_defaults
+from nmt.decoding.configuration import MAX_PIECE_TOKENS, DecodingConfig, DecodingFlags, can_fork
 from nmt.decoding.constraints import Glossary, constrained_search
-from nmt.decoding.inference import build_decoders, cast_for_inference, resolve_device
+from nmt.decoding.inference import build_decoders, cast_for_inference
 from nmt.decoding.search import SearchOptions, search
 from nmt.errors import Interrupted, NmtError, UsageError, held_stops
 from nmt.model.backend import Backend
@@ -193,41 +198,28 @@ class Translator:
         self._noted_prefix = False
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: Checkpoint, options: SearchOptions, device: str | torch.device = "cpu",
-                        precision: str = "fp32", use_shortlist: bool = False, others: tuple[Checkpoint, ...] = (),
-                        backend: Backend | None = None, **settings) -> Translator:
-        """The translator of `checkpoint` in `precision` on `device` (as the command line takes them), or on
-        `backend` where one is given, already resolved (from_config). use_shortlist: decode over the checkpoint's
-        lexical shortlist (UsageError if it has none). others: checkpoints of the same sentencepiece model,
-        decoding with this one as an ensemble. Unless settings give max_piece_tokens and protect_names, the
-        checkpoint's decoding defaults may."""
-        if backend is None:
-            backend = Backend.resolve(precision, resolve_device(str(device)), exact=not options.kernels)
-        if use_shortlist and checkpoint.shortlist is None:
+    def from_checkpoint(cls, checkpoint: Checkpoint, config: DecodingConfig | None = None,
+                        others: tuple[Checkpoint, ...] = ()) -> Translator:
+        """`checkpoint`'s translator, decoding as `config` says (nmt.decoding.configuration: DecodingConfig.resolve
+        of DecodingFlags, the options `nmt translate` takes; None: its defaults on this machine). others:
+        checkpoints of the same sentencepiece model, decoding with this one as an ensemble."""
+        if config is None:
+            config = DecodingConfig.resolve(DecodingFlags(), checkpoint, ensemble=bool(others))
+        backend = config.backend
+        if config.shortlist and checkpoint.shortlist is None:
             raise UsageError("this model holds no shortlist: `nmt shortlist` adds one")
-        if use_shortlist and backend.precision == "int8":
+        if config.shortlist and backend.precision == "int8":
             raise UsageError("--shortlist works with --precision fp32, bf16, fp16, int8_bf16 or int8_fp32, not int8")
         if any(other.spm_model != checkpoint.spm_model for other in others):
             raise UsageError("the models of an ensemble must share one sentencepiece model; these do not")
         model = cast_for_inference(checkpoint.build_model(backend.device), backend)
         ensemble = tuple(cast_for_inference(other.build_model(backend.device), backend) for other in others)
-        shortlist = checkpoint.shortlist if use_shortlist else None
-        settings.update(stored_text_defaults(checkpoint, settings.get("max_piece_tokens"),
-                                             settings.get("protect_names")))
-        return cls(model, checkpoint.tokenizer(), options, shortlist=shortlist, ensemble=ensemble, backend=backend,
-                   **settings)
-
-    @classmethod
-    def from_config(cls, checkpoint: Checkpoint, config: DecodingConfig, others: tuple[Checkpoint, ...] = ()
-                    ) -> Translator:
-        """The translator of a resolved configuration (nmt.decoding.configuration): `checkpoint`'s model,
-        `others` with it as an ensemble."""
-        return cls.from_checkpoint(
-            checkpoint, config.search, backend=config.backend, use_shortlist=config.shortlist,
-            others=others, max_tokens=config.max_tokens, batch_size=config.batch_size, cuda_graphs=config.cuda_graphs,
-            workers=config.workers, ordinary_input=config.ordinary_input, alignments=config.alignments,
-            min_confidence=config.min_confidence, glossary=Glossary.read(config.glossary) if config.glossary else None,
-            max_piece_tokens=config.clause_split, protect_names=config.protect_names)
+        return cls(model, checkpoint.tokenizer(), config.search, max_tokens=config.max_tokens,
+                   batch_size=config.batch_size, cuda_graphs=config.cuda_graphs, workers=config.workers,
+                   shortlist=checkpoint.shortlist if config.shortlist else None, ordinary_input=config.ordinary_input,
+                   ensemble=ensemble, alignments=config.alignments, min_confidence=config.min_confidence,
+                   glossary=Glossary.read(config.glossary) if config.glossary else None,
+                   max_piece_tokens=config.clause_split, protect_names=config.protect_names, backend=backend)
 
     def _units(self, line: str, glued: bool = False) -> list[Unit]:
         """`line` as the units it is translated in: its sentences, and the clauses of a sentence too long to
