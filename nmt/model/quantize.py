@@ -193,7 +193,7 @@ def int8_linear(rows: Tensor, quantized: Tensor, scale: Tensor, bias: Tensor | N
 
 
 def vnni_pack(quantized: Tensor) -> Tensor:
-    """int8 weights (out, in) in the layout of the few-rows kernel (nmt.model.native): for each block of 16
+    """int8 weights (out, in) in the layout of the C product (nmt.model.native's int8_linear): for each block of 16
     output channels (padded with zeros) and each 4 inputs, 64 bytes: the 16 channels' 4 values + 128, as
     unsigned bytes."""
     outputs, inputs = quantized.shape
