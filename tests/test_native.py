@@ -19,15 +19,25 @@ pytestmark = [pytest.mark.skipif(shutil.which(COMPILER) is None, reason=f"no C c
               pytest.mark.skipif(not machine().vector_units, reason="the kernels are for CPUs with AVX-512 or AVX2")]
 
 
+# What nmt.model.native keeps once loaded: the library and the kernels bound to it
+CACHED = (native.library, native.best_kernel, native.beam_top_k_kernel, native.sentence_logits_int7_kernel,
+          native.int8_linear_kernel)
+
+
+def forget_the_build() -> None:
+    for cached in CACHED:
+        cached.cache_clear()
+
+
 @pytest.fixture(params=["native", "avx2"])
 def build(request, monkeypatch):
     """The kernels as `make setup` builds them for this CPU (16-float vectors with AVX-512), and built for
-    AVX2 alone (8-float vectors), which every CPU that has AVX-512 also runs."""
+    AVX2 alone (8-float vectors), which every CPU that has AVX-512 also runs; every kernel bound to that build."""
     if request.param == "avx2":
         monkeypatch.setattr(native, "FLAG_SETS", native.FLAG_SETS[1:])
-    native.library.cache_clear()
+    forget_the_build()
     yield request.param
-    native.library.cache_clear()
+    forget_the_build()
 
 
 @pytest.fixture
@@ -425,6 +435,31 @@ def test_the_int8_product_computes_torchs_integers_in_every_build(build, bits):
             for row in range(rows.size(0)):
                 assert torch.equal(kernel(rows[row : row + 1], packed, scale, bias, relu, bits), ours[row : row + 1])
         assert torch.equal(ours[0], bias.relu())  # a zero row: the bias alone
+
+
+def test_the_layer_stacks_equal_the_steps_kernel_by_kernel_in_every_build(build):
+    """decode_layers and encode_layers (int8_fp32's layers in one C call) in each build this CPU runs: the same
+    floats as the step's kernels one by one, the same keys and values cached, and close to torch's own step."""
+    from nmt.model.flat_decoder import FlatDecoder
+    from tests.conftest import cast, tiny_model
+
+    bits = 8 if native.products_built(native.library(), 8) else 7  # the AVX2 build has 7-bit products alone
+    model, backend = cast(tiny_model(seed=7), "int8_fp32", int8_rows=bits)
+    fused, separate = FlatDecoder(model, backend), FlatDecoder(model, backend)
+    assert fused.layers_step is not None and fused.encoder_step is not None
+    separate.layers_step = None
+    src = torch.tensor([[5, 6, 7, 8, 9, 3], [10, 11, 3, 0, 0, 0], [12, 13, 14, 3, 0, 0]])
+    beam = 2
+    states = [decoder.init_state(src, beam) for decoder in (fused, separate)]
+    reference = model.init_state(src, beam)
+    tokens = torch.randint(4, 60, (12, src.size(0) * beam), generator=torch.Generator().manual_seed(2))
+    for t in range(tokens.size(0)):
+        (ours, states[0]), (theirs, states[1]) = fused.decode_step(tokens[t], states[0]), \
+            separate.decode_step(tokens[t], states[1])
+        expected, reference = model.decode_step(tokens[t], reference)
+        assert torch.equal(ours, theirs)
+        assert torch.equal(states[0].self_keys[0][: t + 1], states[1].self_keys[0][: t + 1])
+        torch.testing.assert_close(ours, expected, atol=0.2, rtol=0)  # bf16 caches, rows on their own scales
 
 
 @pytest.mark.parametrize("flags", native.FLAG_SETS, ids=["native", "avx2"])
