@@ -510,15 +510,17 @@ def test_protect_names_puts_names_the_vocabulary_splits_behind_placeholders(tiny
     assert "Ifeoma Oyelaran" in translation and "Kraków" in translation  # even an untrained model keeps them
 
 
-def test_a_translation_that_loses_a_glued_number_is_translated_again_with_it_protected(translator):
-    """"1980s" or "81st" go to the model whole (nmt.text.protect); where its translation drops their digits
-    (this random model always does), the line is translated again at the end with them behind placeholders,
-    as codes are: the digits come back, in every line, and the line order holds."""
+def test_a_translation_that_loses_a_number_is_translated_again_with_it_protected(translator):
+    """Numbers ("35", "1,249.99") and numbers with words ("1980s", "81st") go to the model as text
+    (nmt.text.protect); where its translation drops their digits (this random model always does), the line is
+    translated again at the end with them behind placeholders, as codes are: the digits come back, in every
+    line, and the line order holds."""
     assert translator.tokenizer.has_placeholders
-    lines = ["In the 1980s the 35-year-old ran 10km.", "A dog runs.", "He finished 81st."]
+    lines = ["In the 1980s the 35-year-old ran 10km.", "A dog runs.", "He finished 81st.",
+             "Two men paid 1,249.99 for 35 chairs."]
     found = translator.translate(lines)
     assert [t.source for t in found] == lines
-    for translation, digits in zip(found, (["1980", "35", "10"], [], ["81"]), strict=True):
+    for translation, digits in zip(found, (["1980", "35", "10"], [], ["81"], ["1,249.99", "35"]), strict=True):
         text = translation.text
         assert all(number in text for number in digits), text
     assert "1980s" in found[0].text  # behind a placeholder the letters stay as they were

@@ -68,8 +68,7 @@ class Unit:
 
 
 def keeps_glued(units: list[Unit], text: str) -> bool:
-    """Whether `text` holds the digits of every number with a word glued to it that `units` left to the
-    model, in order."""
+    """Whether `text` holds the digits of every number that `units` left to the model, in order."""
     glued = [number for unit in units if unit.protected for number in unit.protected.glued]
     return numbers_kept(glued, text) == len(glued)
 
@@ -332,9 +331,9 @@ class Translator:
     def translate_as_ready(self, lines: list[str], prefixes: list[str | None] | None = None,
                            glued: bool = False) -> Iterator[tuple[int, Translation]]:
         """(line index, Translation) pairs as batches finish: empty lines first, then by length. A line's
-        prefix starts the translation of its first sentence. A number with an English word glued to it
-        ("1980s", "35-year-old") is left to the model; a line whose translation loses such a number's digits
-        is translated again at the end with those numbers behind placeholders (`glued`), as codes are."""
+        prefix starts the translation of its first sentence. Numbers ("35", "1,249.99", "1980s",
+        "35-year-old") are left to the model; a line whose translation loses a number's digits is translated
+        again at the end with its numbers behind placeholders (`glued`), as codes are (nmt.text.protect)."""
         retry: list[int] = []
         sources: list[list[int]] = []
         owners: list[int] = []  # line index of each source piece
