@@ -6,8 +6,8 @@ from nmt.text.protect import case_normalized, entities, is_title_case, name_span
 def test_entities_go_behind_numbered_placeholders_and_come_back():
     sentence = "Visit https://example.com/faq?lang=en or write to help@example.org about AF1234 by 9:30 🎉"
     assert protect(sentence).text == "Visit ⦅1⦆ or write to ⦅2⦆ about ⦅3⦆ by 9:30 ⦅4⦆"  # the number: the model's
-    assert protect(sentence).glued == ("930",)  # which must keep its digits
-    protected = protect(sentence, glued=True)  # the retry: numbers behind placeholders too
+    assert protect(sentence).numbers == ("930",)  # which must keep its digits
+    protected = protect(sentence, protect_numbers=True)  # the retry: numbers behind placeholders too
     assert protected.text == "Visit ⦅1⦆ or write to ⦅2⦆ about ⦅3⦆ by ⦅4⦆ ⦅5⦆"
     assert protected.restore("Visitez ⦅1⦆ ou écrivez à ⦅2⦆ au sujet de ⦅3⦆ avant ⦅4⦆ ⦅5⦆") == (
         "Visitez https://example.com/faq?lang=en ou écrivez à help@example.org au sujet de AF1234 avant 9:30 🎉")
@@ -37,13 +37,13 @@ def test_an_entity_dropped_at_the_end_goes_back_before_the_closing_punctuation()
 def test_amounts_and_units_with_english_abbreviations_come_back_as_french_writes_them(english, french):
     protected = protect(english)
     assert protected.originals == (french,) and "\u29851\u2986" in protected.text
-    assert protected.glued == ()  # rendered, not left to the model
+    assert protected.numbers == ()  # rendered, not left to the model
 
 
 def test_ordinals_and_decades_are_left_to_the_model():
     for english in ("She finished 2nd.", "In the 1980s."):
         protected = protect(english)
-        assert protected.originals == () and protected.text == english and protected.glued
+        assert protected.originals == () and protected.text == english and protected.numbers
 
 
 def test_text_that_already_holds_placeholder_brackets_is_left_alone():
@@ -81,7 +81,7 @@ def test_names_are_runs_of_rare_capitalized_words_and_the_first_word_only_in_a_r
     assert name_spans("Priya Raghunathan teaches in Bangalore.", rare) == [(0, 17), (29, 38)]
     assert name_spans("Bangalore is far.", rare) == []  # a first word alone: any sentence starts capitalized
     assert name_spans("On Sunday Tom went to London with NASA.", rare) == []  # common words, an acronym
-    assert protect("Call Ifeoma at 9:30.", names=rare, glued=True).originals == ("Ifeoma", "9:30")
+    assert protect("Call Ifeoma at 9:30.", names=rare, protect_numbers=True).originals == ("Ifeoma", "9:30")
     assert protect(sentence).originals == ()  # without `names`, names are text
 
 
@@ -113,8 +113,9 @@ def test_a_number_with_an_english_word_glued_to_it_is_left_to_the_model(sentence
 
 def test_codes_and_numbers_beside_words_still_go_behind_placeholders():
     protected = protect("COVID-19 cases rose 12 % after the MP3 leak, AF1234 said, on the 3rd floor.")
-    assert protected.originals == ("COVID-19", "MP3", "AF1234") and protected.glued == ("12", "3")
-    retried = protect("COVID-19 cases rose 12 % after the MP3 leak, AF1234 said, on the 3rd floor.", glued=True)
+    assert protected.originals == ("COVID-19", "MP3", "AF1234") and protected.numbers == ("12", "3")
+    retried = protect("COVID-19 cases rose 12 % after the MP3 leak, AF1234 said, on the 3rd floor.",
+                      protect_numbers=True)
     assert retried.originals == ("COVID-19", "12", "MP3", "AF1234", "3rd")
     assert protect("See https://example.com/2nd-edition now.").originals == ("https://example.com/2nd-edition",)
 
@@ -135,7 +136,7 @@ def test_a_time_with_am_or_pm_comes_back_as_french_writes_it(english, french):
 
 
 def test_an_hour_over_twelve_with_pm_is_no_time_and_times_count_in_french():
-    assert protect("It happened at 13 p.m. sharp.", glued=True).originals == ("13",)  # a number, not a time
+    assert protect("It happened at 13 p.m. sharp.", protect_numbers=True).originals == ("13",)  # a number, not a time
     assert entities("The concert starts at 2 p.m. on November 17.") == ([], ["14", "17"])
 
 

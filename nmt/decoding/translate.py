@@ -67,10 +67,10 @@ class Unit:
         return text.upper() if self.upper else text
 
 
-def keeps_glued(units: list[Unit], text: str) -> bool:
+def keeps_numbers(units: list[Unit], text: str) -> bool:
     """Whether `text` holds the digits of every number that `units` left to the model, in order."""
-    glued = [number for unit in units if unit.protected for number in unit.protected.glued]
-    return numbers_kept(glued, text) == len(glued)
+    numbers = [number for unit in units if unit.protected for number in unit.protected.numbers]
+    return numbers_kept(numbers, text) == len(numbers)
 
 
 @dataclass
@@ -220,25 +220,25 @@ class Translator:
                    glossary=Glossary.read(config.glossary) if config.glossary else None,
                    max_piece_tokens=config.clause_split, protect_names=config.protect_names, backend=backend)
 
-    def _units(self, line: str, glued: bool = False) -> list[Unit]:
+    def _units(self, line: str, protect_numbers: bool = False) -> list[Unit]:
         """`line` as the units it is translated in: its sentences, and the clauses of a sentence too long to
         translate whole (nmt.text.segment); a clause still too long is cut into runs of tokens at word starts.
-        glued: numbers with words glued to them go behind placeholders too (nmt.text.protect)."""
+        protect_numbers: numbers go behind placeholders too (nmt.text.protect)."""
         limit = self.max_piece_tokens
         units = []
         for sentence in split_sentences(line):
-            unit = self._unit(sentence, glued)
+            unit = self._unit(sentence, protect_numbers)
             if len(unit.pieces) <= 1:  # not cut: at most max_piece_tokens
                 units.append(unit)
                 continue
             if not self._warned_long:
                 log.warning("a sentence is longer than %d tokens: it is translated in pieces", limit)
                 self._warned_long = True
-            units.extend(self._unit(clause, glued) for clause in split_clauses(
+            units.extend(self._unit(clause, protect_numbers) for clause in split_clauses(
                 sentence, lambda text: len(self.tokenizer.encode(text)), limit))
         return [unit for unit in units if unit.pieces]
 
-    def _unit(self, text: str, glued: bool = False) -> Unit:
+    def _unit(self, text: str, protect_numbers: bool = False) -> Unit:
         """`text` in sentence case if it is in capitals, with its entities behind placeholders where the model
         has them (nmt.text.protect), as token ids of at most max_piece_tokens."""
         upper, source = False, text
@@ -246,7 +246,8 @@ class Translator:
         if self.ordinary_input:
             text, upper = case_normalized(text, self._is_cased_name)
         names = self._is_rare if self.protect_names else None
-        protected = (protect(text, names=names, glued=glued) if self.ordinary_input and self.tokenizer.has_placeholders
+        protected = (protect(text, names=names, protect_numbers=protect_numbers)
+                     if self.ordinary_input and self.tokenizer.has_placeholders
                      else None)
         ids = self.tokenizer.encode(protected.text if protected else text)
         pieces = [ids] if len(ids) <= self.max_piece_tokens else self._cut_at_word_starts(ids)
@@ -329,11 +330,11 @@ class Translator:
         return results
 
     def translate_as_ready(self, lines: list[str], prefixes: list[str | None] | None = None,
-                           glued: bool = False) -> Iterator[tuple[int, Translation]]:
+                           protect_numbers: bool = False) -> Iterator[tuple[int, Translation]]:
         """(line index, Translation) pairs as batches finish: empty lines first, then by length. A line's
         prefix starts the translation of its first sentence. Numbers ("35", "1,249.99", "1980s",
         "35-year-old") are left to the model; a line whose translation loses a number's digits is translated
-        again at the end with its numbers behind placeholders (`glued`), as codes are (nmt.text.protect)."""
+        again at the end with its numbers behind placeholders (`protect_numbers`), as codes are (nmt.text.protect)."""
         retry: list[int] = []
         sources: list[list[int]] = []
         owners: list[int] = []  # line index of each source piece
@@ -341,7 +342,7 @@ class Translator:
         required: list[list[list[int]]] = []  # token ids of the glossary terms of each source piece
         units: list[list[Unit]] = []
         for index, line in enumerate(lines):
-            units.append(self._units(line, glued))
+            units.append(self._units(line, protect_numbers))
             pieces = [piece for unit in units[-1] for piece in unit.pieces]
             if not pieces:
                 yield index, Translation(line, "", None, alignment=[] if self.alignments else None)
@@ -376,7 +377,7 @@ class Translator:
                     if self.alignments:
                         translation = replace(translation, alignment=align(self.model, self.tokenizer,
                                                                            translation.source, translation.text))
-                    if not glued and not keeps_glued(units[owner], translation.text):
+                    if not protect_numbers and not keeps_numbers(units[owner], translation.text):
                         retry.append(owner)
                         continue
                     if self.min_confidence is not None and translation.confidence < self.min_confidence:
@@ -385,7 +386,7 @@ class Translator:
                     yield owner, translation
         if retry:
             again = self.translate_as_ready([lines[i] for i in retry],
-                                            [prefixes[i] for i in retry] if prefixes else None, glued=True)
+                                            [prefixes[i] for i in retry] if prefixes else None, protect_numbers=True)
             yield from ((retry[index], translation) for index, translation in again)
 
     def _join(self, line: str, units: list[Unit], results: list) -> Translation:

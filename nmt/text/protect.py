@@ -4,7 +4,7 @@ a sentence, replaced by placeholders the model copies, and put back after decodi
     protected = protect("Visit https://example.com at 9:30.")
     protected.text                      ->  "Visit ⦅1⦆ at 9:30."    (numbers: the model's, checked)
     protected.restore("Visitez ⦅1⦆ à 9 h 30.")  ->  "Visitez https://example.com à 9 h 30."
-    protect("Visit https://example.com at 9:30.", glued=True).text  ->  "Visit ⦅1⦆ at ⦅2⦆."
+    protect("Visit https://example.com at 9:30.", protect_numbers=True).text  ->  "Visit ⦅1⦆ at ⦅2⦆."
 
 A model learns to copy the placeholders in training (nmt.data.augment swaps them in for words both sides of a
 pair share), and its sentencepiece model holds each as one piece (nmt.text.tokenizer.PLACEHOLDERS); a model
@@ -13,8 +13,8 @@ goes back where its placeholder stood in the source, in proportion; a placeholde
 repeated is removed.
 
 Numbers go to the model as text first: it writes them as French does ("1 249,99", "35 employés") where a
-placeholder moved them or kept the English form; `Protected.glued` lists their digits, and a translation that
-loses one is translated again with the numbers behind placeholders (`glued=True`; nmt.decoding.translate). On
+placeholder moved them or kept the English form; `Protected.numbers` lists their digits, and a translation that
+loses one is translated again with the numbers behind placeholders (`protect_numbers`; nmt.decoding.translate). On
 the 640 news:dev lines with digits, BLEU 24.87 -> 25.60 and numbers kept 1,017 -> 1,019 of 1,019; on the 139 of
 news-commentary:dev_newsdiscuss 22.11 -> 22.90, 162 -> 164 of 165; robustness:dev and :test BLEU 57.25 -> 58.30
 and 54.68 -> 55.93, every entity intact. Times with a.m./p.m., amounts with a scale and units glued to a number
@@ -169,7 +169,7 @@ class Protected:
     originals: tuple[str, ...]  # what placeholder n+1 stands for
     positions: tuple[float, ...]  # where each placeholder stood, as a share of the sentence's length
     untouched: bool = False  # the sentence held placeholder brackets of its own: its translation stays as it is
-    glued: tuple[str, ...] = ()  # the digits of the numbers with words glued to them, left to the model
+    numbers: tuple[str, ...] = ()  # the digits of the numbers left to the model, which its translation must keep
 
     def restore(self, translation: str) -> str:
         """`translation` with each placeholder replaced by its original; a missing one inserted at its
@@ -248,15 +248,16 @@ def name_spans(sentence: str, is_rare: Callable[[str], bool]) -> list[tuple[int,
 
 
 def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | None = None,
-            glued: bool = False) -> Protected:
+            protect_numbers: bool = False) -> Protected:
     """`sentence` with its URLs, e-mails, codes, emoji (and numbers; and with `names`, the names name_spans
     finds by it) replaced by ⦅1⦆, ⦅2⦆, ... (at most MAX_PLACEHOLDERS, in order; later ones stay as text).
-    Numbers, and numbers with words glued to them, are left to the model (their digits listed in `glued`, for
-    the translation to keep), or with `glued` put behind placeholders too (times and amounts of RENDERINGS go
-    behind placeholders either way). A sentence that already holds placeholder brackets is left as it is."""
+    Numbers, and numbers with words glued to them, are left to the model (their digits listed in `numbers`, for
+    the translation to keep), or with `protect_numbers` put behind placeholders too (times and amounts of
+    RENDERINGS go behind placeholders either way). A sentence that already holds placeholder brackets is left
+    as it is."""
     if "\u2985" in sentence or "\u2986" in sentence:
         return Protected(sentence, (), (), untouched=True)
-    spans = verbatim_spans(sentence, numbers and glued, glued)  # numbers: behind placeholders on the retry
+    spans = verbatim_spans(sentence, numbers and protect_numbers, protect_numbers)
     rendered = {}  # span -> what its placeholder comes back as, where not the source's own text
     if numbers:
         for pattern, render in RENDERINGS:
@@ -278,12 +279,12 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
         last = end
     pieces.append(sentence[last:])
     left_spans: list[tuple[int, int]] = []
-    if numbers and not glued:
+    if numbers and not protect_numbers:
         for pattern in (NUMBER_WITH_WORD, NUMBER):
             left_spans += [match.span() for match in pattern.finditer(sentence)
                            if not overlaps(match.span(), spans) and not overlaps(match.span(), left_spans)]
     left = tuple(re.sub(r"\D", "", sentence[start:end]) for start, end in sorted(left_spans))
-    return Protected("".join(pieces), tuple(originals), tuple(positions), glued=left)
+    return Protected("".join(pieces), tuple(originals), tuple(positions), numbers=left)
 
 
 def contains(outer: tuple[int, int], inner: tuple[int, int]) -> bool:
