@@ -77,6 +77,38 @@ void unsigned_weight_corrections(const int8_t *rows, int32_t *out, int64_t R, in
     }
 }
 
+/* A rows-products function (int8_rows_products, int7_rows_products) over its kernel BLOCK_ROWS(ROWS, rows, block,
+   sums, out, N, K, n0), which multiplies ROWS rows (1-8, a constant: its loops over rows unroll) by one block of
+   16 packed weight rows: the rows' corrections for the unsigned weights, then each block of weights (K x 16
+   bytes, in L1) by every 8 rows. Returns 1 where K is not a multiple of 4 or R < 1, 2 where scratch memory
+   fails. */
+#define DEFINE_ROWS_PRODUCTS(NAME, BLOCK_ROWS)                                                                   \
+    int32_t NAME(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N, int64_t K) {    \
+        if (K % 4 || R < 1) return 1;                                                                            \
+        int32_t *sums = malloc((size_t)R * sizeof(int32_t));                                                     \
+        if (!sums) return 2;                                                                                     \
+        unsigned_weight_corrections(rows, sums, R, K);                                                           \
+        for (int64_t n0 = 0; n0 < N; n0 += 16) {                                                                 \
+            const uint8_t *block = packed + n0 / 16 * (K / 4) * 64;                                              \
+            for (int64_t r0 = 0; r0 < R; r0 += 8) {                                                              \
+                const int8_t *eight = rows + r0 * K;                                                             \
+                int32_t *at = out + r0 * N;                                                                      \
+                switch (R - r0 < 8 ? R - r0 : 8) {                                                               \
+                case 1: BLOCK_ROWS(1, eight, block, sums + r0, at, N, K, n0); break;                             \
+                case 2: BLOCK_ROWS(2, eight, block, sums + r0, at, N, K, n0); break;                             \
+                case 3: BLOCK_ROWS(3, eight, block, sums + r0, at, N, K, n0); break;                             \
+                case 4: BLOCK_ROWS(4, eight, block, sums + r0, at, N, K, n0); break;                             \
+                case 5: BLOCK_ROWS(5, eight, block, sums + r0, at, N, K, n0); break;                             \
+                case 6: BLOCK_ROWS(6, eight, block, sums + r0, at, N, K, n0); break;                             \
+                case 7: BLOCK_ROWS(7, eight, block, sums + r0, at, N, K, n0); break;                             \
+                default: BLOCK_ROWS(8, eight, block, sums + r0, at, N, K, n0); break;                            \
+                }                                                                                                \
+            }                                                                                                    \
+        }                                                                                                        \
+        free(sums);                                                                                              \
+        return 0;                                                                                                \
+    }
+
 /* int8_rows_products: int32 products (R, N) of R int8 rows (R, K), any number of them, and int8 weights packed
    by nmt.model.quantize.vnni_pack: for each block of 16 weight rows and each 4 of the K columns, 64 bytes, the
    16 rows' 4 values + 128 as unsigned bytes (weight rows past N are padding). vpdpbusd multiplies a block's
@@ -105,32 +137,7 @@ static inline __attribute__((always_inline)) void int8_block_rows(const int ROWS
         _mm512_mask_storeu_epi32(out + r * N + n0, valid, _mm512_sub_epi32(acc[r], _mm512_set1_epi32(sums[r])));
 }
 
-int32_t int8_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
-                           int64_t K) {
-    if (K % 4 || R < 1) return 1;
-    int32_t *sums = malloc((size_t)R * sizeof(int32_t));
-    if (!sums) return 2;
-    unsigned_weight_corrections(rows, sums, R, K);
-    for (int64_t n0 = 0; n0 < N; n0 += 16) {
-        const uint8_t *block = packed + n0 / 16 * (K / 4) * 64;
-        for (int64_t r0 = 0; r0 < R; r0 += 8) {
-            const int8_t *eight = rows + r0 * K;
-            int32_t *at = out + r0 * N;
-            switch (R - r0 < 8 ? R - r0 : 8) {
-            case 1: int8_block_rows(1, eight, block, sums + r0, at, N, K, n0); break;
-            case 2: int8_block_rows(2, eight, block, sums + r0, at, N, K, n0); break;
-            case 3: int8_block_rows(3, eight, block, sums + r0, at, N, K, n0); break;
-            case 4: int8_block_rows(4, eight, block, sums + r0, at, N, K, n0); break;
-            case 5: int8_block_rows(5, eight, block, sums + r0, at, N, K, n0); break;
-            case 6: int8_block_rows(6, eight, block, sums + r0, at, N, K, n0); break;
-            case 7: int8_block_rows(7, eight, block, sums + r0, at, N, K, n0); break;
-            default: int8_block_rows(8, eight, block, sums + r0, at, N, K, n0); break;
-            }
-        }
-    }
-    free(sums);
-    return 0;
-}
+DEFINE_ROWS_PRODUCTS(int8_rows_products, int8_block_rows)
 #else
 int32_t int8_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
                            int64_t K) {
@@ -139,10 +146,11 @@ int32_t int8_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *o
 }
 #endif
 
-/* int7_rows_products: int8_rows_products for rows quantized by quantize_rows to [-63, 63], with AVX2 alone: vpmaddubsw multiplies a block's unsigned weight bytes by 4 bytes of a
-   row broadcast to every lane and sums pairs in 16 bits (at most 2 x 255 x 63, no saturation), vpmaddwd sums
-   those pairs into each lane's int32; less 128 x the row's sum. Each block of 16 weight rows (K x 16 bytes,
-   in L1 or L2) is read once for every 8 rows, the rows' count a constant of the inner loop (1-8): 68-79
+/* int7_rows_products: int8_rows_products for rows quantized by quantize_rows to [-63, 63], with AVX2 alone:
+   vpmaddubsw multiplies a block's unsigned weight bytes by 4 bytes of a row broadcast to every lane and sums
+   pairs in 16 bits (at most 2 x 255 x 63, no saturation), vpmaddwd sums those pairs into each lane's int32;
+   less 128 x the row's sum. Each block of 16 weight rows (K x 16 bytes, in L1 or L2) is read once for every
+   8 rows, the rows' count a constant of the inner loop (1-8): 68-79
    billion multiply-adds a second at 160 rows on a Zen 3 core, above fbgemm's 64-69; blocks of 4 rows, whose
    accumulators fit the 16 registers, ran at 61-66. The same exact int32 products as any other kernel.
    Returns 1 where it cannot (a build without AVX2, K not a multiple of 4, R < 1), 2 where scratch memory
@@ -176,32 +184,7 @@ static inline __attribute__((always_inline)) void int7_block_rows(const int ROWS
     }
 }
 
-int32_t int7_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
-                           int64_t K) {
-    if (K % 4 || R < 1) return 1;
-    int32_t *sums = malloc((size_t)R * sizeof(int32_t));
-    if (!sums) return 2;
-    unsigned_weight_corrections(rows, sums, R, K);
-    for (int64_t n0 = 0; n0 < N; n0 += 16) {
-        const uint8_t *block = packed + n0 / 16 * (K / 4) * 64;
-        for (int64_t r0 = 0; r0 < R; r0 += 8) {
-            const int8_t *eight = rows + r0 * K;
-            int32_t *at = out + r0 * N;
-            switch (R - r0 < 8 ? R - r0 : 8) {
-            case 1: int7_block_rows(1, eight, block, sums + r0, at, N, K, n0); break;
-            case 2: int7_block_rows(2, eight, block, sums + r0, at, N, K, n0); break;
-            case 3: int7_block_rows(3, eight, block, sums + r0, at, N, K, n0); break;
-            case 4: int7_block_rows(4, eight, block, sums + r0, at, N, K, n0); break;
-            case 5: int7_block_rows(5, eight, block, sums + r0, at, N, K, n0); break;
-            case 6: int7_block_rows(6, eight, block, sums + r0, at, N, K, n0); break;
-            case 7: int7_block_rows(7, eight, block, sums + r0, at, N, K, n0); break;
-            default: int7_block_rows(8, eight, block, sums + r0, at, N, K, n0); break;
-            }
-        }
-    }
-    free(sums);
-    return 0;
-}
+DEFINE_ROWS_PRODUCTS(int7_rows_products, int7_block_rows)
 #else
 int32_t int7_rows_products(const int8_t *rows, const uint8_t *packed, int32_t *out, int64_t R, int64_t N,
                            int64_t K) {

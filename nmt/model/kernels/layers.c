@@ -170,9 +170,9 @@ int32_t decode_layers(float *x, const void *const *weights, int64_t L, uint16_t 
 /* encode_layers: every encoder layer of an int8_fp32 model over N sources of S tokens each, none of them
    padding (the flat decoder encodes each length apart), in one call. x (N*S, D) float32, the embedded
    sources in, the last layer's output out (before the final norm). weights: ENCODER_WEIGHTS x
-   POINTERS_PER_WEIGHT per layer, in the order of enum nmt_encoder_weight, as decode_layers'. Each query attends to its source's S positions in float32: scores x scale,
-   softmax, weighted sum of values. A source's result does not depend on the others. Returns as
-   decode_layers. */
+   POINTERS_PER_WEIGHT per layer, in the order of enum nmt_encoder_weight, as decode_layers'. Each query attends
+   to its source's S positions in float32: scores x scale, softmax, weighted sum of values. A source's result
+   does not depend on the others. Returns as decode_layers. */
 
 static void source_attention(const float *queries, const float *kv, float *out, float *scores, int64_t N, int64_t S,
                              int64_t H, int64_t Dh, float scale) {
