@@ -11,7 +11,6 @@ beside other work.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 
@@ -20,11 +19,10 @@ from results import cpu_name, model_file, vector_extensions, write_section
 from nmt.data.corpus import parse_test_set
 
 
-def translate(model: str, precision: str, text: str, alone: bool, int8_rows: bool) -> list[str]:
+def translate(model: str, precision: str, text: str, alone: bool) -> list[str]:
     command = [sys.executable, "-m", "nmt_cli.main", "translate", "--model", model, "--precision", precision, "-q",
                "--threads", "1", "--workers", "1", *(["--batch-size", "1"] if alone else [])]
-    environment = None if int8_rows else {**os.environ, "NMT_INT8_ROWS": "0"}
-    done = subprocess.run(command, input=text, capture_output=True, text=True, check=True, env=environment)
+    done = subprocess.run(command, input=text, capture_output=True, text=True, check=True)
     return done.stdout.split("\n")[:-1]
 
 
@@ -36,23 +34,19 @@ def main() -> None:
     parser.add_argument("--precisions", default="int8_fp32,int8_bf16,fp32")
     args = parser.parse_args()
     model = model_file(args.model)
-    modes = [(precision, True) for precision in args.precisions.split(",")]
-    if "int8_fp32" in args.precisions.split(","):
-        modes.append(("int8_fp32", False))  # NMT_INT8_ROWS=0: fbgemm's scale per call
     rows = ["| precision | " + " | ".join(args.test_sets.split(",")) + " |",
             "|---|" + "---|" * len(args.test_sets.split(","))]
-    for precision, int8_rows in modes:
+    for precision in args.precisions.split(","):
         cells = []
         for name in args.test_sets.split(","):
             source = parse_test_set(name).source[: args.lines]
             text = "".join(line + "\n" for line in source)
-            alone = translate(model, precision, text, True, int8_rows)
-            batched = translate(model, precision, text, False, int8_rows)
+            alone = translate(model, precision, text, True)
+            batched = translate(model, precision, text, False)
             differ = sum(a != b for a, b in zip(alone, batched, strict=True))
             cells.append(f"{differ} of {len(source)}")
-            print(precision, int8_rows, name, cells[-1], flush=True)
-        label = precision if int8_rows or precision != "int8_fp32" else "int8_fp32, NMT_INT8_ROWS=0"
-        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+            print(precision, name, cells[-1], flush=True)
+        rows.append(f"| {precision} | " + " | ".join(cells) + " |")
     lines = [f"{cpu_name()}. Lines whose translation alone (`--batch-size 1`) differs from their translation in "
              f"the default batches, first {args.lines} lines of each set, beam and options as shipped.", "", *rows]
     print("\n".join(lines))

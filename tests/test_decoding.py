@@ -267,7 +267,7 @@ def test_int8_fp32_without_vnni_gives_each_row_what_it_would_get_alone(monkeypat
     for inputs, outputs in ((256, 512), (1024, 256), (256, 1000)):
         linear = torch.nn.Linear(inputs, outputs)
         layer = DynamicInt8Linear(linear.weight, linear.bias, rows=7, kernels=True)
-        assert layer.int7 and layer.kernel is not None
+        assert layer.rows == 7 and layer.kernel is not None
         x = torch.randn(40, inputs) * torch.linspace(0.1, 10, 40)[:, None]  # rows of very different scales
         many = layer(x)
         torch_alone = DynamicInt8Linear(linear.weight, linear.bias, rows=7, kernels=False)

@@ -3,6 +3,8 @@ Transformer.decode_step, step after step, in every precision it runs in, and the
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -84,6 +86,22 @@ def test_flat_step_equals_decode_step_on_cuda(precision):
     model, backend = cast(tiny_model(seed=7).cuda(), precision)
     for sentences, beam in [(1, 1), (3, 2), (18, 1)]:
         assert_flat_step_equals_decode_step(model, backend, sentences, beam, "cuda")
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_every_precision_builds_on_a_cpu_without_vnni(monkeypatch, tied):
+    """On an AVX2 CPU (no VNNI, say an AMD Zen 3) int8_fp32 takes 7-bit rows; the other precisions have no int8
+    product at all, and their decoders must not look for one (an fp32 model's output projection has none)."""
+    from nmt.model import backend
+
+    avx2 = dataclasses.replace(backend.machine(), flags=frozenset({"avx2", "fma"}))
+    monkeypatch.setattr(backend, "machine", lambda: avx2)
+    for precision in ("fp32", "bf16", "int8_bf16", "int8_fp32"):
+        model, chosen = cast(tiny_model(seed=7, tie_embeddings=tied), precision)
+        assert chosen.int8_rows == (7 if precision == "int8_fp32" else 0)
+        flat = FlatDecoder(model, chosen)
+        log_probs, _ = flat.decode_step(SRC[:, 0], flat.init_state(SRC))
+        assert log_probs.shape == (SRC.size(0), model.config.vocab_size)
 
 
 def test_flat_decoder_searches_as_the_model():

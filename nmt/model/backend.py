@@ -91,7 +91,6 @@ def int_mm_exact() -> bool:
 AUTO_PRECISION_BY_CPU = (("amx_bf16", "bf16"), ("avx512_bf16", "int8_fp32"), ("avx2", "int8_fp32"))
 
 
-
 @dataclass(frozen=True)
 class Backend:
     """A precision on a device, resolved (Backend.resolve): what runs the model's layers at inference."""
@@ -99,7 +98,7 @@ class Backend:
     device: torch.device
     precision: str  # one of PRECISIONS but auto
     kernels: bool  # nmt's C kernels may run (a CPU with them built; False with --exact: torch alone)
-    int8_rows: int = 8  # int8_fp32's product: each row of activations on its own scale, to 8 bits (VNNI) or 7
+    int8_rows: int = 0  # int8_fp32's product: each row of activations on its own scale, to 8 bits (VNNI) or 7; 0 else
 
     @classmethod
     def resolve(cls, precision: str, device: torch.device, exact: bool = False) -> Backend:
@@ -122,7 +121,8 @@ class Backend:
         if precision == "int8_fp32" and not (kernels or found.int_mm):
             raise UsageError("--precision int8_fp32 needs nmt's C kernels or torch's int8 products on this CPU; "
                              "use fp32")
-        return cls(device=device, precision=precision, kernels=kernels, int8_rows=int8_rows(found, kernels))
+        rows = int8_rows(found, kernels) if precision == "int8_fp32" else 0
+        return cls(device=device, precision=precision, kernels=kernels, int8_rows=rows)
 
     @property
     def dtype(self) -> torch.dtype:

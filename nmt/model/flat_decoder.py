@@ -176,7 +176,7 @@ class FlatDecoder:
         self.sentence_logits = sentence_logits_kernel() if native else None
         # int8_fp32 without VNNI (rows on 7 bits, nmt.model.quantize): each sentence's own tokens from the
         # output projection's int8 weights, as the shared ones are
-        int7 = backend.int8_rows == 7 and model.output_proj.int7 and model.config.d_model % 32 == 0
+        int7 = backend.int8_rows == 7 and model.config.d_model % 32 == 0
         self.sentence_logits_int7 = sentence_logits_int7_kernel() if native and int7 else None
 
     def restricted(self, vocabularies: Vocabularies) -> FlatDecoder:

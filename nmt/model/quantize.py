@@ -157,10 +157,6 @@ class DynamicInt8Linear(nn.Module):
         self.kernel = int8_linear_kernel() if kernels and self.in_features % 4 == 0 else None
         self.vnni = vnni_pack(quantized) if self.kernel is not None else None
 
-    @property
-    def int7(self) -> bool:
-        return self.rows == 7
-
     def forward(self, x: Tensor) -> Tensor:
         return self.function()(x.reshape(-1, self.in_features)).view(*x.shape[:-1], self.out_features)
 
