@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from nmt.model import native
 from nmt.model.backend import machine
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.skipif(shutil.which(COMPILER) is None, reason=f"no C c
 
 # What nmt.model.native keeps once loaded: the library and the kernels bound to it
 CACHED = (native.library, native.best_kernel, native.beam_top_k_kernel, native.sentence_logits_int7_kernel,
-          native.int8_linear_kernel)
+          native.int8_linear_kernel, native.dropout_kernel, native.cross_entropy_kernel)
 
 
 def forget_the_build() -> None:
@@ -473,7 +474,8 @@ def test_the_kernels_compile_without_a_warning_in_every_build(tmp_path, flags):
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-C_TYPES = {"int64_t": ctypes.c_int64, "int32_t": ctypes.c_int32, "float": ctypes.c_float, "void": None}
+C_TYPES = {"int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64, "int32_t": ctypes.c_int32, "float": ctypes.c_float,
+           "void": None}
 
 
 def header_prototypes() -> dict[str, tuple[object, list[object]]]:
@@ -492,7 +494,7 @@ def header_prototypes() -> dict[str, tuple[object, list[object]]]:
 def test_the_bindings_match_the_header():
     """Every prototype of the library's one header is bound, with its result and arguments (issue 65)."""
     prototypes = header_prototypes()
-    assert len(prototypes) == 14
+    assert len(prototypes) == 16
     assert prototypes == native.SIGNATURES
 
 
@@ -525,3 +527,54 @@ def test_one_layer_description_for_python_and_c():
     assert [field.name for field in dataclasses.fields(EncoderWeights)] == encoder
     assert enum_names("nmt_decoder_weight") == [name.upper() for name in decoder] + ["DECODER_WEIGHTS"]
     assert enum_names("nmt_encoder_weight") == ["ENCODER_" + name.upper() for name in encoder] + ["ENCODER_WEIGHTS"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_train_dropout_drops_p_scales_the_rest_and_draws_a_mask_per_seed(build, dtype):
+    """train_dropout (issue 64): the share dropped is p, the rest is scaled, the same seed draws the same mask
+    (backward's), another seed another; the mask does not depend on how the work is split between threads;
+    neighbouring units are drawn independently."""
+    dropout = native.dropout_kernel()
+    assert dropout is not None
+    dropped, scale = round(0.1 * 2**16), 2**16 / (2**16 - round(0.1 * 2**16))
+    x = torch.randn(1021, 1023).to(dtype)  # no size of whole vectors: the tail is drawn as well
+    x[x == 0] = 1  # (randn gives a few zeros a million)
+    y = dropout(x, dropped, scale, 7)
+    mask = y == 0
+    assert abs(float(mask.float().mean()) - 0.1) < 0.002  # 1.04M units
+    torch.testing.assert_close(y[~mask].float(), (x[~mask].float() * scale).to(dtype).float(), rtol=0, atol=0)
+    assert torch.equal(dropout(torch.ones_like(x), dropped, 1.0, 7) == 0, mask)
+    assert (dropout(torch.ones_like(x), dropped, 1.0, 8) == 0).logical_xor(mask).float().mean() > 0.15
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert torch.equal(dropout(x, dropped, scale, 7), y)
+    finally:
+        torch.set_num_threads(threads)
+    flat = mask.flatten().float()
+    for lag in (1, 2, 16, 1023):  # units side by side, a vector apart, a row apart
+        both = float((flat[:-lag] * flat[lag:]).mean())
+        assert abs(both - 0.01) < 0.001, lag  # independent: p * p
+    assert float(mask[:, :512].float().mean()) == pytest.approx(float(mask[:, 512:].float().mean()), abs=0.003)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("width", [8000, 37])
+def test_train_cross_entropy_equals_torch_in_value_and_gradient(build, dtype, width):
+    kernel = native.cross_entropy_kernel()
+    assert kernel is not None
+    torch.manual_seed(0)
+    logits = (4 * torch.randn(333, width)).to(dtype)
+    targets = torch.randint(1, width, (333,))
+    targets[::5] = 0  # padding
+    x = logits.float().requires_grad_(True)
+    expected = F.cross_entropy(x, targets, ignore_index=0, label_smoothing=0.1, reduction="none")
+    expected.sum().backward()
+    losses, grad = kernel(logits, targets, 0, 0.1, True)
+    torch.testing.assert_close(losses, expected.detach(), atol=2e-5, rtol=1e-5)
+    assert grad.dtype == dtype and torch.equal(grad[::5].float(), torch.zeros(grad[::5].shape))
+    tolerance = 2e-5 if dtype == torch.float32 else 4e-3  # bf16: the gradient rounded once
+    torch.testing.assert_close(grad.float(), x.grad, atol=tolerance, rtol=0)
+    assert torch.equal(kernel(logits, targets, 0, 0.1, False)[0], losses)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        kernel(logits, torch.full((333,), width), 0, 0.1, True)

@@ -15,8 +15,10 @@ here one chunk's, CHUNK_TOKENS x vocabulary.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nmt.model.native import TRAINING_DTYPES, cross_entropy_kernel
 from nmt.model.transformer import Transformer
 
 CHUNK_TOKENS = 1024
@@ -37,21 +39,26 @@ class _ChunkedOutputCrossEntropy(torch.autograd.Function):
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
         grad_bias = torch.zeros(vocab, dtype=torch.float32, device=weight.device) if bias is not None else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        kernel = cross_entropy_kernel() if hidden.is_cpu and dtype in TRAINING_DTYPES else None
         for start in range(0, hidden.size(0), CHUNK_TOKENS):
             h = hidden[start : start + CHUNK_TOKENS].to(dtype)  # (n, D)
             target = targets[start : start + CHUNK_TOKENS]
-            log_probs = _log_probs(h, weight_c, bias)
-            real = (target != pad_id).float()  # (n,)
-            rows = torch.arange(len(target), device=target.device)
-            total += _summed_loss(log_probs, target, real, smoothing)
-            grad = log_probs.exp_()  # softmax, in place of the log-probabilities
-            grad -= smoothing / vocab
-            grad[rows, target] -= 1 - smoothing
-            grad *= real[:, None]
+            if kernel is not None:  # one pass over the logits for the loss, one for the gradient
+                losses, grad = kernel(_logits(h, weight_c, bias), target, pad_id, smoothing, True)
+                total += losses.sum()
+            else:
+                log_probs = _log_probs(h, weight_c, bias)
+                real = (target != pad_id).float()  # (n,)
+                rows = torch.arange(len(target), device=target.device)
+                total += _summed_loss(log_probs, target, real, smoothing)
+                grad = log_probs.exp_()  # softmax, in place of the log-probabilities
+                grad -= smoothing / vocab
+                grad[rows, target] -= 1 - smoothing
+                grad *= real[:, None]
             grad_hidden[start : start + CHUNK_TOKENS] = grad.to(grad_dtype) @ weight_g
             grad_weight += (grad.to(grad_dtype).T @ h.to(grad_dtype)).float()
             if grad_bias is not None:
-                grad_bias += grad.sum(dim=0)
+                grad_bias += grad.sum(dim=0, dtype=torch.float32)
         ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
         ctx.has_bias = bias is not None
         ctx.weight_dtype, ctx.hidden_dtype = weight.dtype, hidden.dtype
@@ -84,6 +91,11 @@ def _log_probs(h: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     return logits.log_softmax(dim=-1)
 
 
+def _logits(h: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """A chunk's logits in h's dtype, for the C kernel: h (n, D) @ weight.T (D, V) + bias."""
+    return F.linear(h, weight, None if bias is None else bias.to(h.dtype))
+
+
 def _summed_loss(log_probs: Tensor, target: Tensor, real: Tensor, smoothing: float) -> Tensor:
     """The label-smoothed cross-entropy of a chunk's rows (n, V), summed over its real (1.0) tokens."""
     nll = -log_probs.gather(1, target[:, None]).squeeze(1)
@@ -96,10 +108,14 @@ def _chunked_loss(hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: 
     """output_cross_entropy's value alone (no autograd), a chunk at a time as _ChunkedOutputCrossEntropy."""
     weight_c = weight.to(dtype)
     total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+    kernel = cross_entropy_kernel() if hidden.is_cpu and dtype in TRAINING_DTYPES else None
     for start in range(0, hidden.size(0), CHUNK_TOKENS):
         target = targets[start : start + CHUNK_TOKENS]
-        log_probs = _log_probs(hidden[start : start + CHUNK_TOKENS].to(dtype), weight_c, bias)
-        total += _summed_loss(log_probs, target, (target != pad_id).float(), smoothing)
+        h = hidden[start : start + CHUNK_TOKENS].to(dtype)
+        if kernel is not None:
+            total += kernel(_logits(h, weight_c, bias), target, pad_id, smoothing, False)[0].sum()
+        else:
+            total += _summed_loss(_log_probs(h, weight_c, bias), target, (target != pad_id).float(), smoothing)
     return total
 
 

@@ -50,6 +50,7 @@ import subprocess
 import sysconfig
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -202,6 +203,8 @@ SIGNATURES = {
     "decode_layer_norm": (None, [_P] * 4 + [_I64] * 2 + [_F]),
     "decode_layers": (_I32, [_P] * 2 + [_I64] + [_P] + [_I64] + [_P] * 2 + [_I64] * 6 + [_F] * 2 + [_I32] * 2),
     "encode_layers": (_I32, [_P] * 2 + [_I64] * 6 + [_F] * 2 + [_I32] * 2),  # 1: no products, 2: no memory
+    "train_dropout": (None, [_P] * 2 + [_I64] * 2 + [ctypes.c_uint64, _I32, _F, _I32]),
+    "train_cross_entropy": (_I32, [_P] * 4 + [_I64] * 3 + [_F, _I32]),  # 2: a target outside the vocabulary
 }
 
 
@@ -634,3 +637,92 @@ class EncoderLayers(Int8Layers):
             x.data_ptr(), self.pointers, len(self.layers), sentences, length, self.heads, self.head_dim, self.d_ff,
             self.scale, self.eps, self.pre_norm, self.bits))
         return x
+
+
+TRAINING_DTYPES = (torch.bfloat16, torch.float32)
+SPLIT_MIN_ELEMENTS = 1 << 16  # below this a kernel call runs whole on the calling thread
+
+
+@functools.cache
+def _pool(workers: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(workers, thread_name_prefix="nmt-kernels")
+
+
+def in_parts(run: Callable[[int, int], None], count: int, elements_each: int) -> None:
+    """run(start, stop) over count items in as many contiguous parts as torch's threads (ctypes lets go of
+    the GIL in the kernels, so the parts run at once); small work in one call on this thread."""
+    parts = min(torch.get_num_threads(), count)
+    if parts <= 1 or count * elements_each < SPLIT_MIN_ELEMENTS:
+        run(0, count)
+        return
+    bounds = [count * k // parts for k in range(parts + 1)]
+    futures = [_pool(parts).submit(run, start, stop) for start, stop in zip(bounds[1:-1], bounds[2:], strict=True)]
+    run(bounds[0], bounds[1])
+    for future in futures:
+        future.result()
+
+
+@functools.cache
+def dropout_kernel() -> Callable[[Tensor, int, float, int], Tensor] | None:
+    """train_dropout as a function of tensors, or None where the kernels are unavailable."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def dropout(x: Tensor, dropped: int, scale: float, seed: int) -> Tensor:
+        """x with the units whose 16-bit draw under `seed` falls below `dropped` zeroed and the rest times
+        `scale`: a new tensor of x's shape, bf16 or float32 on the CPU. The same seed, the same mask."""
+        if not (x.dtype in TRAINING_DTYPES and x.is_cpu and x.numel() <= 2**32 and 0 <= dropped < 2**16
+                and 0 <= seed < 2**64):
+            raise ValueError("train_dropout needs a bf16 or float32 CPU tensor of at most 2^32 units, 16-bit rates "
+                             "and a 64-bit seed")
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        f32 = x.dtype == torch.float32
+        source, target, width = x.data_ptr(), out.data_ptr(), x.element_size()
+
+        def run(start: int, stop: int) -> None:
+            loaded.train_dropout(source + start * width, target + start * width, stop - start, start, seed,
+                                 dropped, scale, f32)
+
+        in_parts(run, x.numel(), 1)
+        return out
+
+    return dropout
+
+
+@functools.cache
+def cross_entropy_kernel() -> Callable[[Tensor, Tensor, int, float, bool], tuple[Tensor, Tensor | None]] | None:
+    """train_cross_entropy as a function of tensors, or None where the kernels are unavailable."""
+    loaded = library()
+    if loaded is None:
+        return None
+
+    def cross_entropy(logits: Tensor, targets: Tensor, pad_id: int, smoothing: float,
+                      gradient: bool) -> tuple[Tensor, Tensor | None]:
+        """Label-smoothed cross-entropy of logits (R, V), bf16 or float32, against targets (R,) int64: each
+        row's loss (R,) float32 (0 at padding), and with `gradient` its gradient with respect to the logits
+        in their dtype."""
+        if not (logits.dtype in TRAINING_DTYPES and logits.is_cpu and logits.dim() == 2
+                and targets.dtype == torch.int64 and targets.is_cpu and targets.shape == logits.shape[:1]):
+            raise ValueError("train_cross_entropy needs bf16 or float32 CPU logits (R, V) and int64 targets (R,)")
+        logits, targets = logits.contiguous(), targets.contiguous()
+        rows, width = logits.shape
+        losses = torch.empty(rows)
+        grad = torch.empty_like(logits) if gradient else None
+        f32 = logits.dtype == torch.float32
+        failed = []
+        row_bytes = width * logits.element_size()
+
+        def run(start: int, stop: int) -> None:
+            failed.append(loaded.train_cross_entropy(
+                logits.data_ptr() + start * row_bytes, targets.data_ptr() + start * 8, losses.data_ptr() + start * 4,
+                None if grad is None else grad.data_ptr() + start * row_bytes, stop - start, width, pad_id,
+                smoothing, f32))
+
+        in_parts(run, rows, width)
+        if any(failed):
+            raise ValueError(f"train_cross_entropy: a target outside the vocabulary of {width}")
+        return losses, grad
+
+    return cross_entropy

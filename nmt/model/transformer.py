@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from nmt.model.attention import attention_backends, cache_dtype, inference_attention
 from nmt.model.cache import CrossAttention, DecoderState, SelfAttention, cached_attention
 from nmt.model.config import ModelConfig
+from nmt.model.native import TRAINING_DTYPES, dropout_kernel
 
 INITIAL_CACHE_LENGTH = 16
 
@@ -36,12 +37,30 @@ def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
     return table.float()
 
 
+class _HashedDropout(torch.autograd.Function):
+    """Dropout by the C kernel train_dropout: the mask is a hash of each unit's index and a seed, so backward
+    draws it again instead of keeping it."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, dropped: int, scale: float, kernel) -> Tensor:
+        # the seed from torch's generator: a run's masks follow torch.manual_seed and resume with its state
+        seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
+        ctx.arguments = (dropped, scale, seed, kernel)
+        return kernel(x, dropped, scale, seed)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        dropped, scale, seed, kernel = ctx.arguments
+        return kernel(grad, dropped, scale, seed), None, None, None
+
+
 class Dropout(nn.Module):
-    """nn.Dropout, with the masks drawn faster on a CPU: torch's Bernoulli sampling there was a large share of
-    a `small` training step (benchmarks/EXPERIMENTS.md), where filling int64s with random bits and reading
-    them as 16-bit integers takes a fifth of its time. A unit is dropped when its
-    16 bits fall below p x 2^16: p is rounded to a multiple of 2^-16, and the kept units are scaled by the
-    exact inverse of the rate kept. On other devices, and compiled, F.dropout."""
+    """nn.Dropout, with the masks drawn faster on a CPU. A unit is dropped when a 16-bit draw falls below
+    p x 2^16: p is rounded to a multiple of 2^-16, and the kept units are scaled by the exact inverse of the
+    rate kept. With the C kernels (nmt.model.native), the draw is a hash of the unit's index and a seed, and
+    the dropout one pass in each direction; without them, 16-bit integers read from int64s filled with random
+    bits (torch's Bernoulli sampling there was a large share of a `small` training step, benchmarks/TRAINING.md).
+    On other devices, and compiled, F.dropout."""
 
     def __init__(self, p: float):
         super().__init__()
@@ -53,9 +72,13 @@ class Dropout(nn.Module):
         if not self.training or self.p == 0 or x.device.type != "cpu" or torch.compiler.is_compiling():
             return F.dropout(x, self.p, self.training)
         dropped = round(self.p * 2**16)
+        scale = 2**16 / (2**16 - dropped)
+        kernel = dropout_kernel()
+        if kernel is not None and x.dtype in TRAINING_DTYPES and x.numel() <= 2**32:
+            return _HashedDropout.apply(x, dropped, scale, kernel)
         bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), 2**63 - 1)
         keep = bits.view(torch.int16)[: x.numel()].view(x.shape) >= dropped - 2**15
-        return x * keep.to(x.dtype).mul_(2**16 / (2**16 - dropped))
+        return x * keep.to(x.dtype).mul_(scale)
 
 
 class MultiHeadAttention(nn.Module):

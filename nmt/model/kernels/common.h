@@ -131,9 +131,25 @@ static inline uint16_t to_bf16(float f) { /* round to nearest even, as torch con
     return (uint16_t)(u >> 16);
 }
 
+/* W floats rounded to bf16 as to_bf16 rounds each */
+static inline void store_bf16(uint16_t *p, vf f) {
+    vu u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    vh h = __builtin_convertvector(u >> 16, vh);
+    memcpy(p, &h, sizeof h);
+}
+
 /* Queries and outputs are bf16 (bf16 activations) or float32 (float32 activations, int8_fp32): `f32`. */
 static inline vf load_rows(const void *p, int64_t i, int f32) {
     return f32 ? load((const float *)p + i) : load_bf16((const uint16_t *)p + i);
+}
+
+static inline void store_rows(void *p, int64_t i, vf f, int f32) {
+    if (f32)
+        store((float *)p + i, f);
+    else
+        store_bf16((uint16_t *)p + i, f);
 }
 
 static inline void store_value(void *p, int64_t i, float x, int f32) {

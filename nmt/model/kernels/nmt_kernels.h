@@ -8,6 +8,7 @@
      shortlist.c   decode_sentence_logits, decode_sentence_logits_int7: each sentence's own target tokens
      int8.c        the int8 product of int8_fp32: rows quantized on their own scales, exact int32 sums
      layers.c      decode_layer_norm, decode_layers, encode_layers: a whole layer stack in one call
+     train.c       train_dropout, train_cross_entropy: a training step's dropout and loss in one pass each
 
    Functions that return int32_t return 0 on success; what other values mean is written at each. */
 
@@ -74,5 +75,11 @@ NMT_API int32_t decode_layers(float *x, const void *const *weights, int64_t L, u
                               int32_t pre_norm, int32_t bits);
 NMT_API int32_t encode_layers(float *x, const void *const *weights, int64_t L, int64_t N, int64_t S, int64_t H,
                               int64_t Dh, int64_t F, float scale, float eps, int32_t pre_norm, int32_t bits);
+
+/* train.c */
+NMT_API void train_dropout(const void *x, void *out, int64_t n, int64_t first, uint64_t seed, int32_t dropped,
+                           float scale, int32_t f32);
+NMT_API int32_t train_cross_entropy(const void *logits, const int64_t *targets, float *losses, void *grad,
+                                   int64_t rows, int64_t width, int64_t pad, float smoothing, int32_t f32);
 
 #endif
