@@ -1,13 +1,13 @@
 import pytest
 
-from nmt.text.protect import case_normalized, entities, is_title_case, name_spans, protect
+from nmt.text.protect import case_normalized, entities, is_title_case, kept_first_names, name_spans, protect
 
 
 def test_entities_go_behind_numbered_placeholders_and_come_back():
     sentence = "Visit https://example.com/faq?lang=en or write to help@example.org about AF1234 by 9:30 🎉"
     assert protect(sentence).text == "Visit ⦅1⦆ or write to ⦅2⦆ about ⦅3⦆ by 9:30 ⦅4⦆"  # the number: the model's
     assert protect(sentence).numbers == ("930",)  # which must keep its digits
-    protected = protect(sentence, protect_numbers=True)  # the retry: numbers behind placeholders too
+    protected = protect(sentence, strict=True)  # the retry: numbers behind placeholders too
     assert protected.text == "Visit ⦅1⦆ or write to ⦅2⦆ about ⦅3⦆ by ⦅4⦆ ⦅5⦆"
     assert protected.restore("Visitez ⦅1⦆ ou écrivez à ⦅2⦆ au sujet de ⦅3⦆ avant ⦅4⦆ ⦅5⦆") == (
         "Visitez https://example.com/faq?lang=en ou écrivez à help@example.org au sujet de AF1234 avant 9:30 🎉")
@@ -81,7 +81,7 @@ def test_names_are_runs_of_rare_capitalized_words_and_the_first_word_only_in_a_r
     assert name_spans("Priya Raghunathan teaches in Bangalore.", rare) == [(0, 17), (29, 38)]
     assert name_spans("Bangalore is far.", rare) == []  # a first word alone: any sentence starts capitalized
     assert name_spans("On Sunday Tom went to London with NASA.", rare) == []  # common words, an acronym
-    assert protect("Call Ifeoma at 9:30.", names=rare, protect_numbers=True).originals == ("Ifeoma", "9:30")
+    assert protect("Call Ifeoma at 9:30.", names=rare, strict=True).originals == ("Ifeoma", "9:30")
     assert protect(sentence).originals == ()  # without `names`, names are text
 
 
@@ -115,7 +115,7 @@ def test_codes_and_numbers_beside_words_still_go_behind_placeholders():
     protected = protect("COVID-19 cases rose 12 % after the MP3 leak, AF1234 said, on the 3rd floor.")
     assert protected.originals == ("COVID-19", "MP3", "AF1234") and protected.numbers == ("12", "3")
     retried = protect("COVID-19 cases rose 12 % after the MP3 leak, AF1234 said, on the 3rd floor.",
-                      protect_numbers=True)
+                      strict=True)
     assert retried.originals == ("COVID-19", "12", "MP3", "AF1234", "3rd")
     assert protect("See https://example.com/2nd-edition now.").originals == ("https://example.com/2nd-edition",)
 
@@ -136,17 +136,41 @@ def test_a_time_with_am_or_pm_comes_back_as_french_writes_it(english, french):
 
 
 def test_an_hour_over_twelve_with_pm_is_no_time_and_times_count_in_french():
-    assert protect("It happened at 13 p.m. sharp.", protect_numbers=True).originals == ("13",)  # a number, not a time
+    assert protect("It happened at 13 p.m. sharp.", strict=True).originals == ("13",)  # a number, not a time
     assert entities("The concert starts at 2 p.m. on November 17.") == ([], ["14", "17"])
 
 
 def test_title_case_keeps_the_capital_of_words_the_vocabulary_knows_as_names():
     """A list item "Alice Martin, Head of Sales" is in Title Case: sentence case lowered its names too ("Alice
     martin"); a word the vocabulary holds better capitalized keeps its capital."""
-    names = {"Martin", "Alice"}
+    names = {"Okafor", "Alice"}
 
     def is_name(word: str) -> bool:  # as the translator asks its vocabulary, of the word without its comma
         return word.strip(",") in names
 
-    assert case_normalized("Alice Martin, Head of Sales", is_name) == ("Alice Martin, head of sales", False)
-    assert case_normalized("Alice Martin, Head of Sales") == ("Alice martin, head of sales", False)
+    assert case_normalized("Alice Okafor, Head of Sales", is_name) == ("Alice Okafor, head of sales", False)
+    assert case_normalized("Alice Okafor, Head of Sales") == ("Alice okafor, head of sales", False)
+    # first names keep their capital in Title Case, and get it back in capitals
+    assert case_normalized("Call Alice Okafor Now") == ("Call Alice okafor now", False)
+    assert case_normalized('ASK "MARIE" AND BOB, NOT WILL.') == ('Ask "Marie" and Bob, not will.', True)
+
+
+def test_first_names_go_to_the_model_and_the_retry_puts_them_behind_placeholders():
+    """Issue 62: "Bob will fix the bug." came out "Un garçon réparera...". A first name goes to the model as text
+    and must come back (Protected.first_names); the retry (strict) holds it behind a placeholder."""
+    sentence = "Bob will fix the bug before Marie's release, and the Bobcats help."
+    protected = protect(sentence)
+    assert protected.text == sentence and protected.first_names == ("Bob", "Marie")
+    retried = protect(sentence, strict=True)
+    assert retried.text == "⦅1⦆ will fix the bug before ⦅2⦆'s release, and the Bobcats help."
+    assert retried.originals == ("Bob", "Marie") and retried.first_names == ()
+    assert kept_first_names(["Bob", "Marie"], "Bob corrigera le bogue avant la version de Marie.") == 2
+    assert kept_first_names(["Bob", "Marie"], "Bobby corrigera le bogue avant Marie-Claire.") == 0
+
+
+@pytest.mark.parametrize("sentence", ["Will you come?", "Grace under pressure.", "Frank talks began.",
+                                      "THE END", "We met in May."])
+def test_words_that_are_also_names_are_not_first_names(sentence):
+    """The list leaves out names that are English words a sentence may start with: a translation need not
+    keep them."""
+    assert protect(sentence).first_names == ()

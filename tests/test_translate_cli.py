@@ -524,3 +524,12 @@ def test_a_translation_that_loses_a_number_is_translated_again_with_it_protected
         text = translation.text
         assert all(number in text for number in digits), text
     assert "1980s" in found[0].text  # behind a placeholder the letters stay as they were
+
+
+def test_a_translation_that_loses_a_first_name_is_translated_again_with_it_protected(translator):
+    """Issue 62: first names go to the model as text; where its translation loses one (this random model
+    does), the line is translated again with it behind a placeholder, and it comes back."""
+    lines = ["Bob will fix the bug.", "A dog runs.", "Ask Marie and Thomas."]
+    found = translator.translate(lines)
+    assert [t.source for t in found] == lines
+    assert "Bob" in found[0].text and "Marie" in found[2].text and "Thomas" in found[2].text

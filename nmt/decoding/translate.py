@@ -45,7 +45,7 @@ from nmt.model.checkpoint import Checkpoint
 from nmt.model.shortlist import Shortlist
 from nmt.model.transformer import Transformer
 from nmt.text.metrics import loops
-from nmt.text.protect import Protected, case_normalized, numbers_kept, protect
+from nmt.text.protect import Protected, case_normalized, kept_first_names, numbers_kept, protect
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
 from nmt.text.tokenizer import Tokenizer
 
@@ -67,10 +67,13 @@ class Unit:
         return text.upper() if self.upper else text
 
 
-def keeps_numbers(units: list[Unit], text: str) -> bool:
-    """Whether `text` holds the digits of every number that `units` left to the model, in order."""
-    numbers = [number for unit in units if unit.protected for number in unit.protected.numbers]
-    return numbers_kept(numbers, text) == len(numbers)
+def keeps_entities(units: list[Unit], text: str) -> bool:
+    """Whether `text` holds the digits of every number that `units` left to the model, in order, and every
+    first name."""
+    protected = [unit.protected for unit in units if unit.protected]
+    numbers = [number for p in protected for number in p.numbers]
+    names = [name for p in protected for name in p.first_names]
+    return numbers_kept(numbers, text) == len(numbers) and kept_first_names(names, text) == len(names)
 
 
 @dataclass
@@ -220,25 +223,25 @@ class Translator:
                    glossary=Glossary.read(config.glossary) if config.glossary else None,
                    max_piece_tokens=config.clause_split, protect_names=config.protect_names, backend=backend)
 
-    def _units(self, line: str, protect_numbers: bool = False) -> list[Unit]:
+    def _units(self, line: str, strict: bool = False) -> list[Unit]:
         """`line` as the units it is translated in: its sentences, and the clauses of a sentence too long to
         translate whole (nmt.text.segment); a clause still too long is cut into runs of tokens at word starts.
-        protect_numbers: numbers go behind placeholders too (nmt.text.protect)."""
+        strict: numbers and first names go behind placeholders too (nmt.text.protect)."""
         limit = self.max_piece_tokens
         units = []
         for sentence in split_sentences(line):
-            unit = self._unit(sentence, protect_numbers)
+            unit = self._unit(sentence, strict)
             if len(unit.pieces) <= 1:  # not cut: at most max_piece_tokens
                 units.append(unit)
                 continue
             if not self._warned_long:
                 log.warning("a sentence is longer than %d tokens: it is translated in pieces", limit)
                 self._warned_long = True
-            units.extend(self._unit(clause, protect_numbers) for clause in split_clauses(
+            units.extend(self._unit(clause, strict) for clause in split_clauses(
                 sentence, lambda text: len(self.tokenizer.encode(text)), limit))
         return [unit for unit in units if unit.pieces]
 
-    def _unit(self, text: str, protect_numbers: bool = False) -> Unit:
+    def _unit(self, text: str, strict: bool = False) -> Unit:
         """`text` in sentence case if it is in capitals, with its entities behind placeholders where the model
         has them (nmt.text.protect), as token ids of at most max_piece_tokens."""
         upper, source = False, text
@@ -246,7 +249,7 @@ class Translator:
         if self.ordinary_input:
             text, upper = case_normalized(text, self._is_cased_name)
         names = self._is_rare if self.protect_names else None
-        protected = (protect(text, names=names, protect_numbers=protect_numbers)
+        protected = (protect(text, names=names, strict=strict)
                      if self.ordinary_input and self.tokenizer.has_placeholders
                      else None)
         ids = self.tokenizer.encode(protected.text if protected else text)
@@ -330,11 +333,12 @@ class Translator:
         return results
 
     def translate_as_ready(self, lines: list[str], prefixes: list[str | None] | None = None,
-                           protect_numbers: bool = False) -> Iterator[tuple[int, Translation]]:
+                           strict: bool = False) -> Iterator[tuple[int, Translation]]:
         """(line index, Translation) pairs as batches finish: empty lines first, then by length. A line's
         prefix starts the translation of its first sentence. Numbers ("35", "1,249.99", "1980s",
-        "35-year-old") are left to the model; a line whose translation loses a number's digits is translated
-        again at the end with its numbers behind placeholders (`protect_numbers`), as codes are (nmt.text.protect)."""
+        "35-year-old") and first names ("Bob") are left to the model; a line whose translation loses a number's
+        digits or a first name is translated again at the end with them behind placeholders (`strict`), as
+        codes are (nmt.text.protect)."""
         retry: list[int] = []
         sources: list[list[int]] = []
         owners: list[int] = []  # line index of each source piece
@@ -342,7 +346,7 @@ class Translator:
         required: list[list[list[int]]] = []  # token ids of the glossary terms of each source piece
         units: list[list[Unit]] = []
         for index, line in enumerate(lines):
-            units.append(self._units(line, protect_numbers))
+            units.append(self._units(line, strict))
             pieces = [piece for unit in units[-1] for piece in unit.pieces]
             if not pieces:
                 yield index, Translation(line, "", None, alignment=[] if self.alignments else None)
@@ -377,7 +381,7 @@ class Translator:
                     if self.alignments:
                         translation = replace(translation, alignment=align(self.model, self.tokenizer,
                                                                            translation.source, translation.text))
-                    if not protect_numbers and not keeps_numbers(units[owner], translation.text):
+                    if not strict and not keeps_entities(units[owner], translation.text):
                         retry.append(owner)
                         continue
                     if self.min_confidence is not None and translation.confidence < self.min_confidence:
@@ -386,7 +390,7 @@ class Translator:
                     yield owner, translation
         if retry:
             again = self.translate_as_ready([lines[i] for i in retry],
-                                            [prefixes[i] for i in retry] if prefixes else None, protect_numbers=True)
+                                            [prefixes[i] for i in retry] if prefixes else None, strict=True)
             yield from ((retry[index], translation) for index, translation in again)
 
     def _join(self, line: str, units: list[Unit], results: list) -> Translation:

@@ -4,7 +4,7 @@ a sentence, replaced by placeholders the model copies, and put back after decodi
     protected = protect("Visit https://example.com at 9:30.")
     protected.text                      ->  "Visit ⦅1⦆ at 9:30."    (numbers: the model's, checked)
     protected.restore("Visitez ⦅1⦆ à 9 h 30.")  ->  "Visitez https://example.com à 9 h 30."
-    protect("Visit https://example.com at 9:30.", protect_numbers=True).text  ->  "Visit ⦅1⦆ at ⦅2⦆."
+    protect("Visit https://example.com at 9:30.", strict=True).text  ->  "Visit ⦅1⦆ at ⦅2⦆."
 
 A model learns to copy the placeholders in training (nmt.data.augment swaps them in for words both sides of a
 pair share), and its sentencepiece model holds each as one piece (nmt.text.tokenizer.PLACEHOLDERS); a model
@@ -14,7 +14,7 @@ repeated is removed.
 
 Numbers go to the model as text first: it writes them as French does ("1 249,99", "35 employés") where a
 placeholder moved them or kept the English form; `Protected.numbers` lists their digits, and a translation that
-loses one is translated again with the numbers behind placeholders (`protect_numbers`; nmt.decoding.translate). On
+loses one is translated again with the numbers behind placeholders (`strict`; nmt.decoding.translate). On
 the 640 news:dev lines with digits, BLEU 24.87 -> 25.60 and numbers kept 1,017 -> 1,019 of 1,019; on the 139 of
 news-commentary:dev_newsdiscuss 22.11 -> 22.90, 162 -> 164 of 165; robustness:dev and :test BLEU 57.25 -> 58.30
 and 54.68 -> 55.93, every entity intact. Times with a.m./p.m., amounts with a scale and units glued to a number
@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 PLACEHOLDER = "\u2985{}\u2986"  # ⦅1⦆: white parentheses, which ordinary text does not use
 MAX_PLACEHOLDERS = 9
@@ -170,6 +171,7 @@ class Protected:
     positions: tuple[float, ...]  # where each placeholder stood, as a share of the sentence's length
     untouched: bool = False  # the sentence held placeholder brackets of its own: its translation stays as it is
     numbers: tuple[str, ...] = ()  # the digits of the numbers left to the model, which its translation must keep
+    first_names: tuple[str, ...] = ()  # the first names left to the model, which its translation must keep
 
     def restore(self, translation: str) -> str:
         """`translation` with each placeholder replaced by its original; a missing one inserted at its
@@ -217,6 +219,18 @@ def insert_at_word_boundary(text: str, entity: str, position: float) -> str:
 CAPITALIZED = re.compile(r"(?<![\w'\u2019-])[^\W\d_a-z](?:[\w-]|['\u2019](?![a-z]))*")
 
 
+# First names a translation keeps as written: the model translated some ("Bob will fix the bug." -> "Un garçon
+# réparera..."). They go to the model as text; a translation that loses one is translated again with it behind a
+# placeholder (nmt.decoding.translate). The list leaves out names that are also English words (Will, Grace).
+FIRST_NAMES = frozenset(line for line in Path(__file__).with_name("first_names.txt").read_text(encoding="utf-8")
+                        .splitlines() if line and not line.startswith("#"))
+
+
+def kept_first_names(names: Sequence[str], text: str) -> int:
+    """How many of `names` `text` holds, each as a word of its own."""
+    return sum(1 for name in names if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text))
+
+
 # English capitalizes these without their being names
 CALENDAR_WORDS = frozenset(
     "Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June July August "
@@ -247,17 +261,25 @@ def name_spans(sentence: str, is_rare: Callable[[str], bool]) -> list[tuple[int,
             if start != first or " " in sentence[start:end] or "-" in sentence[start:end]]
 
 
+def first_name_spans(sentence: str) -> list[tuple[int, int]]:
+    """(start, end) of the first names of FIRST_NAMES in `sentence`, capitalized as names are."""
+    return [match.span() for match in CAPITALIZED.finditer(sentence) if match.group() in FIRST_NAMES]
+
+
 def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | None = None,
-            protect_numbers: bool = False) -> Protected:
+            strict: bool = False) -> Protected:
     """`sentence` with its URLs, e-mails, codes, emoji (and numbers; and with `names`, the names name_spans
     finds by it) replaced by ⦅1⦆, ⦅2⦆, ... (at most MAX_PLACEHOLDERS, in order; later ones stay as text).
     Numbers, and numbers with words glued to them, are left to the model (their digits listed in `numbers`, for
-    the translation to keep), or with `protect_numbers` put behind placeholders too (times and amounts of
-    RENDERINGS go behind placeholders either way). A sentence that already holds placeholder brackets is left
-    as it is."""
+    the translation to keep), and so are first names (`first_names`); with `strict` (the retry of a translation
+    that lost one), both go behind placeholders too (times and amounts of RENDERINGS go behind placeholders
+    either way). A sentence that already holds placeholder brackets is left as it is."""
     if "\u2985" in sentence or "\u2986" in sentence:
         return Protected(sentence, (), (), untouched=True)
-    spans = verbatim_spans(sentence, numbers and protect_numbers, protect_numbers)
+    spans = verbatim_spans(sentence, numbers and strict, strict)
+    first_names = [span for span in first_name_spans(sentence) if not overlaps(span, spans)]
+    if strict:
+        spans, first_names = sorted(spans + first_names), []
     rendered = {}  # span -> what its placeholder comes back as, where not the source's own text
     if numbers:
         for pattern, render in RENDERINGS:
@@ -279,12 +301,13 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
         last = end
     pieces.append(sentence[last:])
     left_spans: list[tuple[int, int]] = []
-    if numbers and not protect_numbers:
+    if numbers and not strict:
         for pattern in (NUMBER_WITH_WORD, NUMBER):
             left_spans += [match.span() for match in pattern.finditer(sentence)
                            if not overlaps(match.span(), spans) and not overlaps(match.span(), left_spans)]
     left = tuple(re.sub(r"\D", "", sentence[start:end]) for start, end in sorted(left_spans))
-    return Protected("".join(pieces), tuple(originals), tuple(positions), numbers=left)
+    kept_names = tuple(sentence[start:end] for start, end in first_names if not overlaps((start, end), spans))
+    return Protected("".join(pieces), tuple(originals), tuple(positions), numbers=left, first_names=kept_names)
 
 
 def contains(outer: tuple[int, int], inner: tuple[int, int]) -> bool:
@@ -313,13 +336,21 @@ def case_normalized(sentence: str, is_name: Callable[[str], bool] | None = None)
     """(`sentence` in sentence case if it is in capitals or Title Case, whether it was in capitals): the
     translation of a sentence in capitals goes back to capitals. In Title Case a word that `is_name` (the
     vocabulary knows it capitalized better than in lower case: "Alice Martin, Head of Sales") keeps its
-    capital; in capitals names lose theirs: models trained with nmt.data.augment's case variants do without
-    this."""
+    capital, and so does a first name (FIRST_NAMES); in capitals names lose theirs, but for the first names
+    ("ASK MARIE" -> "Ask Marie"): models trained with nmt.data.augment's case variants do without this."""
+
+    def first_name(word: str) -> bool:
+        return word.strip(".,;:!?()\"'’").capitalize() in FIRST_NAMES
+
+    def capitalized(word: str) -> str:  # '"MARIE,"' -> '"Marie,"'
+        first = next((i for i, char in enumerate(word) if char.isalpha()), 0)
+        return word[:first] + word[first:first + 1].upper() + word[first + 1:].lower()
+
     if is_all_caps(sentence):
-        lowered = sentence.lower()
+        lowered = " ".join(capitalized(word) if first_name(word) else word.lower() for word in sentence.split(" "))
     elif is_title_case(sentence):
-        lowered = " ".join(word if i == 0 or (is_name is not None and is_name(word)) else word.lower()
-                           for i, word in enumerate(sentence.split(" ")))
+        lowered = " ".join(word if i == 0 or first_name(word) or (is_name is not None and is_name(word))
+                           else word.lower() for i, word in enumerate(sentence.split(" ")))
     else:
         return sentence, False
     first = next((i for i, char in enumerate(lowered) if char.isalpha()), 0)
