@@ -1,5 +1,5 @@
-"""C kernels for the CPU decoder's attention over bf16 caches (and its shortlist logits and int8 products),
-compiled on first use.
+"""C kernels for the CPU decoder's attention over bf16 caches (and its shortlist logits and int8 products) and
+for a CPU training step's dropout and loss, compiled on first use.
 
 In a batched beam search on a CPU, a step's self-attention reads every cached key and value once, and
 that read bounds it: in float32, torch's batched products read the caches at about the speed of a copy
@@ -24,8 +24,13 @@ VNNI) or to 7 bits by `int7_rows_products` (AVX2), exact int32 sums, scaled back
 (at batch 1 a decoder step was some hundred small operations, whose calls from Python cost more than
 their work), over the same kernels and `decode_layer_norm`. What they gain on AVX-512 and AVX2 CPUs is
 in `benchmarks/EXPERIMENTS.md` (over float32 caches they gained nothing: the bytes read are what they
-save). The kernels run on the calling thread: translation on a CPU decodes in one-thread worker processes
-by default (`--workers`).
+save). The decoding kernels run on the calling thread: translation on a CPU decodes in one-thread worker
+processes by default (`--workers`).
+
+Training (`nmt train` on a CPU): `train_dropout` (nmt.model.transformer.Dropout) keeps or drops each unit by a
+hash of its index and a seed, so backward draws the mask again instead of keeping it; `train_cross_entropy`
+(nmt.model.loss) gives a chunk's loss and gradient in three passes a row. Both split their work over torch's
+threads (`in_parts`; ctypes lets go of the GIL). benchmarks/TRAINING.md has what they gain.
 
 The kernels are compiled with the system's C compiler into the user's cache folder (`$XDG_CACHE_HOME/nmt`,
 else `~/.cache/nmt`), once per version of the files, compiler flags and CPU; `make setup` does it ahead. They
