@@ -39,6 +39,7 @@ from nmt.model.backend import machine
 from nmt.model.checkpoint import Checkpoint, cast_weights, load_checkpoint, model_weights, save_checkpoint
 from nmt.model.config import PRESETS, ModelConfig
 from nmt.model.loss import TranslationLoss
+from nmt.model.native import library
 from nmt.model.transformer import Transformer
 from nmt.text.metrics import score
 from nmt.text.tokenizer import Tokenizer
@@ -448,6 +449,8 @@ class Trainer:
             torch.set_num_threads(config.threads)
         if self.device.type == "cpu":
             keep_freed_memory()
+            log.info("dropout and loss: %s", "nmt's C kernels" if library() is not None
+                     else "torch's operators (no C kernels: NMT_NATIVE=0, no C compiler, or no AVX2)")
         if config.precision == "fp16" and self.device.type != "cuda":
             raise UsageError("--precision fp16 needs a CUDA device; use bf16 on CPU")
         self.precision = training_precision(config.precision, self.device)
