@@ -18,7 +18,8 @@ loses one is translated again with the numbers behind placeholders (`strict`; nm
 the 640 news:dev lines with digits, BLEU 24.87 -> 25.60 and numbers kept 1,017 -> 1,019 of 1,019; on the 139 of
 news-commentary:dev_newsdiscuss 22.11 -> 22.90, 162 -> 164 of 165; robustness:dev and :test BLEU 57.25 -> 58.30
 and 54.68 -> 55.93, every entity intact. Times with a.m./p.m., amounts with a scale and units glued to a number
-still go behind placeholders that come back in French (RENDERINGS).
+still go behind placeholders that come back in French (RENDERINGS). First names (FIRST_NAMES: "Bob", "Marie") go
+to the model as text too, and a translation that loses one is translated again with it behind a placeholder.
 
 Also here: the entities as the robustness report counts them (`entities`), and casing: ALL-CAPS input is
 translated in sentence case and the translation put back in capitals (`case_normalized`).
