@@ -208,7 +208,7 @@ SIGNATURES = {
     "decode_layer_norm": (None, [_P] * 4 + [_I64] * 2 + [_F]),
     "decode_layers": (_I32, [_P] * 2 + [_I64] + [_P] + [_I64] + [_P] * 2 + [_I64] * 6 + [_F] * 2 + [_I32] * 2),
     "encode_layers": (_I32, [_P] * 2 + [_I64] * 6 + [_F] * 2 + [_I32] * 2),  # 1: no products, 2: no memory
-    "train_dropout": (None, [_P] * 2 + [_I64] * 2 + [ctypes.c_uint64, _I32, _F, _I32]),
+    "train_dropout": (None, [_P] * 2 + [_I64] * 2 + [_P, _I32, _F, _I32]),
     "train_cross_entropy": (_I32, [_P] * 4 + [_I64] * 3 + [_F, _I32]),  # 2: a target outside the vocabulary
 }
 
@@ -668,26 +668,27 @@ def in_parts(run: Callable[[int, int], None], count: int, elements_each: int) ->
 
 
 @functools.cache
-def dropout_kernel() -> Callable[[Tensor, int, float, int], Tensor] | None:
+def dropout_kernel() -> Callable[[Tensor, int, float, Tensor], Tensor] | None:
     """train_dropout as a function of tensors, or None where the kernels are unavailable."""
     loaded = library()
     if loaded is None:
         return None
 
-    def dropout(x: Tensor, dropped: int, scale: float, seed: int) -> Tensor:
-        """x with the units whose 16-bit draw under `seed` falls below `dropped` zeroed and the rest times
-        `scale`: a new tensor of x's shape, bf16 or float32 on the CPU. The same seed, the same mask."""
+    def dropout(x: Tensor, dropped: int, scale: float, seed: Tensor) -> Tensor:
+        """x with the units whose 16-bit draw under `seed` (one int64 on the CPU, which the kernel reads: the
+        seed never passes through Python) falls below `dropped` zeroed and the rest times `scale`: a new tensor of
+        x's shape, bf16 or float32 on the CPU. The same seed, the same mask."""
         if not (x.dtype in TRAINING_DTYPES and x.is_cpu and x.numel() <= 2**32 and 0 <= dropped < 2**16
-                and 0 <= seed < 2**64):
+                and seed.dtype == torch.int64 and seed.is_cpu and seed.numel() == 1):
             raise ValueError("train_dropout needs a bf16 or float32 CPU tensor of at most 2^32 units, 16-bit rates "
-                             "and a 64-bit seed")
+                             "and a seed in one int64 CPU tensor")
         x = x.contiguous()
         out = torch.empty_like(x)
         f32 = x.dtype == torch.float32
-        source, target, width = x.data_ptr(), out.data_ptr(), x.element_size()
+        source, target, width, seed_at = x.data_ptr(), out.data_ptr(), x.element_size(), seed.data_ptr()
 
         def run(start: int, stop: int) -> None:
-            loaded.train_dropout(source + start * width, target + start * width, stop - start, start, seed,
+            loaded.train_dropout(source + start * width, target + start * width, stop - start, start, seed_at,
                                  dropped, scale, f32)
 
         in_parts(run, x.numel(), 1)
@@ -713,7 +714,7 @@ def cross_entropy_kernel() -> Callable[[Tensor, Tensor, int, float, bool], tuple
             raise ValueError("train_cross_entropy needs bf16 or float32 CPU logits (R, V) and int64 targets (R,)")
         logits, targets = logits.contiguous(), targets.contiguous()
         rows, width = logits.shape
-        losses = torch.empty(rows)
+        losses = torch.empty(rows, device=logits.device)
         grad = torch.empty_like(logits) if gradient else None
         f32 = logits.dtype == torch.float32
         failed = []

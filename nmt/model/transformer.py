@@ -43,8 +43,9 @@ class _HashedDropout(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, dropped: int, scale: float, kernel) -> Tensor:
-        # the seed from torch's generator: a run's masks follow torch.manual_seed and resume with its state
-        seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
+        # the seed from torch's generator: a run's masks follow torch.manual_seed and resume with its state; kept
+        # in a tensor the kernel reads, never read by Python (the trainer counts the host's reads of tensors)
+        seed = torch.randint(-(2**63), 2**63 - 1, (), dtype=torch.int64, device=x.device)
         ctx.arguments = (dropped, scale, seed, kernel)
         return kernel(x, dropped, scale, seed)
 

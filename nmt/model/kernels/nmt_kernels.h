@@ -77,8 +77,8 @@ NMT_API int32_t encode_layers(float *x, const void *const *weights, int64_t L, i
                               int64_t Dh, int64_t F, float scale, float eps, int32_t pre_norm, int32_t bits);
 
 /* train.c */
-NMT_API void train_dropout(const void *x, void *out, int64_t n, int64_t first, uint64_t seed, int32_t dropped,
-                           float scale, int32_t f32);
+NMT_API void train_dropout(const void *x, void *out, int64_t n, int64_t first, const int64_t *seed_at,
+                           int32_t dropped, float scale, int32_t f32);
 NMT_API int32_t train_cross_entropy(const void *logits, const int64_t *targets, float *losses, void *grad,
                                    int64_t rows, int64_t width, int64_t pad, float smoothing, int32_t f32);
 

@@ -20,12 +20,13 @@ static inline vu draws(vu index, uint64_t seed) {
     return mix(mix(index ^ (uint32_t)seed) + (uint32_t)(seed >> 32)) >> 16;
 }
 
-/* train_dropout: out[i] = x[i] * scale where the draw of element first + i (16 bits under `seed`) is at least
-   `dropped`, else 0; x and out n bf16 values, or float32 with f32 (out may be x); first + n at most 2^32.
-   Computed in float32, rounded to bf16 once. The same seed and first give the same mask: backward calls it on
-   the gradient. */
-void train_dropout(const void *x, void *out, int64_t n, int64_t first, uint64_t seed, int32_t dropped, float scale,
-                   int32_t f32) {
+/* train_dropout: out[i] = x[i] * scale where the draw of element first + i (16 bits under the seed *seed_at, read
+   from memory: the caller keeps it in a tensor) is at least `dropped`, else 0; x and out n bf16 values, or float32
+   with f32 (out may be x); first + n at most 2^32. Computed in float32, rounded to bf16 once. The same seed and
+   first give the same mask: backward calls it on the gradient. */
+void train_dropout(const void *x, void *out, int64_t n, int64_t first, const int64_t *seed_at, int32_t dropped,
+                   float scale, int32_t f32) {
+    uint64_t seed = (uint64_t)*seed_at;
     vu threshold = {0}, index = {0};
     threshold += (uint32_t)dropped;
     for (int j = 0; j < W; j++) index[j] = (uint32_t)first + (uint32_t)j;
