@@ -779,8 +779,11 @@ def tune(
     clause_split: int = typer.Option(None, "--clause-split", help="Store N as the model's --clause-split default."),
     protect_names: bool = typer.Option(False, "--protect-names", help="Store --protect-names as the model's default."),
 ) -> None:
-    """Pick beam size and length penalty by validation BLEU and store them in the checkpoint."""
+    """Pick beam size and length penalty by validation BLEU and store them in the checkpoint. Each setting is
+    decoded as `nmt eval` decodes by default on this machine (its precision; the model's shortlist, so run
+    `nmt shortlist` first where the model is to have one)."""
     _configure_logging(False)
+    from nmt.decoding.configuration import DecodingFlags
     from nmt.model.checkpoint import load_checkpoint
     from nmt.training.tune import tune_decoding, write_release
 
@@ -795,14 +798,16 @@ def tune(
         raise UsageError("--no-repeat-ngram must not be negative")
     if clause_split is not None and clause_split < 1:
         raise UsageError("--clause-split must be at least 1")
-    best, table = tune_decoding(checkpoint, pairs, beam_list, lenpen_list, no_repeat_ngram=no_repeat_ngram)
+    flags = DecodingFlags(no_repeat_ngram=no_repeat_ngram, clause_split=clause_split,
+                          protect_names=protect_names or None)
+    best, table = tune_decoding(checkpoint, pairs, beam_list, lenpen_list, flags)
     for beam, lenpen, bleu in table:
         typer.echo(f"beam {beam} lenpen {lenpen:.2f}: BLEU {bleu:.2f} on {valid} ({len(pairs.source)} pairs)")
     if half:
-        from nmt.decoding.search import SearchOptions
-        from nmt.training.tune import half_precision_bleu_change
+        from nmt.training.tune import half_precision_bleu
 
-        delta = half_precision_bleu_change(checkpoint, pairs, SearchOptions(**best))
+        beam, lenpen, full = max(table, key=lambda row: row[2])
+        delta = half_precision_bleu(checkpoint, pairs, replace(flags, beam=beam, lenpen=lenpen)) - full
         typer.echo(f"fp16 weights change BLEU on {valid} by {delta:+.2f}")
     stored = {**best, **({"max_piece_tokens": clause_split} if clause_split else {}),
               **({"protect_names": True} if protect_names else {})}

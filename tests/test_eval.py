@@ -106,6 +106,34 @@ def test_tune_stores_the_best_decoding_defaults_and_half_precision_weights(tiny_
     assert "fp16 weights change BLEU" in result.stdout
 
 
+def test_tune_scores_each_setting_as_eval_decodes_it():
+    """References written by the default decoding (nmt eval's: this machine's precision, the model's shortlist where
+    beam search pays with it) score 100 in tune's table: a tune decoding in fp32 over the whole vocabulary scored
+    this random model's references 0 on a bf16 CPU, where the default decodes over the shortlist."""
+    from dataclasses import replace
+
+    from nmt.data.corpus import ParallelText
+    from nmt.decoding.configuration import DecodingConfig, DecodingFlags
+    from nmt.decoding.translate import Translator
+    from nmt.model.checkpoint import Checkpoint, load_checkpoint, model_weights
+    from nmt.training.tune import tune_decoding
+    from tests.conftest import tiny_model
+
+    general = load_checkpoint("data/models/general.pt")  # its vocabulary writes words, a small one letters
+    model = tiny_model(vocab_size=16000, max_positions=64)
+    checkpoint = Checkpoint(model.config, model_weights(model), general.spm_model, decoding={"max_len_b": 5},
+                            shortlist=general.shortlist)
+    source = ["A man in a blue shirt is riding a bicycle down the street.", "Two dogs are playing in the snow.",
+              "The children laugh while their parents watch from the bench.", "She reads a book in the garden."]
+    flags = DecodingFlags(min_len=16)  # long enough for BLEU to tell
+    as_eval = Translator.from_checkpoint(checkpoint, DecodingConfig.resolve(replace(flags, beam=2, lenpen=1.4),
+                                                                            checkpoint))
+    references = [translation.text for translation in as_eval.translate(source)]
+    assert score(references, references).bleu == pytest.approx(100.0)
+    _, table = tune_decoding(checkpoint, ParallelText(source, references), beams=[2], lenpens=[1.4], flags=flags)
+    assert table == [(2, 1.4, pytest.approx(100.0))]
+
+
 def test_empty_files_are_one_error_line_not_a_score(tmp_path):
     empty = tmp_path / "empty.fr"
     empty.write_text("")
