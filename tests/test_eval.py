@@ -112,6 +112,7 @@ def test_tune_scores_each_setting_as_eval_decodes_it():
     this random model's references 0 on a bf16 CPU, where the default decodes over the shortlist."""
     from dataclasses import replace
 
+    from nmt.apps.shipped import model_path
     from nmt.data.corpus import ParallelText
     from nmt.decoding.configuration import DecodingConfig, DecodingFlags
     from nmt.decoding.translate import Translator
@@ -119,7 +120,7 @@ def test_tune_scores_each_setting_as_eval_decodes_it():
     from nmt.training.tune import tune_decoding
     from tests.conftest import tiny_model
 
-    general = load_checkpoint("data/models/general.pt")  # its vocabulary writes words, a small one letters
+    general = load_checkpoint(model_path("general"))  # its vocabulary writes words, a small one letters
     model = tiny_model(vocab_size=16000, max_positions=64)
     checkpoint = Checkpoint(model.config, model_weights(model), general.spm_model, decoding={"max_len_b": 5},
                             shortlist=general.shortlist)
