@@ -806,8 +806,9 @@ def tune(
     if half:
         from nmt.training.tune import half_precision_bleu
 
-        beam, lenpen, full = max(table, key=lambda row: row[2])
-        delta = half_precision_bleu(checkpoint, pairs, replace(flags, beam=beam, lenpen=lenpen)) - full
+        full = max(bleu for _, _, bleu in table)  # the best setting's
+        rounded = half_precision_bleu(checkpoint, pairs, replace(flags, beam=best["beam_size"], lenpen=best["lenpen"]))
+        delta = rounded - full
         typer.echo(f"fp16 weights change BLEU on {valid} by {delta:+.2f}")
     stored = {**best, **({"max_piece_tokens": clause_split} if clause_split else {}),
               **({"protect_names": True} if protect_names else {})}
