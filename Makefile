@@ -87,19 +87,19 @@ bench-more: $(VENV)/.bench
 # The shipped model, from scratch, with the recipe of benchmarks/RECIPE.md (planned at about 2.5 hours on
 # 2 CPU cores from the ablations' rates; resumable: rerunning continues from $(MODEL_RUN)/last.pt). The
 # learning rate decays linearly to zero at the last update; --augment adds the variants that teach numbers,
-# links, capitals and long sentences (benchmarks/ROBUSTNESS.md). Then beam and length penalty are tuned on
-# multi30k:valid with repeated 4-grams blocked, sentences over 32 tokens translated a clause at a time
-# (chosen on the dev sets, data/models/README.md), names behind placeholders (benchmarks/ROBUSTNESS.md),
-# weights stored in fp16; the shortlist is built, and the
+# links, capitals and long sentences (benchmarks/ROBUSTNESS.md). Then the shortlist is built, and beam and
+# length penalty are tuned on multi30k:valid as the model decodes (its shortlist, this machine's precision) with
+# repeated 4-grams blocked, sentences over 32 tokens translated a clause at a time (chosen on the dev sets,
+# data/models/README.md), names behind placeholders (benchmarks/ROBUSTNESS.md), weights stored in fp16; the
 # test sets are scored on the fp32 reference path. The result replaces data/models/en-fr.pt.
 MODEL_RUN := runs/shipped
 model: setup
 	$(BIN)/nmt train --data 'multi30k*3,tatoeba' --preset small --out $(MODEL_RUN) --precision bf16 \
 		--max-steps 9000 --decay linear --warmup 600 --lr 2e-3 --max-tokens 4096 --threads 2 --log-every 50 \
 		--valid-every 1000 --save-every 250 --keep-last 2 --augment
-	$(BIN)/nmt tune --model $(MODEL_RUN)/last.pt --valid multi30k:valid --beams 4,5 --lenpens 0.6,0.8,1.0,1.2 \
+	$(BIN)/nmt shortlist --model $(MODEL_RUN)/last.pt --data multi30k,tatoeba --output $(MODEL_RUN)/shortlisted.pt
+	$(BIN)/nmt tune --model $(MODEL_RUN)/shortlisted.pt --valid multi30k:valid --beams 4,5 --lenpens 0.6,0.8,1.0,1.2 \
 		--no-repeat-ngram 4 --clause-split 32 --protect-names --half --output data/models/en-fr.pt
-	$(BIN)/nmt shortlist --model data/models/en-fr.pt --data multi30k,tatoeba --output data/models/en-fr.pt
 	$(BIN)/nmt eval --test multi30k:test_2016_flickr --lc-tok --exact
 	$(BIN)/nmt eval --test multi30k:test_2017_flickr --lc-tok --exact
 	$(BIN)/nmt eval --test robustness:test --exact
@@ -145,12 +145,11 @@ model-general: setup
 		--threads 2 --valid-every 2000 --save-every 500 --keep-last 5 --log-every 100 --out $(GENERAL_RUN)
 	$(TIMED) average -- $(BIN)/nmt average $(GENERAL_RUN)/step*.pt --valid europarl:dev,tatoeba:dev --limit 500 \
 		--output $(GENERAL_RUN)/averaged.pt
-	$(TIMED) tune -- $(BIN)/nmt tune --model $(GENERAL_RUN)/averaged.pt \
+	$(TIMED) shortlist -- $(BIN)/nmt shortlist --model $(GENERAL_RUN)/averaged.pt \
+		--prepared "$$(tail -n 1 $(GENERAL_RUN)/prepared.txt)" --output $(GENERAL_RUN)/shortlisted.pt
+	$(TIMED) tune -- $(BIN)/nmt tune --model $(GENERAL_RUN)/shortlisted.pt \
 		--valid europarl:dev,tatoeba:dev --limit 500 --beams 4,5 --lenpens 0.6,1.0,1.2 --no-repeat-ngram 4 \
-		--protect-names \
-		--half --output $(GENERAL_RUN)/tuned.pt
-	$(TIMED) shortlist -- $(BIN)/nmt shortlist --model $(GENERAL_RUN)/tuned.pt \
-		--prepared "$$(tail -n 1 $(GENERAL_RUN)/prepared.txt)" --output data/models/general.pt
+		--protect-names --half --output data/models/general.pt
 	for test in europarl:test news-commentary:dev_newsdiscuss tatoeba:dev multi30k:test_2016_flickr robustness:test; do \
 		$(TIMED) eval-$$test -- $(BIN)/nmt eval --model data/models/general.pt --test $$test \
 			--format jsonl >> $(GENERAL_RUN)/scores.jsonl || exit 1; done
