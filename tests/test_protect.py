@@ -1,6 +1,14 @@
 import pytest
 
-from nmt.text.protect import case_normalized, entities, is_title_case, kept_first_names, name_spans, protect
+from nmt.text.protect import (
+    case_normalized,
+    entities,
+    is_title_case,
+    kept_first_names,
+    name_spans,
+    ordinals_kept,
+    protect,
+)
 
 
 def test_entities_go_behind_numbered_placeholders_and_come_back():
@@ -116,8 +124,27 @@ def test_codes_and_numbers_beside_words_still_go_behind_placeholders():
     assert protected.originals == ("COVID-19", "MP3", "AF1234") and protected.numbers == ("12", "3")
     retried = protect("COVID-19 cases rose 12 % after the MP3 leak, AF1234 said, on the 3rd floor.",
                       strict=True)
-    assert retried.originals == ("COVID-19", "12", "MP3", "AF1234", "3rd")
+    assert retried.originals == ("COVID-19", "12", "MP3", "AF1234", "3e")  # the ordinal as French writes it
     assert protect("See https://example.com/2nd-edition now.").originals == ("https://example.com/2nd-edition",)
+
+
+@pytest.mark.parametrize("english, french", [
+    ("He finished 2nd.", ("2e",)), ("She won the 1st prize.", ("1er",)), ("in the 21st century", ("21e",)),
+    ("On November 9th he left.", ("9",)), ("the 20th of December", ("20",)), ("on March 1st", ("1er",)),
+    ("on December 2nd & 3rd", ("2", "3")),
+])
+def test_an_ordinal_is_checked_and_retried_as_french_writes_it(english, french):
+    """Issue 62: the model wrote "la minute 81st" and "Il a fini 2.": an ordinal goes to the model as text, its
+    translation must write it as French does (a day of a month as a number), and the retry renders it so."""
+    assert protect(english).ordinals == french and protect(english).originals == ()
+    assert protect(english, strict=True).originals == french
+
+
+def test_an_ordinal_is_kept_with_a_french_mark_and_without_an_english_one():
+    assert ordinals_kept(["2e"], "Il a fini 2e.") == ordinals_kept(["1er"], "la 1re place") == 1
+    assert ordinals_kept(["2e"], "Il a fini 2.") == ordinals_kept(["2e"], "Il a fini 12e.") == 0
+    assert ordinals_kept(["81e"], "la minute 81st") == ordinals_kept(["9"], "le 9th novembre") == 0
+    assert ordinals_kept(["9", "21e"], "le 9 novembre, au 21e siècle") == 2
 
 
 @pytest.mark.parametrize("english, french", [

@@ -59,9 +59,19 @@ CLOCK_TIME = re.compile(r"(?<![\w:.])(\d{1,2})(?:[:.]([0-5]\d))?\s?([ap])\.?\s?m
 # 5GB -> 5 Go). On the 19 lines of news:dev, news-commentary:dev_newsdiscuss and news:train that hold them,
 # BLEU 19.12 -> 20.91, chrF 47.35 -> 50.17. Ordinals (2nd -> 2e) are left to the model: rendered the same way,
 # they cost 1.4 BLEU on the 43 news:dev lines that hold them (the model writes "36e minute" itself, and a
-# placeholder moved it: "la minute de 36e").
+# placeholder moved it: "la minute de 36e"). Only a translation that keeps an English ordinal ("la minute 81st")
+# or drops its French mark ("Il a fini 2.") is translated again with it rendered (ORDINAL, french_ordinal).
 MONEY_SCALE = re.compile(r"(?<![\w.])([$\u20ac\u00a3])(\d+(?:[.,]\d+)?)\s?(bn|mn|m|tn)(?![\w-])")
 GLUED_UNIT = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)?)(km|kg|cm|mm|mg|ml|kW|MW|GW|kWh|GB|MB|TB|mph)(?![\w-])")
+# An ordinal as English writes it (2nd, 21st, 9th); in a date ("November 9th", "the 20th of December") French
+# writes the day as a number ("9 novembre"), the first as "1er"
+ORDINAL = re.compile(r"(?<![\w.])(\d+)(?:st|nd|rd|th)(?![\w-])", re.IGNORECASE)
+MONTH = (r"(?:January|February|March|April|May|June|July|August|September|October|November|December"
+         r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)")
+MONTH_BEFORE = re.compile(MONTH + r"\.?\s+(?:the\s+)?(?:\d+(?:st|nd|rd|th)?\s*(?:,|&|and|to|-)\s*(?:the\s+)?)*$")
+MONTH_AFTER = re.compile(r"\s+(?:of\s+)?" + MONTH + r"\b")
+# The mark a French ordinal carries after its digits (2e, 1er, 1re, 2nde, 3ème, 4ᵉ)
+FRENCH_ORDINAL_MARK = r"(?:e|er|re|ère|ème|eme|è|ᵉ|nde?)(?!\w)"
 CURRENCIES = {"$": ("dollar", "de "), "\u20ac": ("euro", "d'"), "\u00a3": ("livre", "de ")}
 SCALES = {"bn": "milliard", "m": "million", "mn": "million", "tn": "billion"}
 FRENCH_UNITS = {"GB": "Go", "MB": "Mo", "TB": "To"}
@@ -136,6 +146,29 @@ def french_unit(match: re.Match) -> str:
     return f"{french_number(match.group(1))} {FRENCH_UNITS.get(match.group(2), match.group(2))}"
 
 
+def french_ordinal(match: re.Match) -> str:
+    """ORDINAL's match as French writes it: "2e", "1er"; in a date the day alone ("9"), the first "1er"."""
+    digits = match.group(1)
+    if digits.lstrip("0") == "1":
+        return "1er"
+    in_date = (MONTH_BEFORE.search(match.string, 0, match.start())
+               or MONTH_AFTER.match(match.string, match.end()))
+    return digits if in_date else f"{digits}e"
+
+
+def ordinals_kept(ordinals: Sequence[str], translation: str) -> int:
+    """How many of `ordinals` (as french_ordinal writes them) `translation` holds as French writes them: the
+    digits without an English ending, and with a French one ("2e", "1re") where the form has one."""
+    kept = 0
+    for ordinal in ordinals:
+        digits = re.match(r"\d+", ordinal).group()
+        if re.search(rf"(?<![\d.,]){digits}(?:st|nd|rd|th)(?!\w)", translation, re.IGNORECASE):
+            continue
+        if ordinal == digits or re.search(rf"(?<![\d.,]){digits}{FRENCH_ORDINAL_MARK}", translation):
+            kept += 1
+    return kept
+
+
 # A pattern of an English form and what its placeholder comes back as in French (None: as written)
 RENDERINGS: tuple[tuple[re.Pattern, Callable[[re.Match], str | None]], ...] = (
     (CLOCK_TIME, french_time), (MONEY_SCALE, french_money), (GLUED_UNIT, french_unit))
@@ -172,6 +205,7 @@ class Protected:
     positions: tuple[float, ...]  # where each placeholder stood, as a share of the sentence's length
     untouched: bool = False  # the sentence held placeholder brackets of its own: its translation stays as it is
     numbers: tuple[str, ...] = ()  # the digits of the numbers left to the model, which its translation must keep
+    ordinals: tuple[str, ...] = ()  # the ordinals left to the model, as its translation must write them ("2e")
     first_names: tuple[str, ...] = ()  # the first names left to the model, which its translation must keep
 
     def restore(self, translation: str) -> str:
@@ -283,7 +317,7 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
         spans, first_names = sorted(spans + first_names), []
     rendered = {}  # span -> what its placeholder comes back as, where not the source's own text
     if numbers:
-        for pattern, render in RENDERINGS:
+        for pattern, render in RENDERINGS + (((ORDINAL, french_ordinal),) if strict else ()):
             for match in pattern.finditer(sentence):
                 french = render(match)
                 others = [span for span in spans if not contains(match.span(), span)]  # its digits go in it
@@ -307,8 +341,11 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
             left_spans += [match.span() for match in pattern.finditer(sentence)
                            if not overlaps(match.span(), spans) and not overlaps(match.span(), left_spans)]
     left = tuple(re.sub(r"\D", "", sentence[start:end]) for start, end in sorted(left_spans))
+    ordinals = tuple(french_ordinal(match) for match in ORDINAL.finditer(sentence)
+                     if numbers and not strict and not overlaps(match.span(), spans))
     kept_names = tuple(sentence[start:end] for start, end in first_names if not overlaps((start, end), spans))
-    return Protected("".join(pieces), tuple(originals), tuple(positions), numbers=left, first_names=kept_names)
+    return Protected("".join(pieces), tuple(originals), tuple(positions), numbers=left, ordinals=ordinals,
+                     first_names=kept_names)
 
 
 def contains(outer: tuple[int, int], inner: tuple[int, int]) -> bool:
