@@ -3,10 +3,10 @@ import pytest
 from nmt.text.protect import (
     case_normalized,
     entities,
+    glued_kept,
     is_title_case,
     kept_first_names,
     name_spans,
-    ordinals_kept,
     protect,
 )
 
@@ -131,20 +131,36 @@ def test_codes_and_numbers_beside_words_still_go_behind_placeholders():
 @pytest.mark.parametrize("english, french", [
     ("He finished 2nd.", ("2e",)), ("She won the 1st prize.", ("1er",)), ("in the 21st century", ("21e",)),
     ("On November 9th he left.", ("9",)), ("the 20th of December", ("20",)), ("on March 1st", ("1er",)),
-    ("on December 2nd & 3rd", ("2", "3")),
+    ("on December 2nd & 3rd", ("2", "3")), ("In the 1980s, it grew.", ("années 1980",)),
+    ("since the '50s", ("années 50",)),
 ])
-def test_an_ordinal_is_checked_and_retried_as_french_writes_it(english, french):
-    """Issue 62: the model wrote "la minute 81st" and "Il a fini 2.": an ordinal goes to the model as text, its
-    translation must write it as French does (a day of a month as a number), and the retry renders it so."""
-    assert protect(english).ordinals == french and protect(english).originals == ()
+def test_an_ordinal_or_decade_is_checked_and_retried_as_french_writes_it(english, french):
+    """Issue 62: the model wrote "la minute 81st", "Il a fini 2." and "dans la 1980s": ordinals and decades go
+    to the model as text, its translation must write them as French does (a day of a month as a number), and
+    the retry renders them so."""
+    protected = protect(english)
+    assert tuple(f for _, f in protected.glued) == french and protected.originals == ()
     assert protect(english, strict=True).originals == french
+    assert protect("in the mid-1990s").glued == ()  # French words it otherwise: "au milieu des années 1990"
 
 
-def test_an_ordinal_is_kept_with_a_french_mark_and_without_an_english_one():
-    assert ordinals_kept(["2e"], "Il a fini 2e.") == ordinals_kept(["1er"], "la 1re place") == 1
-    assert ordinals_kept(["2e"], "Il a fini 2.") == ordinals_kept(["2e"], "Il a fini 12e.") == 0
-    assert ordinals_kept(["81e"], "la minute 81st") == ordinals_kept(["9"], "le 9th novembre") == 0
-    assert ordinals_kept(["9", "21e"], "le 9 novembre, au 21e siècle") == 2
+def test_an_ordinal_or_decade_is_kept_with_a_french_mark_and_without_an_english_one():
+    second, ninth, decade = ("2nd", "2e"), ("9th", "9"), ("1980s", "années 1980")
+    assert glued_kept([second], "Il a fini 2e.") == glued_kept([("1st", "1er")], "la 1re place") == 1
+    assert glued_kept([second], "Il a fini 2.") == glued_kept([second], "Il a fini 12e.") == 0
+    assert glued_kept([("81st", "81e")], "la minute 81st") == glued_kept([ninth], "le 9th novembre") == 0
+    assert glued_kept([ninth, decade], "le 9 novembre, dans les années 1980") == 2
+    assert glued_kept([decade], "dans la 1980s") == glued_kept([("'90s", "années 90")], "les années '90s") == 0
+
+
+def test_the_article_before_a_decade_the_retry_rendered_is_made_plural():
+    """The model takes the decade's placeholder for a singular noun ("dans la ⦅1⦆")."""
+    protected = protect("In the 1980s, it grew.", strict=True)
+    for french, restored in (("Dans la ⦅1⦆, il a grandi.", "Dans les années 1980, il a grandi."),
+                             ("le début de la ⦅1⦆", "le début des années 1980"), ("du ⦅1⦆", "des années 1980"),
+                             ("à l'⦅1⦆", "aux années 1980"), ("Les ⦅1⦆", "Les années 1980")):
+        assert protected.restore(french) == restored
+    assert protect("He is 35.", strict=True).restore("la ⦅1⦆") == "la 35"  # no decade: left alone
 
 
 @pytest.mark.parametrize("english, french", [

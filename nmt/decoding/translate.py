@@ -45,7 +45,7 @@ from nmt.model.checkpoint import Checkpoint
 from nmt.model.shortlist import Shortlist
 from nmt.model.transformer import Transformer
 from nmt.text.metrics import loops
-from nmt.text.protect import Protected, case_normalized, kept_first_names, numbers_kept, ordinals_kept, protect
+from nmt.text.protect import Protected, case_normalized, glued_kept, kept_first_names, numbers_kept, protect
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
 from nmt.text.tokenizer import Tokenizer
 
@@ -69,12 +69,12 @@ class Unit:
 
 def keeps_entities(units: list[Unit], text: str) -> bool:
     """Whether `text` holds the digits of every number that `units` left to the model, in order, every
-    ordinal as French writes it, and every first name."""
+    ordinal and decade as French writes it, and every first name."""
     protected = [unit.protected for unit in units if unit.protected]
     numbers = [number for p in protected for number in p.numbers]
-    ordinals = [ordinal for p in protected for ordinal in p.ordinals]
+    glued = [pair for p in protected for pair in p.glued]
     names = [name for p in protected for name in p.first_names]
-    return (numbers_kept(numbers, text) == len(numbers) and ordinals_kept(ordinals, text) == len(ordinals)
+    return (numbers_kept(numbers, text) == len(numbers) and glued_kept(glued, text) == len(glued)
             and kept_first_names(names, text) == len(names))
 
 

@@ -59,8 +59,9 @@ CLOCK_TIME = re.compile(r"(?<![\w:.])(\d{1,2})(?:[:.]([0-5]\d))?\s?([ap])\.?\s?m
 # 5GB -> 5 Go). On the 19 lines of news:dev, news-commentary:dev_newsdiscuss and news:train that hold them,
 # BLEU 19.12 -> 20.91, chrF 47.35 -> 50.17. Ordinals (2nd -> 2e) are left to the model: rendered the same way,
 # they cost 1.4 BLEU on the 43 news:dev lines that hold them (the model writes "36e minute" itself, and a
-# placeholder moved it: "la minute de 36e"). Only a translation that keeps an English ordinal ("la minute 81st")
-# or drops its French mark ("Il a fini 2.") is translated again with it rendered (ORDINAL, french_ordinal).
+# placeholder moved it: "la minute de 36e"). Only a translation that keeps an English ordinal or decade ("la
+# minute 81st", "dans la 1980s") or drops an ordinal's French mark ("Il a fini 2.") is translated again with them
+# rendered (GLUED_RENDERINGS).
 MONEY_SCALE = re.compile(r"(?<![\w.])([$\u20ac\u00a3])(\d+(?:[.,]\d+)?)\s?(bn|mn|m|tn)(?![\w-])")
 GLUED_UNIT = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)?)(km|kg|cm|mm|mg|ml|kW|MW|GW|kWh|GB|MB|TB|mph)(?![\w-])")
 # An ordinal as English writes it (2nd, 21st, 9th); in a date ("November 9th", "the 20th of December") French
@@ -72,6 +73,8 @@ MONTH_BEFORE = re.compile(MONTH + r"\.?\s+(?:the\s+)?(?:\d+(?:st|nd|rd|th)?\s*(?
 MONTH_AFTER = re.compile(r"\s+(?:of\s+)?" + MONTH + r"\b")
 # The mark a French ordinal carries after its digits (2e, 1er, 1re, 2nde, 3ème, 4ᵉ)
 FRENCH_ORDINAL_MARK = r"(?:e|er|re|ère|ème|eme|è|ᵉ|nde?)(?!\w)"
+# A decade as English writes it (1980s, '90s, 70s; not mid-1990s, which French words otherwise)
+DECADE = re.compile(r"(?<![\w.'\u2019-])['\u2019]?(\d{0,2}\d0)s(?![\w-])")
 CURRENCIES = {"$": ("dollar", "de "), "\u20ac": ("euro", "d'"), "\u00a3": ("livre", "de ")}
 SCALES = {"bn": "milliard", "m": "million", "mn": "million", "tn": "billion"}
 FRENCH_UNITS = {"GB": "Go", "MB": "Mo", "TB": "To"}
@@ -156,15 +159,28 @@ def french_ordinal(match: re.Match) -> str:
     return digits if in_date else f"{digits}e"
 
 
-def ordinals_kept(ordinals: Sequence[str], translation: str) -> int:
-    """How many of `ordinals` (as french_ordinal writes them) `translation` holds as French writes them: the
-    digits without an English ending, and with a French one ("2e", "1re") where the form has one."""
+def french_decade(match: re.Match) -> str:
+    """DECADE's match as French writes it: "années 1980", "années 90"."""
+    return f"années {match.group(1)}"
+
+
+# Numbers with an English ending left to the model, and what the retry of a translation that kept the ending
+# renders them as
+GLUED_RENDERINGS: tuple[tuple[re.Pattern, Callable[[re.Match], str]], ...] = (
+    (ORDINAL, french_ordinal), (DECADE, french_decade))
+
+
+def glued_kept(glued: Sequence[tuple[str, str]], translation: str) -> int:
+    """How many of `glued` (English and French forms of the numbers with an English ending left to the model:
+    ("2nd", "2e"), ("1980s", "années 1980")) `translation` writes as French does: its digits without the English
+    ending, and with the French ordinal's mark ("2e", "1re") where the French form has one."""
     kept = 0
-    for ordinal in ordinals:
-        digits = re.match(r"\d+", ordinal).group()
-        if re.search(rf"(?<![\d.,]){digits}(?:st|nd|rd|th)(?!\w)", translation, re.IGNORECASE):
+    for english, french in glued:
+        digits, ending = re.fullmatch(r"['\u2019]?(\d+)(\w+)", english).groups()
+        if re.search(rf"(?<![\d.,]){digits}['\u2019]?{ending}(?!\w)", translation, re.IGNORECASE):
             continue
-        if ordinal == digits or re.search(rf"(?<![\d.,]){digits}{FRENCH_ORDINAL_MARK}", translation):
+        if not re.fullmatch(r"\d+\D+", french) or re.search(rf"(?<![\d.,]){digits}{FRENCH_ORDINAL_MARK}",
+                                                             translation):
             kept += 1
     return kept
 
@@ -205,7 +221,7 @@ class Protected:
     positions: tuple[float, ...]  # where each placeholder stood, as a share of the sentence's length
     untouched: bool = False  # the sentence held placeholder brackets of its own: its translation stays as it is
     numbers: tuple[str, ...] = ()  # the digits of the numbers left to the model, which its translation must keep
-    ordinals: tuple[str, ...] = ()  # the ordinals left to the model, as its translation must write them ("2e")
+    glued: tuple[tuple[str, str], ...] = ()  # ordinals and decades left to the model: English, French form
     first_names: tuple[str, ...] = ()  # the first names left to the model, which its translation must keep
 
     def restore(self, translation: str) -> str:
@@ -214,19 +230,38 @@ class Protected:
         if self.untouched:
             return translation
         seen: set[int] = set()
+        # the entities' own spaces are held as NUL until the end: a missing one is not inserted inside another
+        originals = [original.replace(" ", "\0") for original in self.originals]
 
         def put_back(match: re.Match) -> str:  # the match holds the space before the placeholder, if any
             number = int(match.group(2))
-            if number > len(self.originals) or number in seen:
+            if number > len(originals) or number in seen:
                 return ""
             seen.add(number)
-            return match.group(1) + self.originals[number - 1]
+            return match.group(1) + originals[number - 1]
 
-        text = re.sub("( ?)" + PLACEHOLDER_PATTERN.pattern, put_back, translation)
-        for number, (original, position) in enumerate(zip(self.originals, self.positions, strict=True), 1):
+        text = re.sub("( ?)" + PLACEHOLDER_PATTERN.pattern, put_back, translation.replace("\0", ""))
+        for number, (original, position) in enumerate(zip(originals, self.positions, strict=True), 1):
             if number not in seen:
                 text = insert_at_word_boundary(text, original, position)
+        text = text.replace("\0", " ")
+        if any(original.startswith("années ") for original in self.originals):
+            text = SINGULAR_BEFORE_DECADE.sub(plural_article, text)
         return re.sub(r" {2,}", " ", text).strip()
+
+
+# The article the model writes before a placeholder it takes for a singular noun, where it comes back as a
+# decade (french_decade): "dans la ⦅1⦆" -> "dans la années 1980" -> "dans les années 1980"
+SINGULAR_BEFORE_DECADE = re.compile(r"\b(de la|à la|à l['\u2019]|du|au|la|le|de|l['\u2019])\s*(?=années \d)",
+                                    re.IGNORECASE)
+PLURAL_ARTICLES = {"de la": "des", "à la": "aux", "à l'": "aux", "à l\u2019": "aux", "du": "des", "au": "aux",
+                   "la": "les", "le": "les", "de": "des", "l'": "les", "l\u2019": "les"}
+
+
+def plural_article(match: re.Match) -> str:
+    article = match.group(1)
+    plural = PLURAL_ARTICLES[article.lower()]
+    return (plural.capitalize() if article[0].isupper() else plural) + " "
 
 
 # A sentence's closing punctuation, with the quotes and brackets after it: an entity that stood at the end of
@@ -317,7 +352,7 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
         spans, first_names = sorted(spans + first_names), []
     rendered = {}  # span -> what its placeholder comes back as, where not the source's own text
     if numbers:
-        for pattern, render in RENDERINGS + (((ORDINAL, french_ordinal),) if strict else ()):
+        for pattern, render in RENDERINGS + (GLUED_RENDERINGS if strict else ()):
             for match in pattern.finditer(sentence):
                 french = render(match)
                 others = [span for span in spans if not contains(match.span(), span)]  # its digits go in it
@@ -341,10 +376,11 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
             left_spans += [match.span() for match in pattern.finditer(sentence)
                            if not overlaps(match.span(), spans) and not overlaps(match.span(), left_spans)]
     left = tuple(re.sub(r"\D", "", sentence[start:end]) for start, end in sorted(left_spans))
-    ordinals = tuple(french_ordinal(match) for match in ORDINAL.finditer(sentence)
-                     if numbers and not strict and not overlaps(match.span(), spans))
+    glued = tuple((match.group(), render(match)) for pattern, render in GLUED_RENDERINGS
+                  for match in pattern.finditer(sentence)
+                  if numbers and not strict and not overlaps(match.span(), spans))
     kept_names = tuple(sentence[start:end] for start, end in first_names if not overlaps((start, end), spans))
-    return Protected("".join(pieces), tuple(originals), tuple(positions), numbers=left, ordinals=ordinals,
+    return Protected("".join(pieces), tuple(originals), tuple(positions), numbers=left, glued=glued,
                      first_names=kept_names)
 
 
