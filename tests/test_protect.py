@@ -75,6 +75,17 @@ def test_capitals_and_title_case_are_translated_in_sentence_case():
     assert not is_title_case("Chen Wei and Liu Yang got married in Shanghai.")
 
 
+def test_a_word_in_capitals_is_translated_in_sentence_case_where_the_vocabulary_knows_it_lower_cased():
+    """Issue 62: "WARNING" alone came out "ATTENDANT" (sent as it is), "Warning" comes out "Avertissement". An
+    acronym the vocabulary holds whole lower-cased only in pieces ("nato") goes as it is: the model writes OTAN."""
+    whole = {"warning", "save"}.__contains__
+    assert case_normalized("WARNING", is_word=whole) == ("Warning", True)
+    assert case_normalized("SAVE!", is_word=whole) == ("Save!", True)
+    assert case_normalized("NATO", is_word=whole) == ("NATO", False)
+    assert case_normalized("WARNING") == ("WARNING", False)  # without a vocabulary to ask, as it is
+    assert case_normalized("BBC", is_word=lambda word: True) == ("BBC", False)  # under four letters
+
+
 def test_names_are_runs_of_rare_capitalized_words_and_the_first_word_only_in_a_run():
     common = {"Sunday", "Tom", "London", "English", "Unsubscribe", "The", "Dr", "Call"}
 

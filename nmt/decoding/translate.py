@@ -249,7 +249,7 @@ class Translator:
         upper, source = False, text
         terms = [self.tokenizer.encode(term) for term in self.glossary.matches(text)] if self.glossary else []
         if self.ordinary_input:
-            text, upper = case_normalized(text, self._is_cased_name)
+            text, upper = case_normalized(text, self._is_cased_name, self._is_whole_word)
         names = self._is_rare if self.protect_names else None
         protected = (protect(text, names=names, strict=strict)
                      if self.ordinary_input and self.tokenizer.has_placeholders
@@ -263,6 +263,10 @@ class Translator:
         name ("Martin", "Alice") rather than a word a headline capitalizes ("Head", "Sales")."""
         letters = word.strip(".,;:!?()\"'’")
         return bool(letters) and len(self.tokenizer.encode(letters)) < len(self.tokenizer.encode(letters.lower()))
+
+    def _is_whole_word(self, word: str) -> bool:
+        """Whether the vocabulary holds `word` as one piece."""
+        return bool(word) and len(self.tokenizer.encode(word)) == 1
 
     def _is_rare(self, word: str) -> bool:
         """Whether the vocabulary holds `word` only in pieces (nmt.text.protect.name_spans' test of a name)."""

@@ -406,12 +406,21 @@ def is_title_case(text: str) -> bool:
     return len(content) >= 3 and all(word[0].isupper() for word in content) and not is_all_caps(text)
 
 
-def case_normalized(sentence: str, is_name: Callable[[str], bool] | None = None) -> tuple[str, bool]:
+def is_capitals_word(text: str) -> bool:
+    """Whether `text` is one word in capitals, of at least four letters ("WARNING", "SAVE!")."""
+    letters = [char for char in text if char.isalpha()]
+    return len(text.split()) == 1 and len(letters) >= 4 and all(char.isupper() for char in letters)
+
+
+def case_normalized(sentence: str, is_name: Callable[[str], bool] | None = None,
+                    is_word: Callable[[str], bool] | None = None) -> tuple[str, bool]:
     """(`sentence` in sentence case if it is in capitals or Title Case, whether it was in capitals): the
     translation of a sentence in capitals goes back to capitals. In Title Case a word that `is_name` (the
     vocabulary knows it capitalized better than in lower case: "Alice Martin, Head of Sales") keeps its
     capital, and so does a first name (FIRST_NAMES); in capitals names lose theirs, but for the first names
-    ("ASK MARIE" -> "Ask Marie"): models trained with nmt.data.augment's case variants do without this."""
+    ("ASK MARIE" -> "Ask Marie"): models trained with nmt.data.augment's case variants do without this. A line
+    of one word in capitals is a sentence in capitals where `is_word` (the vocabulary holds it lower-cased as
+    one piece: "WARNING", not "NATO" or "UNESCO", which the model knows as they are)."""
 
     def first_name(word: str) -> bool:
         return word.strip(".,;:!?()\"'’").capitalize() in FIRST_NAMES
@@ -420,7 +429,9 @@ def case_normalized(sentence: str, is_name: Callable[[str], bool] | None = None)
         first = next((i for i, char in enumerate(word) if char.isalpha()), 0)
         return word[:first] + word[first:first + 1].upper() + word[first + 1:].lower()
 
-    if is_all_caps(sentence):
+    letters = sentence.strip(".,;:!?()\"'’").lower()
+    capitals = is_all_caps(sentence) or (is_word is not None and is_capitals_word(sentence) and is_word(letters))
+    if capitals:
         lowered = " ".join(capitalized(word) if first_name(word) else word.lower() for word in sentence.split(" "))
     elif is_title_case(sentence):
         lowered = " ".join(word if i == 0 or first_name(word) or (is_name is not None and is_name(word))
@@ -428,4 +439,4 @@ def case_normalized(sentence: str, is_name: Callable[[str], bool] | None = None)
     else:
         return sentence, False
     first = next((i for i, char in enumerate(lowered) if char.isalpha()), 0)
-    return lowered[:first] + lowered[first:first + 1].upper() + lowered[first + 1:], is_all_caps(sentence)
+    return lowered[:first] + lowered[first:first + 1].upper() + lowered[first + 1:], capitals
