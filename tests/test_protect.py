@@ -222,6 +222,20 @@ def test_first_names_go_to_the_model_and_the_retry_puts_them_behind_placeholders
     assert kept_first_names(["Bob", "Marie"], "Bobby corrigera le bogue avant Marie-Claire.") == 0
 
 
+def test_a_first_name_and_its_family_name_must_come_back_together():
+    """Issue 62: "Dr. Marie Dupont will meet John Smith" came out "... John rencontrera Smith" (Smith behind a
+    name's placeholder, John as text), and "Steve Jobs" as "Steve emplois": the family name after a first name
+    is checked with it, and the retry holds both behind one placeholder. A place named after one is no name."""
+    rare = {"Dupont", "Smith"}.__contains__
+    protected = protect("Dr. Marie Dupont will meet John Smith at noon.", names=rare)
+    assert protected.originals == ("Dupont", "Smith") and protected.first_names == ("Marie Dupont", "John Smith")
+    assert kept_first_names(protected.first_names, "Le Dr Marie Dupont John rencontrera Smith à midi.") == 1
+    assert protect("Dr. Marie Dupont will meet John Smith.", strict=True).originals == ("Marie Dupont", "John Smith")
+    assert protect("Steve Jobs left; George Washington University grew.").first_names == (
+        "Steve Jobs", "George Washington")
+    assert protect("She studied at Charles University on Monday with Anna.").first_names == ("Charles", "Anna")
+
+
 @pytest.mark.parametrize("sentence", ["Will you come?", "Grace under pressure.", "Frank talks began.",
                                       "THE END", "We met in May."])
 def test_words_that_are_also_names_are_not_first_names(sentence):

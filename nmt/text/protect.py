@@ -331,9 +331,26 @@ def name_spans(sentence: str, is_rare: Callable[[str], bool]) -> list[tuple[int,
             if start != first or " " in sentence[start:end] or "-" in sentence[start:end]]
 
 
+# Words after a first name that make it a place, which French translates ("Charles University" -> "l'Université
+# Charles", "Charles Bridge" -> "le pont Charles")
+PLACE_WORDS = frozenset(
+    "University College School Institute Foundation Hospital Street Square Avenue Road Bridge Park Hall Center "
+    "Centre Station Airport Church Cathedral Palace Museum Theatre Theater Stadium Library Prize Award".split())
+
+
 def first_name_spans(sentence: str) -> list[tuple[int, int]]:
-    """(start, end) of the first names of FIRST_NAMES in `sentence`, capitalized as names are."""
-    return [match.span() for match in CAPITALIZED.finditer(sentence) if match.group() in FIRST_NAMES]
+    """(start, end) of the first names of FIRST_NAMES in `sentence`, capitalized as names are, with the
+    capitalized word right after one: its family name ("Marie Dupont", "John Smith"; "George Washington" of
+    "George Washington University")."""
+    words = list(CAPITALIZED.finditer(sentence))
+    spans: list[tuple[int, int]] = []
+    for match, following in zip(words, words[1:] + [None] if words else [], strict=True):
+        if match.group() not in FIRST_NAMES or (spans and match.start() < spans[-1][1]):
+            continue
+        family = (following is not None and sentence[match.end():following.start()] == " "
+                  and following.group() not in CALENDAR_WORDS and following.group() not in PLACE_WORDS)
+        spans.append((match.start(), following.end() if family else match.end()))
+    return spans
 
 
 def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | None = None,
@@ -379,7 +396,8 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
     glued = tuple((match.group(), render(match)) for pattern, render in GLUED_RENDERINGS
                   for match in pattern.finditer(sentence)
                   if numbers and not strict and not overlaps(match.span(), spans))
-    kept_names = tuple(sentence[start:end] for start, end in first_names if not overlaps((start, end), spans))
+    kept_names = tuple(sentence[start:end] for start, end in first_names)  # checked whole where a name's
+    # placeholder holds the family name: the model wrote "John rencontrera Smith" for "John ⦅2⦆"
     return Protected("".join(pieces), tuple(originals), tuple(positions), numbers=left, glued=glued,
                      first_names=kept_names)
 
