@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 EXAMPLES := data/examples.en
 
 .PHONY: setup test test-all test-browser lint run bench bench-more model model-general general-landmark model-general2 \
-	general2-landmark general2-candidate clean
+	general2-landmark general2-candidate general2-news clean
 
 # The editable install leaves nmt's own modules uncompiled (pip compiles a regular install's): where
 # Python may not write bytecode (PYTHONDONTWRITEBYTECODE, a read-only checkout) every command compiled
@@ -207,6 +207,30 @@ general2-candidate: setup
 		$(BIN)/nmt eval --model $$model --test $$test $(if $(GENERAL2_LIMIT),--limit $(GENERAL2_LIMIT)) --format jsonl \
 			| $(BIN)/python -c "import json, sys; print(json.dumps({'model': '$$model', **json.load(sys.stdin)}))" \
 			>> $(GENERAL2_RUN)/scores.jsonl || exit 1; done; done
+
+# The news-heavy final phase (issue 62's other option, benchmarks/GENERAL.md section 5), once the second round has
+# finished: its moving average trained on for GENERAL2_NEWS_MINUTES with news and news commentary four times as
+# often as in the run (mix B of the mid-run comparison, with software-ui*4), a short warmup to a low peak rate
+# (fresh Adam moments: a peak of 1e-3 cost every dev set, section 5) and a linear decay to zero, a moving average
+# kept. Then `make general2-candidate GENERAL2_RUN=$(GENERAL2_NEWS_RUN)` scores it beside the shipped model, to be
+# set against the candidate without it.
+GENERAL2_NEWS_RUN := runs/general2-news
+GENERAL2_NEWS_MINUTES ?= 40
+GENERAL2_NEWS_LR ?= 2e-4
+GENERAL2_NEWS_DATA := --data 'tatoeba*12,multi30k*3,news-commentary*24,software-ui*4,news*32' \
+	--src-file $(EUROPARL)/train.en.gz --tgt-file $(EUROPARL)/train.fr.gz --augment --augment-swap 0.25
+general2-news: export NMT_EUROPARL_DIR = $(abspath $(EUROPARL))
+general2-news: setup
+	mkdir -p $(GENERAL2_NEWS_RUN)
+	test -f $(GENERAL2_NEWS_RUN)/start.pt || $(BIN)/nmt average $(GENERAL2_RUN)/last.pt --ema \
+		--output $(GENERAL2_NEWS_RUN)/start.pt
+	cp $(GENERAL2_RUN)/spm.model $(GENERAL2_RUN)/valid.en $(GENERAL2_RUN)/valid.fr $(GENERAL2_NEWS_RUN)/
+	$(BIN)/nmt train $(GENERAL2_NEWS_DATA) --spm $(GENERAL2_NEWS_RUN)/spm.model \
+		--init-from $(GENERAL2_NEWS_RUN)/start.pt --valid-src $(GENERAL2_NEWS_RUN)/valid.en \
+		--valid-tgt $(GENERAL2_NEWS_RUN)/valid.fr --preset small --precision auto \
+		--max-minutes $(GENERAL2_NEWS_MINUTES) --decay linear --warmup 100 --lr $(GENERAL2_NEWS_LR) --ema 0.999 \
+		--max-tokens 4096 --threads 2 --valid-every 1000 --save-every 250 --keep-last 3 --log-every 50 \
+		--out $(GENERAL2_NEWS_RUN)
 
 general-landmark: setup
 	$(call LANDMARK,$(GENERAL_RUN),$(GENERAL_LANDED))
