@@ -388,17 +388,17 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
         last = end
     pieces.append(sentence[last:])
     left_spans: list[tuple[int, int]] = []
+    glued: list[tuple[str, str]] = []
     if numbers and not strict:
         for pattern in (NUMBER_WITH_WORD, NUMBER):
             left_spans += [match.span() for match in pattern.finditer(sentence)
                            if not overlaps(match.span(), spans) and not overlaps(match.span(), left_spans)]
+        glued = [(match.group(), render(match)) for pattern, render in GLUED_RENDERINGS
+                 for match in pattern.finditer(sentence) if not overlaps(match.span(), spans)]
     left = tuple(re.sub(r"\D", "", sentence[start:end]) for start, end in sorted(left_spans))
-    glued = tuple((match.group(), render(match)) for pattern, render in GLUED_RENDERINGS
-                  for match in pattern.finditer(sentence)
-                  if numbers and not strict and not overlaps(match.span(), spans))
     kept_names = tuple(sentence[start:end] for start, end in first_names)  # checked whole where a name's
     # placeholder holds the family name: the model wrote "John rencontrera Smith" for "John ⦅2⦆"
-    return Protected("".join(pieces), tuple(originals), tuple(positions), numbers=left, glued=glued,
+    return Protected("".join(pieces), tuple(originals), tuple(positions), numbers=left, glued=tuple(glued),
                      first_names=kept_names)
 
 
