@@ -209,6 +209,14 @@ def test_title_case_keeps_the_capital_of_words_the_vocabulary_knows_as_names():
     assert case_normalized('ASK "MARIE" AND BOB, NOT WILL.') == ('Ask "Marie" and Bob, not will.', True)
 
 
+def test_title_case_keeps_acronyms_in_capitals():
+    """Lowered with the rest of a heading, an acronym came back as a word ("Fournir les effets ladspales" for
+    "Provides LADSPA Effects"); a word of one capital letter is lowered as before."""
+    assert case_normalized("Provides LADSPA Effects for Audio") == ("Provides LADSPA effects for audio", False)
+    assert case_normalized("Kodak DC25 Digital Camera") == ("Kodak DC25 digital camera", False)
+    assert case_normalized("Syowa Station, E Ongul I") == ("Syowa station, e ongul i", False)
+
+
 def test_first_names_go_to_the_model_and_the_retry_puts_them_behind_placeholders():
     """Issue 62: "Bob will fix the bug." came out "Un garçon réparera...". A first name goes to the model as text
     and must come back (Protected.first_names); the retry (strict) holds it behind a placeholder."""

@@ -433,18 +433,28 @@ def is_capitals_word(text: str) -> bool:
     return len(text.split()) == 1 and len(letters) >= 4 and all(char.isupper() for char in letters)
 
 
+def is_acronym(word: str) -> bool:
+    """Whether `word` is written in capitals, with two letters or more ("MIDI", "DC25", "BOSH")."""
+    letters = [char for char in word if char.isalpha()]
+    return len(letters) >= 2 and all(char.isupper() for char in letters)
+
+
 def case_normalized(sentence: str, is_name: Callable[[str], bool] | None = None,
                     is_word: Callable[[str], bool] | None = None) -> tuple[str, bool]:
     """(`sentence` in sentence case if it is in capitals or Title Case, whether it was in capitals): the
     translation of a sentence in capitals goes back to capitals. In Title Case a word that `is_name` (the
     vocabulary knows it capitalized better than in lower case: "Alice Martin, Head of Sales") keeps its
-    capital, and so does a first name (FIRST_NAMES); in capitals names lose theirs, but for the first names
-    ("ASK MARIE" -> "Ask Marie"): models trained with nmt.data.augment's case variants do without this. A line
-    of one word in capitals is a sentence in capitals where `is_word` (the vocabulary holds it lower-cased as
-    one piece: "WARNING", not "NATO" or "UNESCO", which the model knows as they are)."""
+    capital, and so do a first name (FIRST_NAMES) and an acronym ("Provides LADSPA Effects"); in capitals
+    names lose theirs, but for the first names ("ASK MARIE" -> "Ask Marie"): models trained with
+    nmt.data.augment's case variants do without this. A line of one word in capitals is a sentence in
+    capitals where `is_word` (the vocabulary holds it lower-cased as one piece: "WARNING", not "NATO" or
+    "UNESCO", which the model knows as they are)."""
 
     def first_name(word: str) -> bool:
         return word.strip(".,;:!?()\"'’").capitalize() in FIRST_NAMES
+
+    def keeps_capital(word: str) -> bool:  # in Title Case
+        return first_name(word) or is_acronym(word) or (is_name is not None and is_name(word))
 
     def capitalized(word: str) -> str:  # '"MARIE,"' -> '"Marie,"'
         first = next((i for i, char in enumerate(word) if char.isalpha()), 0)
@@ -455,8 +465,8 @@ def case_normalized(sentence: str, is_name: Callable[[str], bool] | None = None,
     if capitals:
         lowered = " ".join(capitalized(word) if first_name(word) else word.lower() for word in sentence.split(" "))
     elif is_title_case(sentence):
-        lowered = " ".join(word if i == 0 or first_name(word) or (is_name is not None and is_name(word))
-                           else word.lower() for i, word in enumerate(sentence.split(" ")))
+        lowered = " ".join(word if i == 0 or keeps_capital(word) else word.lower()
+                           for i, word in enumerate(sentence.split(" ")))
     else:
         return sentence, False
     first = next((i for i, char in enumerate(lowered) if char.isalpha()), 0)
