@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES := data/examples.en
 
-.PHONY: setup test test-all test-browser lint run bench bench-more model model-general general-landmark model-general2 \
+.PHONY: casing setup test test-all test-browser lint run bench bench-more model model-general general-landmark model-general2 \
 	general2-landmark general2-candidate general2-news clean
 
 # The editable install leaves nmt's own modules uncompiled (pip compiles a regular install's): where
@@ -234,6 +234,13 @@ general2-news: setup
 
 general-landmark: setup
 	$(call LANDMARK,$(GENERAL_RUN),$(GENERAL_LANDED))
+
+# The casing table that puts a Title Case line in sentence case (nmt.text.casing), counted in the English of the
+# general model's training corpora; the interface strings count for words only (they capitalize their buttons).
+casing: setup
+	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make casing EUROPARL=DIR"; exit 2; }
+	$(BIN)/python -m nmt.data.casing_counts $(EUROPARL)/train.en.gz news news-commentary tatoeba multi30k \
+		--words-only software-ui --out nmt/text/casing.txt.gz
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,5 +1,6 @@
 import pytest
 
+from nmt.text.casing import Casing
 from nmt.text.protect import (
     case_normalized,
     entities,
@@ -70,7 +71,7 @@ def test_capitals_and_title_case_are_translated_in_sentence_case():
     assert case_normalized("DO NOT OPEN THIS DOOR.") == ("Do not open this door.", True)
     assert case_normalized("A Man in a Red Jacket Is Walking His Dog") == (
         "A man in a red jacket is walking his dog", False)
-    for sentence in ("Dmitri Volkov arrived in Vladivostok on Sunday.", "He's in Tokyo.", "I saw the BBC.", "OK"):
+    for sentence in ("Dmitri Volkov arrived in Vladivostok on Sunday.", "He lives in Tokyo.", "I saw the BBC.", "OK"):
         assert case_normalized(sentence) == (sentence, False)
     assert not is_title_case("Chen Wei and Liu Yang got married in Shanghai.")
 
@@ -194,18 +195,21 @@ def test_an_hour_over_twelve_with_pm_is_no_time_and_times_count_in_french():
     assert entities("The concert starts at 2 p.m. on November 17.") == ([], ["14", "17"])
 
 
-def test_title_case_keeps_the_capital_of_words_the_vocabulary_knows_as_names():
+def test_title_case_keeps_the_capital_of_names_as_running_text_writes_them():
     """A list item "Alice Martin, Head of Sales" is in Title Case: sentence case lowered its names too ("Alice
-    martin"); a word the vocabulary holds better capitalized keeps its capital."""
-    names = {"Okafor", "Alice"}
-
-    def is_name(word: str) -> bool:  # as the translator asks its vocabulary, of the word without its comma
-        return word.strip(",") in names
-
-    assert case_normalized("Alice Okafor, Head of Sales", is_name) == ("Alice Okafor, head of sales", False)
-    assert case_normalized("Alice Okafor, Head of Sales") == ("Alice okafor, head of sales", False)
-    # first names keep their capital in Title Case, and get it back in capitals
-    assert case_normalized("Call Alice Okafor Now") == ("Call Alice okafor now", False)
+    martin"); a word English writes capitalized (nmt.text.casing) keeps its capital, and so does a pair of words
+    it writes capitalized together. Two words make a heading or menu item ("Open File" came out "Ouvrir File")."""
+    casing = Casing(lower=frozenset({"head", "sales", "file", "wall", "street", "now"}),
+                    names=frozenset({"Wall Street"}))
+    assert case_normalized("Okafor, Head of Sales", casing) == ("Okafor, head of sales", False)
+    assert case_normalized("Open File", casing) == ("Open file", False)
+    assert case_normalized("Visit Wall Street", casing) == ("Visit Wall Street", False)
+    assert case_normalized("Visit Okafor Street", casing) == ("Visit Okafor street", False)
+    assert case_normalized("Open File") == ("Open file", False)  # without a table, lowered
+    # first names keep their capital in Title Case, and so does the family name after one; first names get
+    # their capital back in capitals
+    assert case_normalized("Alice Okafor, Head of Sales") == ("Alice Okafor, head of sales", False)
+    assert case_normalized("Call Donald Trump Now", casing) == ("Call Donald Trump now", False)
     assert case_normalized('ASK "MARIE" AND BOB, NOT WILL.') == ('Ask "Marie" and Bob, not will.', True)
 
 

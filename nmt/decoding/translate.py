@@ -44,6 +44,7 @@ from nmt.model.backend import Backend
 from nmt.model.checkpoint import Checkpoint
 from nmt.model.shortlist import Shortlist
 from nmt.model.transformer import Transformer
+from nmt.text.casing import load_casing
 from nmt.text.metrics import loops
 from nmt.text.protect import Protected, case_normalized, glued_kept, kept_first_names, numbers_kept, protect
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
@@ -249,7 +250,7 @@ class Translator:
         upper, source = False, text
         terms = [self.tokenizer.encode(term) for term in self.glossary.matches(text)] if self.glossary else []
         if self.ordinary_input:
-            text, upper = case_normalized(text, self._is_cased_name, self._is_whole_word)
+            text, upper = case_normalized(text, load_casing(), self._is_whole_word)
         names = self._is_rare if self.protect_names else None
         protected = (protect(text, names=names, strict=strict)
                      if self.ordinary_input and self.tokenizer.has_placeholders
@@ -257,12 +258,6 @@ class Translator:
         ids = self.tokenizer.encode(protected.text if protected else text)
         pieces = [ids] if len(ids) <= self.max_piece_tokens else self._cut_at_word_starts(ids)
         return Unit([piece for piece in pieces if piece], protected, upper, [term for term in terms if term], source)
-
-    def _is_cased_name(self, word: str) -> bool:
-        """Whether the vocabulary holds `word` (its letters) in fewer pieces capitalized than in lower case: a
-        name ("Martin", "Alice") rather than a word a headline capitalizes ("Head", "Sales")."""
-        letters = word.strip(".,;:!?()\"'’")
-        return bool(letters) and len(self.tokenizer.encode(letters)) < len(self.tokenizer.encode(letters.lower()))
 
     def _is_whole_word(self, word: str) -> bool:
         """Whether the vocabulary holds `word` as one piece."""

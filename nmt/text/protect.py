@@ -32,6 +32,10 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nmt.text.casing import Casing
 
 PLACEHOLDER = "\u2985{}\u2986"  # ⦅1⦆: white parentheses, which ordinary text does not use
 MAX_PLACEHOLDERS = 9
@@ -420,11 +424,12 @@ SMALL_WORDS = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "and", "or
 
 
 def is_title_case(text: str) -> bool:
-    """Whether `text` is a headline in Title Case: every word but the small ones ("of", "the") capitalized,
-    at least three of them (a sentence full of names still has a verb in lowercase)."""
+    """Whether `text` is a heading or menu item in Title Case: every word but the small ones ("of", "the")
+    capitalized, at least two of them ("Open File"; a sentence full of names still has a verb in lower
+    case)."""
     content = [word for word in text.split() if any(char.isalpha() for char in word)
                and word.lower() not in SMALL_WORDS]
-    return len(content) >= 3 and all(word[0].isupper() for word in content) and not is_all_caps(text)
+    return len(content) >= 2 and all(word[0].isupper() for word in content) and not is_all_caps(text)
 
 
 def is_capitals_word(text: str) -> bool:
@@ -439,22 +444,25 @@ def is_acronym(word: str) -> bool:
     return len(letters) >= 2 and all(char.isupper() for char in letters)
 
 
-def case_normalized(sentence: str, is_name: Callable[[str], bool] | None = None,
+def case_normalized(sentence: str, casing: Casing | None = None,
                     is_word: Callable[[str], bool] | None = None) -> tuple[str, bool]:
     """(`sentence` in sentence case if it is in capitals or Title Case, whether it was in capitals): the
-    translation of a sentence in capitals goes back to capitals. In Title Case a word that `is_name` (the
-    vocabulary knows it capitalized better than in lower case: "Alice Martin, Head of Sales") keeps its
-    capital, and so do a first name (FIRST_NAMES) and an acronym ("Provides LADSPA Effects"); in capitals
-    names lose theirs, but for the first names ("ASK MARIE" -> "Ask Marie"): models trained with
-    nmt.data.augment's case variants do without this. A line of one word in capitals is a sentence in
-    capitals where `is_word` (the vocabulary holds it lower-cased as one piece: "WARNING", not "NATO" or
-    "UNESCO", which the model knows as they are)."""
+    translation of a sentence in capitals goes back to capitals. In Title Case a word that `casing` says
+    English writes capitalized (nmt.text.casing: "Steve Jobs", "Wall Street", but not "Open File") keeps its
+    capital, and so do a first name (FIRST_NAMES), the word after it (a family name) and an acronym
+    ("Provides LADSPA Effects"); without `casing` the other words are lowered. In capitals names lose their
+    capitals, but for the first names ("ASK MARIE" -> "Ask Marie"): models trained with nmt.data.augment's
+    case variants do without this. A line of one word in capitals is a sentence in capitals where `is_word`
+    (the vocabulary holds it lower-cased as one piece: "WARNING", not "NATO" or "UNESCO", which the model
+    knows as they are)."""
 
     def first_name(word: str) -> bool:
         return word.strip(".,;:!?()\"'’").capitalize() in FIRST_NAMES
 
-    def keeps_capital(word: str) -> bool:  # in Title Case
-        return first_name(word) or is_acronym(word) or (is_name is not None and is_name(word))
+    def keeps_capital(words: list[str], index: int) -> bool:  # in Title Case
+        word = words[index]
+        return (index == 0 or first_name(word) or first_name(words[index - 1]) or is_acronym(word)
+                or (casing is not None and casing.keeps_capital(words, index)))
 
     def capitalized(word: str) -> str:  # '"MARIE,"' -> '"Marie,"'
         first = next((i for i, char in enumerate(word) if char.isalpha()), 0)
@@ -465,8 +473,8 @@ def case_normalized(sentence: str, is_name: Callable[[str], bool] | None = None,
     if capitals:
         lowered = " ".join(capitalized(word) if first_name(word) else word.lower() for word in sentence.split(" "))
     elif is_title_case(sentence):
-        lowered = " ".join(word if i == 0 or keeps_capital(word) else word.lower()
-                           for i, word in enumerate(sentence.split(" ")))
+        words = sentence.split(" ")
+        lowered = " ".join(word if keeps_capital(words, i) else word.lower() for i, word in enumerate(words))
     else:
         return sentence, False
     first = next((i for i, char in enumerate(lowered) if char.isalpha()), 0)
