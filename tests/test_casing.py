@@ -10,6 +10,7 @@ def test_the_table_holds_words_running_text_writes_in_lower_case_and_the_names_m
              "He works on Wall Street.", "Wall Street fell on Monday.", "Shares on Wall Street rose.",
              "I met Okafor at the street market.", "Okafor and the street vendors left.",
              "A quiet street.", "They crossed the street.",
+             "We saw The End twice.", "He wrote The End again.", "Read The End now.", "The end came.",
              "Open File Menu", "SAVE THE FILE NOW",  # Title Case and capitals say nothing of a word's case
              "File your taxes on time."]  # nor does a sentence's first word
     words, pairs = Counter(), Counter()
@@ -19,7 +20,8 @@ def test_the_table_holds_words_running_text_writes_in_lower_case_and_the_names_m
     lower = {line for line in lines_of_table if " " not in line}
     assert {"file", "street", "the"} <= lower
     assert "okafor" not in lower and "save" not in lower  # never lower-cased, or seen only once
-    assert [line for line in lines_of_table if " " in line] == ["Wall Street"]  # seen three times
+    # seen three times; "The End" too, but a pair with a small word is a bit of a title
+    assert [line for line in lines_of_table if " " in line] == ["Wall Street"]
 
 
 def test_a_table_written_is_read_back_and_tells_names_from_heading_words(tmp_path):

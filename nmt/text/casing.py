@@ -17,7 +17,9 @@ vocabulary did not hold in fewer pieces capitalized, with Title Case from three 
 Title Case lines of the dev sets 13.5 -> 21.7 BLEU (chrF 32.6 -> 50.4; "Ouvrir File" -> "Ouvrir le fichier"),
 the 125 longer ones 24.4 -> 24.6 ("facebook", "tymoshenko" now kept), software-ui:dev 30.75 -> 31.31; the 19
 Title Case lines of the test sets 46.1 -> 51.0. Lowering every word of two-word lines instead broke names
-("Donald Trump" -> "Contrôle Donald", "Wall Street" -> "La rue de Wall").
+("Donald Trump" -> "Contrôle Donald", "Wall Street" -> "La rue de Wall"). A line in capitals gets its names'
+capitals back the same way: 746 dev lines put in capitals 22.7 -> 25.0 BLEU (case-insensitive), robustness:test
+119 -> 120 of 120 passing.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from nmt.text.protect import is_all_caps, is_title_case
+from nmt.text.protect import SMALL_WORDS, is_all_caps, is_title_case
 
 TABLE = Path(__file__).with_name("casing.txt.gz")
 MIN_WORD_COUNT = 2  # a lower-case word seen once may be a typo
@@ -90,11 +92,13 @@ def count_casing(lines: Iterable[str], words: Counter, pairs: Counter | None) ->
 
 def casing_table(words: Counter, pairs: Counter) -> list[str]:
     """The lines of a table (load_casing) from count_casing's counts: the words seen in lower case at least
-    as often as capitalized, then the pairs seen capitalized that hold one of them."""
+    as often as capitalized, then the pairs seen capitalized that hold one of them, but for those with a
+    small word (SMALL_WORDS), the bits of titles."""
     lower = {word for word, count in words.items() if word[0].islower() and count >= MIN_WORD_COUNT
              and count >= words[word[0].upper() + word[1:]]}
     names = {pair for pair, count in pairs.items() if count >= MIN_NAME_COUNT
-             and any(word.lower() in lower for word in pair.split(" "))}
+             and any(word.lower() in lower for word in pair.split(" "))
+             and not any(word.lower() in SMALL_WORDS for word in pair.split(" "))}  # "The End", "Out Of"
     return sorted(lower) + sorted(names)
 
 

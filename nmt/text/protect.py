@@ -446,14 +446,14 @@ def is_acronym(word: str) -> bool:
 
 def case_normalized(sentence: str, casing: Casing | None = None,
                     is_word: Callable[[str], bool] | None = None) -> tuple[str, bool]:
-    """(`sentence` in sentence case if it is in capitals or Title Case, whether it was in capitals): the
-    translation of a sentence in capitals goes back to capitals. In Title Case a word that `casing` says
-    English writes capitalized (nmt.text.casing: "Steve Jobs", "Wall Street", but not "Open File") keeps its
-    capital, and so do a first name (FIRST_NAMES), the word after it (a family name) and an acronym
-    ("Provides LADSPA Effects"); without `casing` the other words are lowered. In capitals names lose their
-    capitals, but for the first names ("ASK MARIE" -> "Ask Marie"): models trained with nmt.data.augment's
-    case variants do without this. A line of one word in capitals is a sentence in capitals where `is_word`
-    (the vocabulary holds it lower-cased as one piece: "WARNING", not "NATO" or "UNESCO", which the model
+    """(`sentence` in sentence case if it is in capitals or Title Case, whether it was in capitals): the translation
+    of a sentence in capitals goes back to capitals. In Title Case a word that `casing` says English writes
+    capitalized (nmt.text.casing: "Steve Jobs", "Wall Street", but not "Open File") keeps its capital, and so do a
+    first name (FIRST_NAMES), the word after it (a family name) and an acronym ("Provides LADSPA Effects"); without
+    `casing` the other words are lowered. In capitals a word gets a capital where `casing` says the same of it, and
+    so does a first name ("ASK MARIE AT WALL STREET" -> "Ask Marie at Wall Street"): models trained with
+    nmt.data.augment's case variants do without this. A line of one word in capitals is a sentence in capitals where
+    `is_word` (the vocabulary holds it lower-cased as one piece: "WARNING", not "NATO" or "UNESCO", which the model
     knows as they are)."""
 
     def first_name(word: str) -> bool:
@@ -471,7 +471,9 @@ def case_normalized(sentence: str, casing: Casing | None = None,
     letters = sentence.strip(".,;:!?()\"'’").lower()
     capitals = is_all_caps(sentence) or (is_word is not None and is_capitals_word(sentence) and is_word(letters))
     if capitals:
-        lowered = " ".join(capitalized(word) if first_name(word) else word.lower() for word in sentence.split(" "))
+        words = [capitalized(word) for word in sentence.split(" ")]
+        lowered = " ".join(word if first_name(word) or (casing is not None and casing.keeps_capital(words, i))
+                           else word.lower() for i, word in enumerate(words))
     elif is_title_case(sentence):
         words = sentence.split(" ")
         lowered = " ".join(word if keeps_capital(words, i) else word.lower() for i, word in enumerate(words))
