@@ -1,4 +1,5 @@
-"""How English capitalizes its words in running text, for putting a Title Case line in sentence case.
+"""How English capitalizes its words in running text, for putting a line in Title Case or in capitals in
+sentence case.
 
 A heading or menu item in Title Case ("Open File", "Lessons From the Steve Jobs Interview") is translated in
 sentence case (nmt.text.protect.case_normalized): the model knows "file" and "interview" as words, "File" as
@@ -52,8 +53,9 @@ class Casing:
     names: frozenset[str]  # pairs of words running text writes capitalized together: "Wall Street"
 
     def keeps_capital(self, words: Sequence[str], index: int) -> bool:
-        """Whether words[index] of a line in Title Case is capitalized as a name rather than as a heading's
-        word: English running text writes it so, alone or with the word before or after it."""
+        """Whether words[index] of a line in Title Case (or in capitals, each word capitalized) is capitalized
+        as a name rather than as a heading's word: running English writes it so, alone or with the word before
+        or after it."""
         word = word_of(words[index])
         if word.lower() not in self.lower:
             return True
