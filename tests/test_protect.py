@@ -199,7 +199,7 @@ def test_title_case_keeps_the_capital_of_names_as_running_text_writes_them():
     """A list item "Alice Martin, Head of Sales" is in Title Case: sentence case lowered its names too ("Alice
     martin"); a word English writes capitalized (nmt.text.casing) keeps its capital, and so does a pair of words
     it writes capitalized together. Two words make a heading or menu item ("Open File" came out "Ouvrir File")."""
-    casing = Casing(lower=frozenset({"head", "sales", "file", "wall", "street", "now", "with"}),
+    casing = Casing(lower=frozenset({"head", "sales", "file", "wall", "street", "now", "with", "ran", "in", "the"}),
                     names=frozenset({"Wall Street"}))
     assert case_normalized("Okafor, Head of Sales", casing) == ("Okafor, head of sales", False)
     assert case_normalized("Open File", casing) == ("Open file", False)
@@ -213,6 +213,8 @@ def test_title_case_keeps_the_capital_of_names_as_running_text_writes_them():
     # in capitals, the same table gives names their capital back
     assert case_normalized("VISIT WALL STREET WITH OKAFOR NOW.", casing) == (
         "Visit Wall Street with Okafor now.", True)
+    assert case_normalized("A 35-YEAR-OLD RAN 10KM IN THE 1980S.", casing) == (
+        "A 35-year-old ran 10km in the 1980s.", True)  # a word that starts with a digit is no name
     assert case_normalized('ASK "MARIE" AND BOB, NOT WILL.') == ('Ask "Marie" and Bob, not will.', True)
 
 

@@ -464,8 +464,8 @@ def case_normalized(sentence: str, casing: Casing | None = None,
         return (index == 0 or first_name(word) or first_name(words[index - 1]) or is_acronym(word)
                 or (casing is not None and casing.keeps_capital(words, index)))
 
-    def capitalized(word: str) -> str:  # '"MARIE,"' -> '"Marie,"'
-        first = next((i for i, char in enumerate(word) if char.isalpha()), 0)
+    def capitalized(word: str) -> str:  # '"MARIE,"' -> '"Marie,"'; "10KM" -> "10km"
+        first = next((i for i, char in enumerate(word) if char.isalnum()), 0)
         return word[:first] + word[first:first + 1].upper() + word[first + 1:].lower()
 
     letters = sentence.strip(".,;:!?()\"'’").lower()
