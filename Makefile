@@ -235,8 +235,8 @@ general2-news: setup
 general-landmark: setup
 	$(call LANDMARK,$(GENERAL_RUN),$(GENERAL_LANDED))
 
-# The casing table that puts a Title Case line in sentence case (nmt.text.casing), counted in the English of the
-# general model's training corpora; the interface strings count for words only (they capitalize their buttons).
+# The casing table that puts a line in Title Case or capitals in sentence case (nmt.text.casing), counted in the
+# English of the general model's training corpora; interface strings count for words only (they capitalize buttons).
 casing: setup
 	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make casing EUROPARL=DIR"; exit 2; }
 	$(BIN)/python -m nmt.data.casing_counts $(EUROPARL)/train.en.gz news news-commentary tatoeba multi30k \
