@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from nmt.data.corpus import EMBEDDED, load_embedded
+from nmt.data.corpus import EMBEDDED, UNREADABLE, load_embedded, read_stream_lines, unreadable
 from nmt.text.casing import TABLE, casing_table, count_casing, write_casing
 
 
@@ -26,9 +26,13 @@ def read_english(source: str) -> Iterable[str]:
 
 
 def file_lines(path: str) -> Iterable[str]:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as file:
-        yield from file
+    """A file's lines as nmt.data.corpus splits them ("\\n" only), read as they come; one error line where it
+    cannot be read."""
+    try:
+        with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as stream:
+            yield from read_stream_lines(stream)
+    except UNREADABLE as exc:
+        raise unreadable(path, exc) from None
 
 
 def main(argv: list[str] | None = None) -> None:
