@@ -170,7 +170,8 @@ def test_the_article_before_a_decade_the_retry_rendered_is_made_plural():
     protected = protect("In the 1980s, it grew.", strict=True)
     for french, restored in (("Dans la ⦅1⦆, il a grandi.", "Dans les années 1980, il a grandi."),
                              ("le début de la ⦅1⦆", "le début des années 1980"), ("du ⦅1⦆", "des années 1980"),
-                             ("à l'⦅1⦆", "aux années 1980"), ("Les ⦅1⦆", "Les années 1980")):
+                             ("à l'⦅1⦆", "aux années 1980"), ("Les ⦅1⦆", "Les années 1980"),
+                             ("En ⦅1⦆, il a grandi.", "Dans les années 1980, il a grandi.")):
         assert protected.restore(french) == restored
     assert protect("He is 35.", strict=True).restore("la ⦅1⦆") == "la 35"  # no decade: left alone
 

@@ -258,11 +258,12 @@ class Protected:
 
 
 # The article the model writes before a placeholder it takes for a singular noun, where it comes back as a
-# decade (french_decade): "dans la ⦅1⦆" -> "dans la années 1980" -> "dans les années 1980"
-SINGULAR_BEFORE_DECADE = re.compile(r"\b(de la|à la|à l['\u2019]|du|au|la|le|de|l['\u2019])\s*(?=années \d)",
+# decade (french_decade): "dans la ⦅1⦆" -> "dans la années 1980" -> "dans les années 1980"; "en ⦅1⦆", as a year
+# takes it, is "dans les" before a decade
+SINGULAR_BEFORE_DECADE = re.compile(r"\b(de la|à la|à l['\u2019]|du|au|la|le|de|l['\u2019]|en)\s*(?=années \d)",
                                     re.IGNORECASE)
 PLURAL_ARTICLES = {"de la": "des", "à la": "aux", "à l'": "aux", "à l\u2019": "aux", "du": "des", "au": "aux",
-                   "la": "les", "le": "les", "de": "des", "l'": "les", "l\u2019": "les"}
+                   "la": "les", "le": "les", "de": "des", "l'": "les", "l\u2019": "les", "en": "dans les"}
 
 
 def plural_article(match: re.Match) -> str:
