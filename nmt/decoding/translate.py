@@ -49,6 +49,7 @@ from nmt.text.metrics import loops
 from nmt.text.protect import Protected, case_normalized, glued_kept, kept_first_names, numbers_kept, protect
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
 from nmt.text.tokenizer import Tokenizer
+from nmt.text.typography import joined_elisions
 
 log = logging.getLogger("nmt")
 
@@ -64,7 +65,7 @@ class Unit:
     source: str = ""  # its text as given
 
     def restore(self, translation: str) -> str:
-        text = self.protected.restore(translation) if self.protected else translation
+        text = joined_elisions(self.protected.restore(translation) if self.protected else translation)
         return text.upper() if self.upper else text
 
 
