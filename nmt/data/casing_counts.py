@@ -8,12 +8,11 @@ Embedded corpora are read by name, their training split alone (a held-out dev sp
 from __future__ import annotations
 
 import argparse
-import gzip
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from nmt.data.corpus import EMBEDDED, UNREADABLE, load_embedded, read_stream_lines, unreadable
+from nmt.data.corpus import EMBEDDED, load_embedded, stream_lines
 from nmt.text.casing import TABLE, casing_table, count_casing, write_casing
 
 
@@ -22,17 +21,7 @@ def read_english(source: str) -> Iterable[str]:
     .gz), read as they come."""
     if source in EMBEDDED:
         return load_embedded(source, "train").source
-    return file_lines(source)
-
-
-def file_lines(path: str) -> Iterable[str]:
-    """A file's lines as nmt.data.corpus splits them ("\\n" only), read as they come; one error line where it
-    cannot be read."""
-    try:
-        with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as stream:
-            yield from read_stream_lines(stream)
-    except UNREADABLE as exc:
-        raise unreadable(path, exc) from None
+    return stream_lines(source)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -83,6 +83,17 @@ def read_lines(path: str | Path) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+def stream_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file, plain or .gz, as read_lines splits them, one at a time as they are read
+    (a corpus too large to hold whole); one error line where it cannot be read."""
+    path = Path(path)
+    try:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as stream:
+            yield from read_stream_lines(stream)
+    except UNREADABLE as exc:
+        raise unreadable(path, exc) from None
+
+
 # A missing or unreadable file (OSError), a gzip file cut short (EOFError) or damaged inside (zlib.error).
 UNREADABLE = (OSError, EOFError, zlib.error)
 

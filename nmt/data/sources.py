@@ -23,14 +23,12 @@ from nmt.data.corpus import (
     EMBEDDED,
     SOURCE_LANG,
     TARGET_LANG,
-    UNREADABLE,
     PairSource,
     ParallelText,
     data_dir,
     load_embedded,
     read_parallel,
-    read_stream_lines,
-    unreadable,
+    stream_lines,
 )
 from nmt.errors import DataError
 
@@ -270,36 +268,21 @@ def _in_chunks(pairs: ParallelText, size: int) -> Iterator[ParallelText]:
         yield ParallelText(pairs.source[start : start + size], pairs.target[start : start + size])
 
 
-def _open_text(path: Path):
-    import gzip
-
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
-
-
-def _lines(path: Path, stream) -> Iterator[str]:
-    try:
-        yield from read_stream_lines(stream)
-    except UNREADABLE as exc:
-        raise unreadable(path, exc) from None
-
-
 def _read_files(source_path: Path, target_path: Path, size: int) -> Iterator[ParallelText]:
     """Both files in lockstep, split on "\\n" only with a trailing "\\r" dropped (as nmt.data.corpus.read_lines)."""
     missing = object()
-    with _open_text(source_path) as source_file, _open_text(target_path) as target_file:
-        chunk = ParallelText([], [])
-        lines = itertools.zip_longest(_lines(source_path, source_file), _lines(target_path, target_file),
-                                      fillvalue=missing)
-        for source, target in lines:
-            if source is missing or target is missing:
-                raise DataError(f"{source_path} and {target_path} have different numbers of lines")
-            chunk.source.append(source)
-            chunk.target.append(target)
-            if len(chunk) == size:
-                yield chunk
-                chunk = ParallelText([], [])
-        if len(chunk):
+    chunk = ParallelText([], [])
+    lines = itertools.zip_longest(stream_lines(source_path), stream_lines(target_path), fillvalue=missing)
+    for source, target in lines:
+        if source is missing or target is missing:
+            raise DataError(f"{source_path} and {target_path} have different numbers of lines")
+        chunk.source.append(source)
+        chunk.target.append(target)
+        if len(chunk) == size:
             yield chunk
+            chunk = ParallelText([], [])
+    if len(chunk):
+        yield chunk
 
 
 def _read_rows(rows, size: int) -> Iterator[ParallelText]:
