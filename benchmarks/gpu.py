@@ -92,9 +92,9 @@ def main() -> None:
         from hf_marian import hf_generate, to_marian
 
         marian = to_marian(checkpoint).cuda()
-    except ImportError:
+    except Exception as exc:  # not installed, or a release whose MarianMT our weights do not fit: a finding
         marian = None
-        print("transformers is not installed: no HF generate() rows")
+        print(f"no HF generate() rows: {type(exc).__name__}: {exc}")
     ct2_model, ct2_about = ct2_on_cuda(checkpoint)
     print(f"CTranslate2: {ct2_about}")
     rows = []
@@ -118,7 +118,12 @@ def main() -> None:
                 for dtype, label in ((torch.float32, "fp32"), (torch.float16, "fp16")):
                     translate = partial(hf_generate, marian.to(dtype), tokenizer, beam=beam, batch=batch,
                                         lenpen=lenpen, eos=checkpoint.config.eos_id)
-                    translate(warmup[:8])
+                    try:
+                        translate(warmup[:8])
+                    except Exception as exc:  # the release's generate() refuses our model: no rows from it
+                        print(f"HF generate() {label}: {type(exc).__name__}: {exc}")
+                        marian = None
+                        break
                     out, seconds = timed(translate, sources, args.repeats)
                     measured.append((f"HF generate() {label}", out, seconds))
             if ct2_model is not None:

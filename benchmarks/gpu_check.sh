@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# A lent GPU's checks in one call of the device tool, from the repository root (its machine has torch with CUDA
+# and transformers, not nmt's own dependencies nor an installed nmt):
+#
+#   bash benchmarks/gpu_check.sh        # $OUT: decode.log, RESULTS.md, train.log, train-report.md
+#
+# Wheels nmt needs that the machine lacks (sentencex) travel in .whl/ (ignored; carry it). The tree travels at
+# most 64 MiB: move data/runs/general2-last.pt out of it for the call. Each part has its own time limit, so that
+# a part that runs long leaves the other its figures: the CUDA decoding benchmark (benchmarks/gpu.py, which
+# rewrites RESULTS.md's GPU section), then the training step eager and compiled (benchmarks/gpu_train.py part 1).
+set -u
+OUT=${OUT:-/tmp/gpu-check}
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site
+fi
+ln -sfn cli nmt_cli  # the package name `nmt translate` runs as (pyproject's package-dir), without installing
+export PYTHONPATH=$PWD:$PWD/benchmarks:${PYTHONPATH:-} NMT_DATA_DIR=$PWD/data PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/nvidia-smi.txt" 2>&1
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" \
+    >>"$OUT/nvidia-smi.txt" 2>&1
+
+timeout "${DECODE_SECONDS:-200}" python3 benchmarks/gpu.py --sentences "${SENTENCES:-300}" --repeats 2 \
+    >"$OUT/decode.log" 2>&1
+echo "gpu.py exit $?" >>"$OUT/decode.log"
+cp benchmarks/RESULTS.md "$OUT/RESULTS.md"
+
+timeout "${TRAIN_SECONDS:-300}" python3 benchmarks/gpu_train.py --parts 1 --steps 12 --out /tmp/gpu-train \
+    >"$OUT/train.log" 2>&1
+echo "gpu_train.py exit $?" >>"$OUT/train.log"
+cp /tmp/gpu-train/report.md "$OUT/train-report.md" 2>/dev/null
+exit 0
