@@ -190,8 +190,9 @@ general2-landmark: setup
 # $(GENERAL2_RUN)/general.pt and scored beside the shipped model into $(GENERAL2_RUN)/scores.jsonl. It replaces
 # data/models/general.pt by hand, where it wins on all three dev sets.
 # GENERAL2_LIMIT=N tunes on and scores the first N lines of each set only (a check of the steps). Each setting
-# tried costs about 10 minutes on 2 cores: GENERAL2_BEAMS and GENERAL2_LENPENS try fewer; GENERAL2_BESIDE= scores
-# the candidate alone (the shipped model's figures stand in its card).
+# tried decodes the 6,003 dev pairs once (about 70 s on 2 cores, nothing beside it): GENERAL2_BEAMS and
+# GENERAL2_LENPENS try fewer; GENERAL2_BESIDE= scores the candidate alone (the shipped model's figures stand in
+# its card).
 GENERAL2_LIMIT ?=
 GENERAL2_BEAMS ?= 4,5
 GENERAL2_LENPENS ?= 0.6,1.0,1.2

@@ -4,19 +4,13 @@
 #
 #   bash benchmarks/gpu_check.sh        # $OUT: decode.log, RESULTS.md, train.log, train-report.md
 #
-# Wheels nmt needs that the machine lacks (sentencex) travel in .whl/ (ignored; carry it). The tree travels at
+# Wheels nmt needs that the machine lacks (sentencex) travel in .whl/ (gpu_env.sh). The tree travels at
 # most 64 MiB: move data/runs/general2-last.pt out of it for the call. Each part has its own time limit, so that
 # a part that runs long leaves the other its figures: the CUDA decoding benchmark (benchmarks/gpu.py, which
 # rewrites RESULTS.md's GPU section), then the training step eager and compiled (benchmarks/gpu_train.py part 1).
 set -u
 OUT=${OUT:-/tmp/gpu-check}
-mkdir -p "$OUT"
-if compgen -G ".whl/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site
-fi
-ln -sfn cli nmt_cli  # the package name `nmt translate` runs as (pyproject's package-dir), without installing
-export PYTHONPATH=$PWD:$PWD/benchmarks:${PYTHONPATH:-} NMT_DATA_DIR=$PWD/data PYTHONUNBUFFERED=1
+source benchmarks/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/nvidia-smi.txt" 2>&1
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" \
     >>"$OUT/nvidia-smi.txt" 2>&1

@@ -8,20 +8,15 @@
 # call, 64 MiB at most): start.pt (the run's moving average in fp16), spm.model, valid.en/.fr, and europarl/
 # with dev.en.gz, dev.fr.gz and a sample of Europarl's training pairs as train.en.xz, train.fr.xz (every fifth
 # pair: the whole corpus is 200 MB). The embedded corpora keep about the run's proportions against a fifth of
-# Europarl. sentencex travels as a wheel in .whl/ (carry it). On a CPU, with DEVICE=cpu and small MINUTES and
+# Europarl. sentencex travels as a wheel in .whl/ (gpu_env.sh). On a CPU, with DEVICE=cpu and small MINUTES and
 # LIMIT, it checks the steps.
 set -u
 OUT=${OUT:-/tmp/gpu-phase}
 G=${G:-.gpu}
 RUN=${RUN:-/tmp/gpu-phase-run}
 DEVICE=${DEVICE:-cuda}
-mkdir -p "$OUT"
-if compgen -G ".whl/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site
-fi
-ln -sfn cli nmt_cli
-export PYTHONPATH=$PWD:${PYTHONPATH:-} NMT_DATA_DIR=$PWD/data PYTHONUNBUFFERED=1 NMT_CACHE_DIR=${NMT_CACHE_DIR:-/tmp/nmt-cache}
+source benchmarks/gpu_env.sh
+export NMT_CACHE_DIR=${NMT_CACHE_DIR:-/tmp/nmt-cache}
 export NMT_EUROPARL_DIR=$(realpath "$G/europarl")
 nmt="python3 -m nmt_cli.main"
 python3 -c "
@@ -41,11 +36,9 @@ echo "train exit $?" >>"$OUT/train.log"
 $nmt average "$RUN/last.pt" --ema --output "$RUN/ema.pt" >>"$OUT/train.log" 2>&1 || exit 1
 
 python3 -c "
-import torch
-from nmt.model.checkpoint import Checkpoint, cast_weights, load_checkpoint, save_checkpoint
-c = load_checkpoint('$RUN/ema.pt')
-save_checkpoint('$RUN/ema.fp16.pt', Checkpoint(c.config, cast_weights(c.weights, torch.float16), c.spm_model,
-                                               c.decoding, c.training))
+from nmt.model.checkpoint import load_checkpoint
+from nmt.training.tune import write_release
+write_release(load_checkpoint('$RUN/ema.pt'), {}, '$RUN/ema.fp16.pt', half=True)
 " >>"$OUT/train.log" 2>&1
 # the weights first: a call cut short by its time limit still brings them back
 split -b 12M "$RUN/ema.fp16.pt" "$OUT/ema.fp16.pt.part-"
