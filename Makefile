@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 EXAMPLES := data/examples.en
 
 .PHONY: casing setup test test-all test-browser lint run bench bench-more model model-general general-landmark model-general2 \
-	general2-landmark general2-candidate general2-news clean
+	general2-landmark general2-candidate general2-news model-general3 general3-landmark clean
 
 # The editable install leaves nmt's own modules uncompiled (pip compiles a regular install's): where
 # Python may not write bytecode (PYTHONDONTWRITEBYTECODE, a read-only checkout) every command compiled
@@ -240,6 +240,34 @@ general2-news: setup
 
 general-landmark: setup
 	$(call LANDMARK,$(GENERAL_RUN),$(GENERAL_LANDED))
+
+# The general model's third round (issue 80, benchmarks/GENERAL.md section 6): the shipped weights trained on for
+# 1,200 more training minutes as in the second round, with the register tags that `nmt translate --formality`
+# asks for (--register-tags, nmt.data.register), 23,037 more interface strings and 17,199 paragraphs of the
+# Python documentation in the mix, short pairs also as headings (--augment), the French elisions joined. Resumable
+# as model-general2 is; `make general3-landmark` keeps its slim resume point in $(GENERAL3_LANDED).
+GENERAL3_RUN := runs/general3
+GENERAL3_LANDED := data/runs/general3-last.pt
+GENERAL3_DATA := --data 'tatoeba*12,multi30k*3,news-commentary*6,software-ui*4,software-ui-extra*4,python-docs*2,news*8' \
+	--src-file $(EUROPARL)/train.en.gz --tgt-file $(EUROPARL)/train.fr.gz --augment --augment-swap 0.25 --register-tags
+GENERAL3_MINUTES ?= 1200
+model-general3: export NMT_EUROPARL_DIR = $(abspath $(EUROPARL))
+model-general3: setup
+	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make model-general3 EUROPARL=DIR"; exit 2; }
+	mkdir -p $(GENERAL3_RUN)
+	$(call RESUME_LANDED,$(GENERAL3_RUN),$(GENERAL3_LANDED))
+	test -f $(GENERAL3_RUN)/start.pt || cp data/models/general.pt $(GENERAL3_RUN)/start.pt
+	$(BIN)/python -c "from nmt.model.checkpoint import load_checkpoint as l; \
+		open('$(GENERAL3_RUN)/spm.model', 'wb').write(l('$(GENERAL3_RUN)/start.pt').spm_model)"
+	$(call VALID_PAIRS,$(GENERAL3_RUN),europarl:dev$(comma)tatoeba:dev$(comma)news:dev$(comma)software-ui:dev)
+	$(BIN)/python benchmarks/timed.py $(GENERAL3_RUN)/steps.jsonl train -- $(BIN)/nmt train $(GENERAL3_DATA) \
+		--spm $(GENERAL3_RUN)/spm.model --init-from $(GENERAL3_RUN)/start.pt --valid-src $(GENERAL3_RUN)/valid.en \
+		--valid-tgt $(GENERAL3_RUN)/valid.fr --preset small --precision auto --max-minutes $(GENERAL3_MINUTES) \
+		--decay linear --warmup 1000 --lr 1e-3 --ema 0.9995 --max-tokens 4096 --threads 2 --valid-every 2000 \
+		--save-every 500 --keep-last 5 --log-every 100 --out $(GENERAL3_RUN)
+
+general3-landmark: setup
+	$(call LANDMARK,$(GENERAL3_RUN),$(GENERAL3_LANDED))
 
 # The casing table that puts a line in Title Case or capitals in sentence case (nmt.text.casing), counted in the
 # English of the general model's training corpora; interface strings count for words only (they capitalize buttons).

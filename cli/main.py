@@ -133,7 +133,7 @@ def file_limits(base, **given):
 # prepared cache).
 DATA_OPTIONS = {
     "data": typer.Option(None, "--data", help="Embedded corpora: multi30k, tatoeba, news-commentary, news, "
-                         "software-ui; comma-separated to mix, NAME*K repeats one."),
+                         "software-ui, software-ui-extra, python-docs; comma-separated to mix, NAME*K repeats one."),
     "src_file": typer.Option(None, "--src-file", help="English side of a local parallel corpus (.gz ok); with "
                              "--data, added to the embedded corpora."),
     "tgt_file": typer.Option(None, "--tgt-file", help="French side of a local parallel corpus."),
@@ -151,6 +151,9 @@ DATA_OPTIONS = {
     "augment_swap": typer.Option(None, "--augment-swap", help="With --augment: the share of the pairs that share a "
                                  "name or number with their translation that get a variant with it replaced by an "
                                  "entity. Default 1 (all); lower on a large corpus, where such pairs are common."),
+    "register_tags": typer.Option(None, "--register-tags/--no-register-tags", help="Tag each English side with the "
+                                  "register of its French (vous or tu), so that the model learns `nmt translate "
+                                  "--formality` (nmt.data.register). Default off."),
 }
 
 # How `nmt prepare` and `nmt train` tokenize a corpus, declared once so that both make the same cache; None
@@ -498,6 +501,7 @@ def train(
     valid_tgt: str = DATA_OPTIONS["valid_tgt"],
     augment: bool = DATA_OPTIONS["augment"],
     augment_swap: float = DATA_OPTIONS["augment_swap"],
+    register_tags: bool = DATA_OPTIONS["register_tags"],
     prepared: str = typer.Option(None, "--prepared", help="A folder `nmt prepare` printed, in place of the data "
                                  "options: its tokens, sentencepiece model and validation pairs, read offline."),
     preset: Literal["tiny", "small", "base", "big"] = typer.Option(None, "--preset",
@@ -580,7 +584,7 @@ def train(
         values = _read_yaml(config_file)
         if "prepared" in given:  # the folder replaces the data options the file gives (they made it)
             for key in ("data", "src_file", "tgt_file", "hf_dataset", "hf_config", "streaming", "augment",
-                        "augment_swap"):
+                        "augment_swap", "register_tags"):
                 values.pop(key, None)
     values.update(given)
     fields = TrainConfig.__dataclass_fields__
@@ -609,6 +613,7 @@ def prepare(
     valid_tgt: str = DATA_OPTIONS["valid_tgt"],
     augment: bool = DATA_OPTIONS["augment"],
     augment_swap: float = DATA_OPTIONS["augment_swap"],
+    register_tags: bool = DATA_OPTIONS["register_tags"],
     vocab_size: int = PREPARATION_OPTIONS["vocab_size"],
     spm: str = PREPARATION_OPTIONS["spm"],
     spm_sample: int = PREPARATION_OPTIONS["spm_sample"],
@@ -634,7 +639,7 @@ def prepare(
     # the names of `nmt train`'s options (TrainConfig) and, where not given, its defaults: both make one cache
     given = dict(data=data, src_file=src_file, tgt_file=tgt_file, hf_dataset=hf_dataset, hf_config=hf_config,
                  streaming=streaming, valid_src=valid_src, valid_tgt=valid_tgt, augment=augment,
-                 augment_swap=augment_swap, seed=seed, vocab_size=vocab_size, spm_sample=spm_sample, max_len=max_len,
+                 augment_swap=augment_swap, register_tags=register_tags, seed=seed, vocab_size=vocab_size, spm_sample=spm_sample, max_len=max_len,
                  max_ratio=max_ratio, prepare_workers=workers, cache_dir=cache_dir)
     defaults = {field.name: field.default for field in fields(TrainConfig)}
     options = SimpleNamespace(**{name: defaults[name] if value is None else value for name, value in given.items()})

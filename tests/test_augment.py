@@ -69,9 +69,9 @@ def test_augment_swap_sets_the_share_of_swapped_variants_and_names_it_in_the_ide
     from nmt.data.sources import DataSpec, training_source
     from nmt.errors import DataError
 
-    never = Augment(upper=0, title=0, swap=0.0, emoji=0, join=0)
+    never = Augment(upper=0, title=0, heading=0, swap=0.0, emoji=0, join=0)
     assert variants(PAIRS, never, random.Random(1)).source == []
-    always = Augment(upper=0, title=0, swap=1.0, emoji=0, join=0)
+    always = Augment(upper=0, title=0, heading=0, swap=1.0, emoji=0, join=0)
     assert len(variants(PAIRS, always, random.Random(1)).source) == 2  # the pairs with Tom and Mary
     (tmp_path / "a.en").write_text("Tom bought 3 apples in 1990.\n")
     (tmp_path / "a.fr").write_text("Tom a acheté 3 pommes en 1990.\n")

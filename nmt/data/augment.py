@@ -7,6 +7,8 @@ garbles all of these. As the Firefox translations pipeline does with OpusTrainer
 gets extra pairs, made from its own with these probabilities per pair (the originals stay):
 - upper: both sides in capitals;
 - title: the English side in Title Case, the French as it was;
+- heading (of the short pairs, HEADING_WORDS English words at most): a heading or label, its final period gone from
+  both sides and the English in Title Case ("Delivery Options" / "Options de livraison");
 - swap (of the pairs whose sides share a name or a number, such as Tatoeba's "Tom" or a year): that word
   replaced on both sides by a random entity of a kind people paste (a URL, an e-mail address, a code, a
   phone number, a price, a time, a number written the English way in English and, half the time, the French
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from nmt.data.corpus import PairSource, ParallelText
 from nmt.text.protect import PLACEHOLDER, SMALL_WORDS
 
-AUGMENT_VERSION = 2  # part of the prepared corpus's identity: change it when the variants change
+AUGMENT_VERSION = 3  # part of the prepared corpus's identity: change it when the variants change
 
 # Names are drawn as a first name and (mostly) a surname from these lists, from many languages. None of
 # their words is in the robustness sets (tests/test_augment.py checks), so what those sets measure of names
@@ -54,6 +56,7 @@ TLDS = ("com", "org", "net", "fr", "io", "co.uk", "de", "edu", "info")
 class Augment:
     upper: float = 0.02
     title: float = 0.02
+    heading: float = 0.1
     swap: float = 1.0
     emoji: float = 0.01
     join: float = 0.04
@@ -87,6 +90,8 @@ def variants(pairs: ParallelText, options: Augment, rng: random.Random) -> Paral
             add(source.upper(), target.upper())
         if rng.random() < options.title:
             add(title_case(source, rng), target)
+        if rng.random() < options.heading and (heading := as_heading(source, target, rng)):
+            add(*heading)
         if rng.random() < options.swap and (swapped := swap_shared(source, target, rng)):
             add(*swapped)
         if rng.random() < options.emoji:
@@ -104,6 +109,19 @@ def title_case(text: str, rng: random.Random) -> str:
     words = text.split(" ")
     return " ".join(word if keep_small and i and word.lower() in SMALL_WORDS else word[:1].upper() + word[1:]
                     for i, word in enumerate(words))
+
+
+HEADING_WORDS = 6
+
+
+def as_heading(source: str, target: str, rng: random.Random) -> tuple[str, str] | None:
+    """A short pair as a heading: no final period, the English in Title Case; None for a longer pair, a question
+    or an exclamation."""
+    source, target = source.strip(), target.strip()
+    if not source or len(source.split()) > HEADING_WORDS or source.endswith(("?", "!")) or target.endswith(("?", "!")):
+        return None
+    source, target = source.removesuffix(".").rstrip(), target.removesuffix(".").rstrip()
+    return (title_case(source, rng), target) if source and target else None
 
 
 WORD = re.compile(r"[\w'-]+")

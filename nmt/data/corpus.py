@@ -32,6 +32,8 @@ EMBEDDED = {
     "robustness": ("robustness", {"dev": "dev", "test": "test"}),  # nmt.apps.robustness scores it by category
     "news": ("news", {"train": "train", "dev": "dev", "test": "test"}),  # WMT newstest2012 dev, 2013 test
     "software-ui": ("software_ui", {"train": "train", "dev": None}),  # interface strings of free applications
+    "software-ui-extra": ("software_ui_extra", {"train": "train", "dev": None}),  # of 48 more applications
+    "python-docs": ("python_docs", {"train": "train", "dev": None}),  # the Python documentation, paragraphs
 }
 SOURCE_LANG, TARGET_LANG = "en", "fr"
 HELD_OUT_SEED = 1  # a split named None above is held out of "train" by distinct source sentence, this seed

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.data.augment import Augment, augmented
+from nmt.data.register import RegisterTags, cleaned, registered
 from nmt.data.corpus import (
     EMBEDDED,
     SOURCE_LANG,
@@ -48,17 +49,19 @@ class DataSpec:
     valid_size: int = 1000  # held out when no validation set exists
     augment: bool = False  # add nmt.data.augment's variants of the training pairs
     augment_swap: float | None = None  # nmt.data.augment.Augment.swap, when not its default
+    register_tags: bool = False  # tag the English side with the register of the French (nmt.data.register)
     seed: int = 1
 
     @classmethod
     def of(cls, options) -> DataSpec:
         """From the data options of `nmt train` and `nmt prepare`, by their names (a TrainConfig, say):
         data (a --data string), src_file, tgt_file, hf_dataset, hf_config, streaming, valid_src, valid_tgt,
-        augment, augment_swap, seed."""
+        augment, augment_swap, register_tags, seed."""
         return cls(names=parse_names(options.data) if options.data else (), src_file=options.src_file,
                    tgt_file=options.tgt_file, hf_dataset=options.hf_dataset, hf_config=options.hf_config,
                    streaming=bool(options.streaming), valid_src=options.valid_src, valid_tgt=options.valid_tgt,
-                   augment=bool(options.augment), augment_swap=options.augment_swap, seed=options.seed)
+                   augment=bool(options.augment), augment_swap=options.augment_swap,
+                   register_tags=bool(options.register_tags), seed=options.seed)
 
 
 @dataclass
@@ -194,14 +197,16 @@ def validation_pairs(spec: DataSpec) -> ParallelText | None:
 def training_source(spec: DataSpec) -> PairSource:
     """The pairs of --hf-dataset, or of --data and --src-file/--tgt-file, either or both (the embedded corpora,
     then the files: synthetic pairs beside real ones, say); validation pairs as given, else the embedded
-    corpora's. With spec.augment, each chunk is followed by its variants (nmt.data.augment)."""
+    corpora's. With spec.augment, each chunk is followed by its variants (nmt.data.augment). The French sides
+    have their elisions joined, and with spec.register_tags the English sides their register tags
+    (nmt.data.register)."""
     source = _training_source(spec)
-    if not spec.augment:
-        return source
-    if spec.augment_swap is not None and not 0 <= spec.augment_swap <= 1:
-        raise DataError(f"--augment-swap is a share between 0 and 1, not {spec.augment_swap}")
-    swap = {} if spec.augment_swap is None else {"swap": spec.augment_swap}
-    return augmented(source, Augment(seed=spec.seed, **swap))
+    if spec.augment:
+        if spec.augment_swap is not None and not 0 <= spec.augment_swap <= 1:
+            raise DataError(f"--augment-swap is a share between 0 and 1, not {spec.augment_swap}")
+        swap = {} if spec.augment_swap is None else {"swap": spec.augment_swap}
+        source = augmented(source, Augment(seed=spec.seed, **swap))
+    return registered(source, RegisterTags(seed=spec.seed)) if spec.register_tags else cleaned(source)
 
 
 def _training_source(spec: DataSpec) -> PairSource:

@@ -17,6 +17,12 @@ from nmt.errors import DataError
 from nmt.text.protect import PLACEHOLDERS
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+# A register tag (nmt.data.register) is written in training text as a mark opening the English side, a character
+# of Unicode's private use area, and encoded as one id: that of a byte piece no UTF-8 text holds (bytes F8-FF
+# never occur in it), so every sentencepiece model with byte fallback has its tags already, and no text a user
+# types can give them.
+REGISTER_MARKS = {"formal": "\ue0f0", "informal": "\ue0f1"}
+REGISTER_PIECES = {"\ue0f0": "<0xFE>", "\ue0f1": "<0xFF>"}
 
 
 class Tokenizer:
@@ -29,10 +35,24 @@ class Tokenizer:
         return self.processor.get_piece_size()
 
     def encode(self, text: str) -> list[int]:
+        """The ids of `text`; a register mark opening it (REGISTER_MARKS) is its tag's one id."""
+        if text[:1] in REGISTER_PIECES:
+            return [self.register_id(text[0])] + self.processor.encode(text[1:])
         return self.processor.encode(text)
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return self.processor.encode(texts)
+        if not any(text[:1] in REGISTER_PIECES for text in texts):
+            return self.processor.encode(texts)
+        ids = self.processor.encode([text[1:] if text[:1] in REGISTER_PIECES else text for text in texts])
+        return [[self.register_id(text[0])] + row if text[:1] in REGISTER_PIECES else row
+                for text, row in zip(texts, ids, strict=True)]
+
+    def register_id(self, mark: str) -> int:
+        piece = self.processor.piece_to_id(REGISTER_PIECES[mark])
+        if piece == UNK_ID:
+            raise DataError("this sentencepiece model has no byte pieces (trained without byte fallback): it cannot "
+                            "hold register tags")
+        return piece
 
     def decode(self, ids: list[int]) -> str:
         """The text of `ids`; byte pieces that make no character (a model's broken UTF-8) are left out, not

@@ -55,8 +55,8 @@ REWARM = 200  # updates over which a run resumed without its optimizer moments r
 
 # Options whose change on resume alters the run (others, such as --max-steps, just extend it).
 # (The model's shape and the schedule are checked harder: a change is an error, see Trainer._resumable/_schedule.)
-RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "prepared", "augment", "augment_swap", "max_tokens",
-                    "seed", "label_smoothing", "precision", "dropout", "ema")
+RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "prepared", "augment", "augment_swap",
+                    "register_tags", "max_tokens", "seed", "label_smoothing", "precision", "dropout", "ema")
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ class TrainConfig:
     streaming: bool = False
     augment: bool = False  # nmt.data.augment's variants of the training pairs
     augment_swap: float | None = None  # the share of pairs with a shared name or number given a swapped variant
+    register_tags: bool = False  # the English sides tagged with the register of the French (--formality)
     valid_src: str | None = None
     valid_tgt: str | None = None
     preset: str = "small"
@@ -126,9 +127,10 @@ class TrainConfig:
         if self.decay == "linear" and not (self.max_steps or self.max_epochs or self.max_minutes):
             raise UsageError("--decay linear needs --max-steps, --max-epochs or --max-minutes: where the rate "
                              "reaches zero")
-        if self.prepared and (self.data or self.src_file or self.tgt_file or self.hf_dataset or self.augment):
+        if self.prepared and (self.data or self.src_file or self.tgt_file or self.hf_dataset or self.augment
+                              or self.register_tags):
             raise UsageError("--prepared is a whole training input: give it without --data, --src-file/--tgt-file, "
-                             "--hf-dataset or --augment (those made the folder)")
+                             "--hf-dataset, --augment or --register-tags (those made the folder)")
         if self.dist_backend not in (None, "nccl", "gloo"):
             raise UsageError(f"--dist-backend must be nccl or gloo, not {self.dist_backend!r}")
         if self.precision not in (None, "fp32", "bf16", "fp16", "auto"):
