@@ -305,6 +305,7 @@ def serve(
     if max_connections < 1:
         raise UsageError(f"--max-connections must be at least 1, not {max_connections}")
     with collection_paused():
+        from nmt.decoding.configuration import knows_registers
         from nmt.decoding.translate import Translator
 
         # one worker unless --workers says otherwise: requests are batched together already
@@ -328,7 +329,8 @@ def serve(
         raise UsageError("--max-file-seconds must be positive")
     settings = ServeSettings(max_chars=max_chars, api_key=api_key, model_name=find_model(model).name,
                              decoding=config.to_dict(), read_timeout=read_timeout, max_file_bytes=max_file_bytes,
-                             file_limits=limits, max_file_seconds=max_file_seconds)
+                             file_limits=limits, max_file_seconds=max_file_seconds,
+                             registers=knows_registers(checkpoint))
     server = Server(uvicorn.Config(create_app(engine, config.search, settings), log_level="error" if quiet else
                                    "warning", lifespan="off", timeout_graceful_shutdown=drain_timeout,
                                    http=functools.partial(TimedHeaders, timeout=read_timeout),
@@ -347,7 +349,7 @@ def serve(
 
 
 @app.command()
-@decoding_options(only=("lenpen", "max_tokens", "device", "threads", "verbose"))
+@decoding_options(only=("lenpen", "max_tokens", "device", "threads", "formality", "verbose"))
 def score(
     input: Path = typer.Option(None, "--input", "-i", help="English sentences, one per line; with --format jsonl, "
                                "the pairs (default: stdin)."),
@@ -398,9 +400,9 @@ def score(
         checkpoint, _, config = resolve_decoding([model] if model else None, replace(decoding, verbose=False))
         if decoding.verbose:
             typer.echo(f"scoring: lenpen {config.search.lenpen:g}, fp32 on {config.device}, {config.threads} threads, "
-                       f"{config.max_tokens} tokens a batch", err=True)
+                       f"{config.max_tokens} tokens a batch, formality {config.formality}", err=True)
         scorer = Scorer(checkpoint.build_model(config.device), checkpoint.tokenizer(), lenpen=config.search.lenpen,
-                        max_tokens=config.max_tokens)
+                        max_tokens=config.max_tokens, formality=config.formality)
     with _output(output, input or src) as sink:
         for pair in scorer.score(sources, targets):
             sink.write((pair.to_json(per_token) if output_format == "jsonl" else pair.to_text(per_token)) + "\n")
@@ -639,8 +641,9 @@ def prepare(
     # the names of `nmt train`'s options (TrainConfig) and, where not given, its defaults: both make one cache
     given = dict(data=data, src_file=src_file, tgt_file=tgt_file, hf_dataset=hf_dataset, hf_config=hf_config,
                  streaming=streaming, valid_src=valid_src, valid_tgt=valid_tgt, augment=augment,
-                 augment_swap=augment_swap, register_tags=register_tags, seed=seed, vocab_size=vocab_size, spm_sample=spm_sample, max_len=max_len,
-                 max_ratio=max_ratio, prepare_workers=workers, cache_dir=cache_dir)
+                 augment_swap=augment_swap, register_tags=register_tags, seed=seed, vocab_size=vocab_size,
+                 spm_sample=spm_sample, max_len=max_len, max_ratio=max_ratio, prepare_workers=workers,
+                 cache_dir=cache_dir)
     defaults = {field.name: field.default for field in fields(TrainConfig)}
     options = SimpleNamespace(**{name: defaults[name] if value is None else value for name, value in given.items()})
     typer.echo(str(prepare_training_data(options, spm_model).folder))
@@ -690,6 +693,7 @@ def evaluate(
         references = references[:limit]
         sources = sources[:limit] if sources is not None else None
     robust = []  # the robustness sets are also scored by category (nmt.apps.robustness)
+    settings = {}  # what decided the translations' text beyond the search: the register asked for
     if test is not None and test.startswith("robustness:"):
         robust = load_robustness(test.partition(":")[2])[: limit or None]
     if hyp is not None:
@@ -699,6 +703,7 @@ def evaluate(
             raise UsageError(f"{len(sources)} source lines but {len(references)} references")
         with collection_paused():
             translator, _ = load_translator(model, decoding)
+        settings = {"formality": translator.formality}
         plain = [(index, line.plain) for index, line in enumerate(robust) if line.plain]
         translated = [t.text for t in translator.translate(sources + [text for _, text in plain])]
         hypotheses = translated[: len(sources)]
@@ -711,12 +716,12 @@ def evaluate(
     if as_json:
         import json
 
-        record = {**scores.to_dict(), "test": name}
+        record = {**scores.to_dict(), "test": name, **settings}
         if robust:
             record["categories"] = {category: report.to_dict() for category, report in categories.items()}
         typer.echo(json.dumps(record))
         return
-    typer.echo(f"{name}: {scores.lines} lines")
+    typer.echo(f"{name}: {scores.lines} lines" + "".join(f", {key} {value}" for key, value in settings.items()))
     typer.echo(f"BLEU {scores.bleu:.2f}  ({scores.signatures['bleu']})")
     typer.echo(f"chrF {scores.chrf:.2f}  ({scores.signatures['chrf']})")
     if scores.bleu_lc_tok is not None:

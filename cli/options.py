@@ -86,6 +86,10 @@ DECODING_OPTIONS = {
                                            "stderr.")),
     "alignments": (bool, typer.Option(None, "--alignments", help="With --format jsonl: word alignments (Pharaoh i-j "
                                       "over whitespace words) from the model's cross-attention.")),
+    "formality": (Literal["formal", "informal", "auto"], typer.Option(None, "--formality", help="The register of the "
+                  "French: formal (vous, votre: interfaces, business), informal (tu, ton: friends, family) or auto "
+                  "(the model's own choice, which may mix them). Default: formal with a model trained with register "
+                  "tags (the shipped general model), else auto.")),
     "verbose": (bool, typer.Option(None, "--verbose", "-v", help="Print the decoding configuration resolved from "
                                    "these options, the model's defaults and the library's, on stderr.")),
 }

@@ -248,12 +248,47 @@ def test_v1_answers_the_cli_jsonl_records(server, cli_records):
     ("/v1/translate", {"text": "not a list"}, 422, "text"),
     ("/v1/translate", {"text": ["A dog."], "beam": 0}, 422, "beam"),
     ("/v1/translate", {"text": ["A dog."], "colour": "red"}, 422, "colour"),
+    ("/translate", {"q": "A dog.", "source": "en", "target": "fr", "formality": "more"}, 400, "register tags"),
+    ("/translate", {"q": "A dog.", "source": "en", "target": "fr", "formality": "polite"}, 422, "formality"),
+    ("/v1/translate", {"text": ["A dog."], "formality": "informal"}, 422, "register tags"),
 ])
 def test_bad_requests_get_their_status_and_one_message(server, path, body, status, message):
     answer = server.post(path, json=body)
     assert answer.status_code == status and message in answer.json()["error"]
     if status == 503:
         assert answer.headers["retry-after"] == "1"
+
+
+def test_prefer_formality_falls_back_to_the_model_s_choice_where_it_has_no_register_tags(server, cli_records):
+    answer = server.post("/translate", json={"q": LINES[0], "source": "en", "target": "fr",
+                                             "formality": "prefer_less"})
+    assert answer.status_code == 200 and answer.json()["translatedText"] == cli_records[0]["translation"]
+
+
+@pytest.mark.slow
+def test_the_formality_a_request_asks_for_is_what_the_cli_gives_for_it(tiny_checkpoint, tmp_path):
+    from nmt.model.checkpoint import load_checkpoint, save_checkpoint
+
+    tagged = load_checkpoint(tiny_checkpoint)
+    tagged.training = {"config": {"register_tags": True}}
+    save_checkpoint(tmp_path / "tagged.pt", tagged)
+    expected = {}
+    for formality in ("formal", "informal", "auto"):
+        done = subprocess.run([sys.executable, "-m", "nmt_cli.main", "translate", "--model", str(tmp_path / "tagged.pt"),
+                               *DECODING, "--formality", formality], input="\n".join(LINES).encode() + b"\n",
+                              capture_output=True, check=True)
+        expected[formality] = done.stdout.decode().splitlines()
+    assert len({tuple(lines) for lines in expected.values()}) > 1  # the tag changes what this model writes
+    running = Server(tmp_path / "tagged.pt")
+    try:
+        for asked, formality in (("more", "formal"), ("less", "informal"), ("prefer_less", "informal"),
+                                 ("default", "formal"), ("auto", "auto")):
+            answer = running.post("/translate", json={"q": LINES, "source": "en", "target": "fr", "formality": asked})
+            assert answer.json()["translatedText"] == expected[formality], asked
+        records = running.post("/v1/translate", json={"text": LINES, "formality": "informal"}).json()["translations"]
+        assert [r["translation"] for r in records] == expected["informal"]
+    finally:
+        assert running.stop() == 0
 
 
 def test_a_body_that_is_not_json_is_a_422(server):

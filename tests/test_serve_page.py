@@ -58,3 +58,40 @@ def test_the_page_translates_what_is_typed(tiny_checkpoint, tmp_path):
     finally:
         driver.quit()
         assert server.stop() == 0
+
+
+def test_the_page_asks_for_the_register_chosen_where_the_model_has_register_tags(tiny_checkpoint, tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    from nmt.model.checkpoint import load_checkpoint, save_checkpoint
+
+    tagged = load_checkpoint(tiny_checkpoint)
+    tagged.training = {"config": {"register_tags": True}}
+    save_checkpoint(tmp_path / "tagged.pt", tagged)
+    server = Server(tmp_path / "tagged.pt")
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=900,700"):
+        options.add_argument(flag)
+    options.binary_location = shutil.which("chromium") or shutil.which("google-chrome") or ""
+    driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
+    try:
+        text = "A dog runs in the snow.\nTwo men are talking."
+        driver.get(server.url + "/")
+        for choice in ("less", "more"):
+            expected = server.post("/translate", json={"q": text, "source": "en", "target": "fr",
+                                                       "formality": choice}).json()["translatedText"]
+            Select(driver.find_element(By.ID, "formality")).select_by_value(choice)
+            box = driver.find_element(By.ID, "english")
+            box.clear()
+            box.send_keys(text)
+            french = driver.find_element(By.ID, "french")
+            driver.execute_script("arguments[0].textContent = ''", french)
+            driver.find_element(By.ID, "go").click()
+            WebDriverWait(driver, 30).until(lambda _: french.text.strip())
+            assert french.text == expected, choice
+    finally:
+        driver.quit()
+        assert server.stop() == 0

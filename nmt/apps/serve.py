@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -67,6 +67,7 @@ class Job:
     lines: list[str]
     options: SearchOptions
     done: Callable[[list[Translation] | BaseException], None]
+    formality: str | None = None  # formal, informal or auto; None: the server's
     results: list[Translation | None] = field(default_factory=list)
     taken: int = 0
     left: int = 0
@@ -100,6 +101,7 @@ class Engine:
         self.ready = threading.Event()
         self.failure: str | None = None  # why the Translator could not be built
         self.translator: Translator | None = None
+        self.default_formality = "auto"  # the loaded Translator's
         self.on_failure: Callable[[], None] = lambda: None  # told when the Translator cannot be built
         self._thread = threading.Thread(target=self._run, name="nmt-engine", daemon=True)
 
@@ -131,9 +133,10 @@ class Engine:
         self._thread.join(wait)
 
     def submit(self, lines: list[str], options: SearchOptions,
-               done: Callable[[list[Translation] | BaseException], None]) -> None:
+               done: Callable[[list[Translation] | BaseException], None], formality: str | None = None) -> None:
         """Queue `lines`; done(translations in order) is called from the engine thread once all are done,
-        or done(exception) if their translation failed. Raises NotReady or QueueFull."""
+        or done(exception) if their translation failed. formality: the register asked for (None: the
+        server's). Raises NotReady or QueueFull."""
         if not self.ready.is_set():
             raise NotReady
         if not lines:
@@ -142,7 +145,7 @@ class Engine:
         with self._lock:
             if self._waiting + len(lines) > self.max_queue:
                 raise QueueFull
-            self._jobs.append(Job(lines, options, done))
+            self._jobs.append(Job(lines, options, done, formality))
             self._waiting += len(lines)
             self._lock.notify_all()
 
@@ -153,6 +156,7 @@ class Engine:
             self.failure = str(exc) or type(exc).__name__
             self.on_failure()
             return
+        self.default_formality = self.translator.formality
         self.ready.set()
         while True:
             taken = self._take()
@@ -160,10 +164,10 @@ class Engine:
                 return
             self._translate(*taken)
 
-    def _take(self) -> tuple[SearchOptions, list[tuple[Job, int, int]]] | None:
-        """The next call's (options, [(job, start, end)]): lines of the queued jobs with the first job's options,
-        in queue order, up to max_lines, after waiting up to `wait` for more to come. None once stopping
-        with nothing queued."""
+    def _take(self) -> tuple[SearchOptions, str | None, list[tuple[Job, int, int]]] | None:
+        """The next call's (options, formality, [(job, start, end)]): lines of the queued jobs with the first
+        job's options and formality, in queue order, up to max_lines, after waiting up to `wait` for more to
+        come. None once stopping with nothing queued."""
         with self._lock:
             while not self._jobs:
                 if self._stopping:
@@ -175,12 +179,12 @@ class Engine:
                 if remaining <= 0:
                     break
                 self._lock.wait(remaining)
-            options = self._jobs[0].options
+            options, formality = self._jobs[0].options, self._jobs[0].formality
             spans, room = [], self.max_lines
             for job in list(self._jobs):
                 if room == 0:
                     break
-                if job.options != options:
+                if job.options != options or job.formality != formality:
                     continue
                 start = job.taken
                 job.taken = min(len(job.lines), start + room)
@@ -189,13 +193,14 @@ class Engine:
                 if job.taken == len(job.lines):
                     self._jobs.remove(job)
             self._waiting -= self.max_lines - room
-            return options, spans
+            return options, formality, spans
 
-    def _translate(self, options: SearchOptions, spans: list[tuple[Job, int, int]]) -> None:
+    def _translate(self, options: SearchOptions, formality: str | None, spans: list[tuple[Job, int, int]]) -> None:
         lines = [line for job, start, end in spans for line in job.lines[start:end]]
         owners = [(job, index) for job, start, end in spans for index in range(start, end)]
         self.on_batch(len(lines))
         self.translator.options = options
+        self.translator.formality = formality or self.default_formality
         try:
             for position, translation in self.translator.translate_as_ready(lines):
                 job, index = owners[position]
@@ -221,12 +226,38 @@ class ServeSettings:
     max_file_bytes: int = 10_000_000  # the largest file /translate_file takes
     file_limits: FileLimits = SERVER_LIMITS  # what one file may cost (characters, nesting, a zip's inflation)
     max_file_seconds: float = 600.0  # a file's translation stops after this long (checked between batches)
+    registers: bool = False  # whether the model knows the register tags (a request may ask for formality)
 
     @property
     def max_body_bytes(self) -> int:
         """The largest body a request may have: max_chars of text at the most bytes JSON can spend on a
         character (6, as \\uXXXX), and room for the rest of the request."""
         return 6 * self.max_chars + 65_536
+
+
+# A request's formality: DeepL's values (prefer_*: where the model cannot, its own choice instead of an error)
+# and nmt's own (`nmt translate --formality`), and the register each asks for (None: the server's)
+FORMALITY_REQUESTS = {"default": None, "more": "formal", "less": "informal", "prefer_more": "formal",
+                      "prefer_less": "informal", "formal": "formal", "informal": "informal", "auto": "auto"}
+Formality = Literal["default", "more", "less", "prefer_more", "prefer_less", "formal", "informal", "auto"]
+
+
+def requested_formality(value: str | None, registers: bool) -> str | None:
+    """The register a request's formality asks for (None: the server's); ValueError where the model cannot give
+    it and the request does not say prefer_."""
+    register = FORMALITY_REQUESTS[value] if value else None
+    if register in (None, "auto") or registers:
+        return register
+    if value.startswith("prefer_"):
+        return "auto"
+    raise ValueError(f"formality {value!r}: this model was not trained with register tags; send prefer_more, "
+                     "prefer_less or default")
+
+
+# The page's choice of register, where the model has register tags: "default" is the server's (--formality)
+FORMALITY_FIELD = ('<label>Register <select id="formality"><option value="default">default</option>'
+                   '<option value="more">formal (vous)</option><option value="less">informal (tu)</option>'
+                   '</select></label>')
 
 
 class LibreRequest(BaseModel):
@@ -238,6 +269,7 @@ class LibreRequest(BaseModel):
     format: str = "text"
     api_key: str | None = None
     alternatives: Annotated[int, Field(ge=0, le=8)] = 0
+    formality: Formality | None = None
 
 
 class DetectRequest(BaseModel):
@@ -257,6 +289,7 @@ class NmtRequest(BaseModel):
     lenpen: Annotated[float, Field(ge=0, le=5)] | None = None
     nbest: Annotated[int, Field(ge=1, le=32)] = 1
     no_repeat_ngram: Annotated[int, Field(ge=0, le=16)] | None = None
+    formality: Formality | None = None
     api_key: str | None = None
 
 
@@ -363,8 +396,10 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
         given = given or (header[7:] if header.lower().startswith("bearer ") else None)
         return given is not None and secrets.compare_digest(given.encode(), settings.api_key.encode())
 
-    async def translate_lines(texts: list[str], options: SearchOptions) -> list[list[Translation]] | JSONResponse:
-        """Each text's lines (split at newlines) translated, or the error response."""
+    async def translate_lines(texts: list[str], options: SearchOptions,
+                              formality: str | None = None) -> list[list[Translation]] | JSONResponse:
+        """Each text's lines (split at newlines) translated, or the error response; formality as
+        requested_formality gives it."""
         if sum(len(text) for text in texts) > settings.max_chars:
             return _error(413, f"the request holds more than {settings.max_chars} characters of text (--max-chars)")
         lines = [line for text in texts for line in text.split("\n")]
@@ -379,7 +414,7 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
 
         started = time.perf_counter()
         try:
-            engine.submit(lines, options, done)
+            engine.submit(lines, options, done, formality)
         except NotReady:
             return _error(503, "the model is still loading", **{"Retry-After": "1"})
         except QueueFull:
@@ -429,6 +464,10 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             return _error(400, f"nmt translates en to fr, not {body.source} to {body.target}")
         if body.format not in ("text", "html"):
             return _error(400, f"format {body.format!r} is not supported; send text or html")
+        try:
+            formality = requested_formality(body.formality, settings.registers)
+        except ValueError as exc:
+            return _error(400, str(exc))
         texts = [body.q] if isinstance(body.q, str) else body.q
         detected = []
         if body.source == "auto":
@@ -445,13 +484,14 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
                 return _error(413, f"the request holds more than {settings.max_chars} characters (--max-chars)")
             if not engine.ready.is_set():
                 return _error(503, "the model is still loading", **{"Retry-After": "1"})
-            pages = [await asyncio.to_thread(translate_html, text, lines_now, aligned) for text in texts]
+            lines = functools.partial(lines_now, formality=formality)
+            pages = [await asyncio.to_thread(translate_html, text, lines, aligned) for text in texts]
             answer = {"translatedText": pages[0] if isinstance(body.q, str) else pages}
             if detected:
                 answer["detectedLanguage"] = detected[0] if isinstance(body.q, str) else detected
             return answer
         nbest = min(body.alternatives + 1, base_options.beam_size) if body.alternatives else 1
-        found = await translate_lines(texts, dataclasses.replace(base_options, nbest=nbest))
+        found = await translate_lines(texts, dataclasses.replace(base_options, nbest=nbest), formality)
         if isinstance(found, JSONResponse):
             return found
         translated = ["\n".join(t.text for t in lines) for lines in found]
@@ -477,10 +517,11 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
 
     finished_files: collections.OrderedDict[str, tuple[bytes, str]] = collections.OrderedDict()
 
-    def lines_now(texts: list[str], should_stop: Callable[[], str | None] = lambda: None) -> list[str]:
+    def lines_now(texts: list[str], should_stop: Callable[[], str | None] = lambda: None,
+                  formality: str | None = None) -> list[str]:
         """Translations of `texts` through the engine's queue, waited for (from a worker thread), a share of
         the queue at a time; Cancelled as soon as `should_stop()` says why (checked between shares and while
-        waiting: what is queued is translated, no more)."""
+        waiting: what is queued is translated, no more). formality: as requested_formality gives it."""
         translated: list[str] = []
         step = max(1, min(engine.max_queue // 2, 4 * engine.max_lines))
         for start in range(0, len(texts), step):
@@ -494,7 +535,7 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
 
             for _ in range(600):  # a full queue empties as others' requests are answered
                 try:
-                    engine.submit(texts[start : start + step], base_options, done)
+                    engine.submit(texts[start : start + step], base_options, done, formality)
                     break
                 except QueueFull:
                     time.sleep(0.1)
@@ -526,6 +567,13 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             return _error(400, "send the file to translate as the form field 'file'")
         if form.get("source", "auto") not in ("en", "auto") or form.get("target", "fr") != "fr":
             return _error(400, f"nmt translates en to fr, not {form.get('source')} to {form.get('target')}")
+        asked = form.get("formality") or None
+        try:
+            if asked is not None and asked not in FORMALITY_REQUESTS:
+                raise ValueError(f"formality must be one of {', '.join(FORMALITY_REQUESTS)}, not {asked!r}")
+            formality = requested_formality(asked, settings.registers)
+        except ValueError as exc:
+            return _error(400, str(exc))
         kind = file_kind(upload.filename or "")
         if kind is None:
             return _error(400, f"cannot translate {upload.filename!r}: send one of {', '.join(sorted(KINDS))}")
@@ -544,8 +592,8 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             return None
 
         work = asyncio.ensure_future(asyncio.to_thread(
-            translate_file, kind, data, functools.partial(lines_now, should_stop=should_stop), aligned,
-            settings.file_limits))
+            translate_file, kind, data, functools.partial(lines_now, should_stop=should_stop, formality=formality),
+            aligned, settings.file_limits))
         try:
             while not work.done():  # the client may leave: its file's translation stops at the next share
                 await asyncio.wait({work}, timeout=0.5)
@@ -602,9 +650,10 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
         try:
             options = dataclasses.replace(base_options, nbest=body.nbest,
                                           **{key: value for key, value in chosen.items() if value is not None})
+            formality = requested_formality(body.formality, settings.registers)
         except ValueError as exc:
             return _error(422, str(exc))
-        found = await translate_lines(body.text, options)
+        found = await translate_lines(body.text, options, formality)
         if isinstance(found, JSONResponse):
             return found
         return {"translations": [lines[0].to_dict() for lines in found]}
@@ -628,7 +677,9 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
     async def page() -> str:
         key_field = "" if settings.api_key is None else '<input id="key" type="password" placeholder="API key">'
         model = html.escape(settings.model_name or "a checkpoint")
-        return PAGE.read_text(encoding="utf-8").replace("{{API_KEY_FIELD}}", key_field).replace("{{MODEL}}", model)
+        formality = FORMALITY_FIELD if settings.registers else ""
+        return (PAGE.read_text(encoding="utf-8").replace("{{API_KEY_FIELD}}", key_field).replace("{{MODEL}}", model)
+                .replace("{{FORMALITY_FIELD}}", formality))
 
     return BoundedBodies(app, settings.max_body_bytes, settings.read_timeout, settings.api_key,
                          settings.max_file_bytes + 65_536)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.data.augment import Augment, augmented
-from nmt.data.register import RegisterTags, cleaned, registered
 from nmt.data.corpus import (
     EMBEDDED,
     SOURCE_LANG,
@@ -31,6 +30,7 @@ from nmt.data.corpus import (
     read_parallel,
     stream_lines,
 )
+from nmt.data.register import RegisterTags, cleaned, registered
 from nmt.errors import DataError
 
 

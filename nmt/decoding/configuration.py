@@ -67,6 +67,7 @@ class DecodingFlags:
     glossary: Path | None = None
     min_confidence: float | None = None
     alignments: bool | None = None
+    formality: str | None = None  # formal, informal, auto
     verbose: bool | None = None
 
 
@@ -88,6 +89,7 @@ class DecodingConfig:
     glossary: Path | None = None
     min_confidence: float | None = None
     alignments: bool = False
+    formality: str = "auto"  # the register asked of a model trained with register tags (nmt.data.register)
 
     @classmethod
     def resolve(cls, flags: DecodingFlags, checkpoint: Checkpoint, workers: int | None = None,
@@ -120,7 +122,8 @@ class DecodingConfig:
                    workers=default_workers(device) if chosen_workers is None else chosen_workers,
                    cuda_graphs=flags.cuda_graphs is not False, ordinary_input=not flags.no_protect,
                    clause_split=text["max_piece_tokens"], protect_names=text["protect_names"], glossary=flags.glossary,
-                   min_confidence=flags.min_confidence, alignments=bool(flags.alignments))
+                   min_confidence=flags.min_confidence, alignments=bool(flags.alignments),
+                   formality=resolve_formality(checkpoint, flags.formality))
 
     @property
     def device(self) -> torch.device:
@@ -159,7 +162,29 @@ class DecodingConfig:
             parts.append(f"glossary {self.glossary}")
         if self.min_confidence is not None:
             parts.append(f"min confidence {self.min_confidence:g}")
+        parts.append(f"formality {self.formality}")
         return ", ".join(parts)
+
+
+def knows_registers(checkpoint: Checkpoint) -> bool:
+    """Whether the model was trained with register tags (`nmt train --register-tags`)."""
+    return bool(checkpoint.training.get("config", {}).get("register_tags"))
+
+
+def resolve_formality(checkpoint: Checkpoint, formality: str | None) -> str:
+    """--formality as given, else formal (as French interfaces and business text write) for a model that knows
+    the register tags and auto (the model's own choice) for one that does not; formal or informal asked of a
+    model that does not know them is an error, not a silent no."""
+    from nmt.text.register import FORMALITIES
+
+    if formality is not None and formality not in FORMALITIES:
+        raise UsageError(f"--formality must be {', '.join(FORMALITIES)}, not {formality!r}")
+    if not knows_registers(checkpoint):
+        if formality not in (None, "auto"):
+            raise UsageError(f"--formality {formality}: this model was not trained with register tags (nmt train "
+                             "--register-tags), so it cannot be asked for one; use --formality auto or another model")
+        return "auto"
+    return formality or "formal"
 
 
 def default_workers(device: torch.device) -> int:

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from nmt.data.batching import collate, sorted_batches
 from nmt.decoding.search import length_penalty
 from nmt.model.transformer import Transformer
-from nmt.text.tokenizer import Tokenizer
+from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,11 @@ class PairScore:
 
 
 class Scorer:
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, lenpen: float = 1.0, max_tokens: int = 4096):
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, lenpen: float = 1.0, max_tokens: int = 4096,
+                 formality: str = "auto"):
+        """formality: the register tag each source opens with (nmt.decoding.translate.Translator's), none for auto."""
         self.model = model.eval()
+        self.mark = REGISTER_MARKS.get(formality, "")
         self.tokenizer = tokenizer
         self.lenpen = lenpen
         self.max_tokens = max_tokens
@@ -54,7 +57,7 @@ class Scorer:
 
     def score(self, sources: list[str], targets: list[str]) -> list[PairScore]:
         """One PairScore per pair, in order; pairs are batched by length up to max_tokens padded tokens."""
-        source_ids = self.tokenizer.encode_batch(sources)
+        source_ids = self.tokenizer.encode_batch([self.mark + source if source else "" for source in sources])
         target_ids = self.tokenizer.encode_batch(targets)
         results = [PairScore(None, None, [])] * len(sources)  # kept for the pairs with an empty source
         kept = [i for i in range(len(sources)) if source_ids[i]]

@@ -47,8 +47,9 @@ from nmt.model.transformer import Transformer
 from nmt.text.casing import load_casing
 from nmt.text.metrics import loops
 from nmt.text.protect import Protected, case_normalized, glued_kept, kept_first_names, numbers_kept, protect
+from nmt.text.register import FORMALITIES
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
-from nmt.text.tokenizer import Tokenizer
+from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer
 from nmt.text.typography import joined_elisions
 
 log = logging.getLogger("nmt")
@@ -150,7 +151,8 @@ class Translator:
                  batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1,
                  shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = (),
                  alignments: bool = False, min_confidence: float | None = None, glossary: Glossary | None = None,
-                 max_piece_tokens: int | None = None, protect_names: bool = False, backend: Backend | None = None):
+                 max_piece_tokens: int | None = None, protect_names: bool = False, backend: Backend | None = None,
+                 formality: str = "auto"):
         """backend: what `model` was cast for (nmt.model.backend; None: the model as it is, fp32).
         workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
         thread each, when a window of lines makes several batches (a single batch: here, on all threads).
@@ -165,7 +167,9 @@ class Translator:
         is cut at clause punctuation (then at word starts) and its pieces translated apart (default
         MAX_PIECE_TOKENS, with a warning when it happens; a model trained on short sentences translates long
         ones better in clauses: its decoding defaults may say so). protect_names: with ordinary_input and
-        placeholders, names (capitalized words the vocabulary holds only in pieces) are protected too."""
+        placeholders, names (capitalized words the vocabulary holds only in pieces) are protected too.
+        formality: formal or informal opens every source with that register's tag (a model trained with
+        --register-tags, nmt.data.register), auto with none."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -201,6 +205,7 @@ class Translator:
         self.max_piece_tokens = min(max_piece_tokens or MAX_PIECE_TOKENS, self.model.config.max_positions - 1)
         self._warned_long = max_piece_tokens is not None  # a cut asked for is no surprise
         self.protect_names = protect_names
+        self.formality = formality
         self._noted_prefix = False
 
     @classmethod
@@ -225,7 +230,20 @@ class Translator:
                    shortlist=checkpoint.shortlist if config.shortlist else None, ordinary_input=config.ordinary_input,
                    ensemble=ensemble, alignments=config.alignments, min_confidence=config.min_confidence,
                    glossary=Glossary.read(config.glossary) if config.glossary else None,
-                   max_piece_tokens=config.clause_split, protect_names=config.protect_names, backend=backend)
+                   max_piece_tokens=config.clause_split, protect_names=config.protect_names, backend=backend,
+                   formality=config.formality)
+
+    @property
+    def formality(self) -> str:
+        return self._formality
+
+    @formality.setter
+    def formality(self, value: str) -> None:
+        """formal, informal or auto; the tag's id (None for auto) is what each source opens with."""
+        if value not in FORMALITIES:
+            raise UsageError(f"formality must be {', '.join(FORMALITIES)}, not {value!r}")
+        self._formality = value
+        self._register_ids = [] if value == "auto" else [self.tokenizer.register_id(REGISTER_MARKS[value])]
 
     def _units(self, line: str, strict: bool = False) -> list[Unit]:
         """`line` as the units it is translated in: its sentences, and the clauses of a sentence too long to
@@ -257,8 +275,11 @@ class Translator:
                      if self.ordinary_input and self.tokenizer.has_placeholders
                      else None)
         ids = self.tokenizer.encode(protected.text if protected else text)
-        pieces = [ids] if len(ids) <= self.max_piece_tokens else self._cut_at_word_starts(ids)
-        return Unit([piece for piece in pieces if piece], protected, upper, [term for term in terms if term], source)
+        tag = self._register_ids  # opens every piece: the register asked for
+        limit = max(1, self.max_piece_tokens - len(tag))
+        pieces = [ids] if len(ids) <= limit else self._cut_at_word_starts(ids, limit)
+        return Unit([tag + piece for piece in pieces if piece], protected, upper, [term for term in terms if term],
+                    source)
 
     def _is_whole_word(self, word: str) -> bool:
         """Whether the vocabulary holds `word` as one piece."""
@@ -268,9 +289,8 @@ class Translator:
         """Whether the vocabulary holds `word` only in pieces (nmt.text.protect.name_spans' test of a name)."""
         return len(self.tokenizer.encode(word)) >= 2
 
-    def _cut_at_word_starts(self, ids: list[int]) -> list[list[int]]:
-        """`ids` in runs of at most max_piece_tokens, cut at a word start in the second half of each run."""
-        limit = self.max_piece_tokens
+    def _cut_at_word_starts(self, ids: list[int], limit: int) -> list[list[int]]:
+        """`ids` in runs of at most `limit`, cut at a word start in the second half of each run."""
         pieces, start = [], 0
         while start < len(ids):
             end = min(start + limit, len(ids))

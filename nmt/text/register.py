@@ -30,9 +30,9 @@ FORMAL_WORDS = re.compile(r"(?<![\w'’])(?<!rendez-)(?:vous|votre|vos|vôtres?)
 # A verb in -ez (vous cliquez, Cliquez !), lowercase or opening a sentence; not the few other words in -ez, nor a
 # name (Perez, Suez)
 EZ_WORD = re.compile(r"(?<![\w'’-])[^\W\d_]{2,}ez(?![\w'’])")
-NOT_VERBS = {"chez", "assez", "nez", "rez", "lez", "rendez", "suez", "alvarez", "benitez", "chavez", "diez", "dominguez",
-             "enriquez", "fernandez", "gomez", "gonzalez", "gutierrez", "hernandez", "jimenez", "juarez", "lopez",
-             "marquez", "martinez", "mendez", "menendez", "nunez", "ortez", "perez", "ramirez", "rodriguez",
+NOT_VERBS = {"chez", "assez", "nez", "rez", "lez", "rendez", "suez", "alvarez", "benitez", "chavez", "diez",
+             "dominguez", "enriquez", "fernandez", "gomez", "gonzalez", "gutierrez", "hernandez", "jimenez", "juarez",
+             "lopez", "marquez", "martinez", "mendez", "menendez", "nunez", "ortez", "perez", "ramirez", "rodriguez",
              "sanchez", "suarez", "valdez", "vasquez", "vazquez", "velazquez"}
 
 

@@ -1,0 +1,125 @@
+import random
+
+import pytest
+
+from nmt.data.corpus import PairSource, ParallelText
+from nmt.data.register import RegisterTags, cleaned, looks_informal_imperative, registered, tag
+from nmt.text.register import FORMAL, INFORMAL, MIXED, register_of
+from nmt.text.tokenizer import REGISTER_MARKS
+
+
+@pytest.mark.parametrize("french, register", [
+    ("Oublie ton mot de passe ?", INFORMAL),
+    ("Je t'aime.", INFORMAL),
+    ("Assieds-toi.", INFORMAL),
+    ("Tom t’attend.", INFORMAL),
+    ("Veuillez vous connecter à nouveau.", FORMAL),
+    ("Avez-vous faim ?", FORMAL),
+    ("Cliquez sur OK.", FORMAL),  # the imperative of vous, without its pronoun
+    ("Il dit : « Entrez ».", FORMAL),
+    ("Tu sais ce que vous voulez.", MIXED),
+    ("Le fichier est introuvable.", None),
+    ("Il est chez lui.", None),  # a word in -ez that is no verb
+    ("Perez est là.", None),  # nor a name
+    ("Son ton est absurde.", None),  # the noun "ton"
+    ("Un rendez-vous.", None),
+    ("A-t-il fini ?", None),  # the t between two vowels
+    ("Tou(te)s les fichiers", None),
+])
+def test_the_register_of_french_text_is_read_from_its_pronouns_and_verbs(french, register):
+    assert register_of(french) == register
+
+
+def test_a_register_mark_is_one_id_that_no_text_gives(tokenizer):
+    formal, informal = (tokenizer.register_id(REGISTER_MARKS[r]) for r in (FORMAL, INFORMAL))
+    plain = tokenizer.encode("A dog runs.")
+    assert tokenizer.encode(REGISTER_MARKS[FORMAL] + "A dog runs.") == [formal] + plain
+    assert tokenizer.encode_batch([REGISTER_MARKS[INFORMAL] + "A dog runs.", "A dog runs."]) == [
+        [informal] + plain, plain]
+    assert formal != informal
+    every_byte = bytes(range(0xF8)).decode("latin-1") + "ÿ€😀\ue000"  # text holds no byte F8-FF in UTF-8
+    assert not {formal, informal} & set(tokenizer.encode(every_byte))
+
+
+def source_of(pairs: list[tuple[str, str]]) -> PairSource:
+    text = ParallelText([s for s, _ in pairs], [t for _, t in pairs])
+    return PairSource("test", lambda size: iter([text]), None)
+
+
+def test_pairs_are_tagged_with_the_register_of_their_french_and_neutral_ones_at_random():
+    pairs = [("Forget it.", "Oublie ça."), ("Sit down.", "Assieds-toi."), ("Sit down.", "Asseyez-vous."),
+             ("The cat sleeps.", "Le chat dort."), ("You know what you want.", "Tu sais ce que vous voulez.")] * 200
+    chunk = next(registered(source_of(pairs), RegisterTags()).chunks(10_000))
+    marks = {mark: register for register, mark in REGISTER_MARKS.items()}
+    by_pair: dict[tuple[str, str], list] = {}
+    for english, french in zip(chunk.source, chunk.target, strict=True):
+        by_pair.setdefault((english.lstrip("".join(marks)), french), []).append(marks.get(english[:1]))
+    assert set(by_pair[("Sit down.", "Assieds-toi.")]) == {INFORMAL, None}
+    assert set(by_pair[("Sit down.", "Asseyez-vous.")]) == {FORMAL, None}
+    assert 0.8 < by_pair[("Sit down.", "Asseyez-vous.")].count(FORMAL) / 200 < 0.97
+    neutral = by_pair[("The cat sleeps.", "Le chat dort.")]
+    assert neutral.count(FORMAL) > 50 and neutral.count(INFORMAL) > 50  # a tag never implies a second person
+    assert set(by_pair[("You know what you want.", "Tu sais ce que vous voulez.")]) == {None}
+    assert set(by_pair[("Forget it.", "Oublie ça.")]) == {None}  # an informal imperative the reader cannot see
+
+
+def test_an_imperative_is_tagged_when_its_french_is_an_infinitive():
+    assert looks_informal_imperative("Look!", "Regarde !")
+    assert looks_informal_imperative("Open the door.", "Ouvre la porte.")
+    assert not looks_informal_imperative("Open File", "Ouvrir le fichier")
+    assert not looks_informal_imperative("The door is open.", "La porte est ouverte.")
+    rng = random.Random(1)
+    tags = {tag("Open File", "Ouvrir le fichier", RegisterTags(neutral=1.0), rng)[:1] for _ in range(50)}
+    assert tags == set(REGISTER_MARKS.values())
+
+
+def test_the_french_of_training_pairs_has_its_elisions_joined_and_the_identity_says_so():
+    source = source_of([("The Union", "l' Union et qu' il")])
+    chunk = next(cleaned(source).chunks(10))
+    assert chunk.target == ["l'Union et qu'il"]
+    assert cleaned(source).identity != source.identity
+    assert registered(source, RegisterTags()).identity != cleaned(source).identity
+    assert registered(source, RegisterTags()).identity != registered(source, RegisterTags(seed=2)).identity
+
+
+def tagged_checkpoint(path):
+    """The tiny checkpoint as a model trained with register tags says it is."""
+    from nmt.model.checkpoint import load_checkpoint
+
+    checkpoint = load_checkpoint(path)
+    checkpoint.training = {"config": {"register_tags": True}}
+    return checkpoint
+
+
+def test_formality_defaults_to_formal_for_a_model_with_register_tags_and_auto_for_others(tiny_checkpoint):
+    from nmt.decoding.configuration import resolve_formality
+    from nmt.errors import UsageError
+    from nmt.model.checkpoint import load_checkpoint
+
+    plain, tagged = load_checkpoint(tiny_checkpoint), tagged_checkpoint(tiny_checkpoint)
+    assert resolve_formality(tagged, None) == FORMAL
+    assert resolve_formality(tagged, "informal") == INFORMAL
+    assert resolve_formality(plain, None) == "auto"
+    assert resolve_formality(plain, "auto") == "auto"
+    with pytest.raises(UsageError, match="not trained with register tags"):
+        resolve_formality(plain, "formal")
+
+
+def test_every_piece_a_translator_searches_opens_with_the_tag_of_the_formality(tiny_checkpoint):
+    from nmt.decoding.translate import Translator
+    from tests.conftest import decoding
+
+    checkpoint = tagged_checkpoint(tiny_checkpoint)
+    translator = Translator.from_checkpoint(checkpoint, decoding(checkpoint))
+    tokenizer = translator.tokenizer
+    formal, informal = (tokenizer.register_id(REGISTER_MARKS[r]) for r in (FORMAL, INFORMAL))
+    line = "A man in a blue shirt is standing on a ladder, cleaning a window. " * 3  # cut in pieces
+    assert translator.formality == FORMAL
+    pieces = [piece for unit in translator._units(line) for piece in unit.pieces]
+    assert len(pieces) > 1 and all(piece[0] == formal and formal not in piece[1:] for piece in pieces)
+    assert all(len(piece) <= translator.max_piece_tokens for piece in pieces)
+    translator.formality = INFORMAL
+    assert all(unit.pieces[0][0] == informal for unit in translator._units(line))
+    translator.formality = "auto"
+    assert not {formal, informal} & {i for unit in translator._units(line) for p in unit.pieces for i in p}
+    assert len(translator.translate([line, "", "A dog."])) == 3
