@@ -703,7 +703,7 @@ def evaluate(
             raise UsageError(f"{len(sources)} source lines but {len(references)} references")
         with collection_paused():
             translator, _ = load_translator(model, decoding)
-        settings = {"formality": translator.formality}
+        settings = {"formality": translator.formality, "typography": translator.typography.name}
         plain = [(index, line.plain) for index, line in enumerate(robust) if line.plain]
         translated = [t.text for t in translator.translate(sources + [text for _, text in plain])]
         hypotheses = translated[: len(sources)]

@@ -90,6 +90,12 @@ DECODING_OPTIONS = {
                   "French: formal (vous, votre: interfaces, business), informal (tu, ton: friends, family) or auto "
                   "(the model's own choice, which may mix them). Default: formal with a model trained with register "
                   "tags (the shipped general model), else auto.")),
+    "typography": (Literal["fr", "fr-CA", "none"], typer.Option(None, "--typography", help="How the French is "
+                   "written: fr (the default: numbers as 1 299,5, amounts as 1 299 €, dates as 3 mars 2025, « » "
+                   "quotes, a no-break space before : and a narrow one before ; ! ?, elisions repaired), fr-CA (the "
+                   "same without the space before ; ! ?) or none (the model's own text).")),
+    "apostrophe": (Literal["straight", "curly"], typer.Option(None, "--apostrophe", help="With --typography fr or "
+                   "fr-CA: straight (') or curly (’) apostrophes. Default straight.")),
     "verbose": (bool, typer.Option(None, "--verbose", "-v", help="Print the decoding configuration resolved from "
                                    "these options, the model's defaults and the library's, on stderr.")),
 }

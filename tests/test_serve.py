@@ -274,9 +274,9 @@ def test_the_formality_a_request_asks_for_is_what_the_cli_gives_for_it(tiny_chec
     save_checkpoint(tmp_path / "tagged.pt", tagged)
     expected = {}
     for formality in ("formal", "informal", "auto"):
-        done = subprocess.run([sys.executable, "-m", "nmt_cli.main", "translate", "--model", str(tmp_path / "tagged.pt"),
-                               *DECODING, "--formality", formality], input="\n".join(LINES).encode() + b"\n",
-                              capture_output=True, check=True)
+        command = [sys.executable, "-m", "nmt_cli.main", "translate", "--model", str(tmp_path / "tagged.pt"), *DECODING,
+                   "--formality", formality]
+        done = subprocess.run(command, input="\n".join(LINES).encode() + b"\n", capture_output=True, check=True)
         expected[formality] = done.stdout.decode().splitlines()
     assert len({tuple(lines) for lines in expected.values()}) > 1  # the tag changes what this model writes
     running = Server(tmp_path / "tagged.pt")

@@ -90,7 +90,7 @@ def test_the_page_asks_for_the_register_chosen_where_the_model_has_register_tags
             french = driver.find_element(By.ID, "french")
             driver.execute_script("arguments[0].textContent = ''", french)
             driver.find_element(By.ID, "go").click()
-            WebDriverWait(driver, 30).until(lambda _: french.text.strip())
+            WebDriverWait(driver, 30).until(lambda _, shown=french: shown.text.strip())
             assert french.text == expected, choice
     finally:
         driver.quit()

@@ -15,6 +15,7 @@ from nmt.decoding.configuration import MAX_PIECE_TOKENS
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator
 from nmt.model.checkpoint import load_checkpoint
+from nmt.text.conventions import NO_TYPOGRAPHY
 from tests.conftest import decoding
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
@@ -76,9 +77,10 @@ def test_ctranslate2_greedy_matches_nmt_greedy_on_the_embedded_test_sets(name, t
     sources = [line for split in ("test_2016_flickr", "test_2017_flickr")
                for line in load_embedded("multi30k", split).source[:200]]
     # whole sentences with names as text, as CTranslate2 translates them (a shipped model cuts long ones into
-    # clauses and puts names behind placeholders)
+    # clauses and puts names behind placeholders), the model's text as it wrote it
     whole = Translator.from_checkpoint(checkpoint, decoding(checkpoint, SearchOptions(beam_size=1),
-                                                           clause_split=MAX_PIECE_TOKENS, protect_names=False))
+                                                           clause_split=MAX_PIECE_TOKENS, protect_names=False,
+                                                           typography=NO_TYPOGRAPHY))
     ours = [t.text for t in whole.translate(sources)]
     processor = sentencepiece.SentencePieceProcessor(model_file=str(out / "sentencepiece.model"))
     translator = ctranslate2.Translator(str(out), intra_threads=2)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nmt.errors import UsageError
+from nmt.text.conventions import Typography
 
 if TYPE_CHECKING:  # imported where used: the command line reads DecodingFlags before it imports torch
     import torch
@@ -68,6 +69,8 @@ class DecodingFlags:
     min_confidence: float | None = None
     alignments: bool | None = None
     formality: str | None = None  # formal, informal, auto
+    typography: str | None = None  # fr, fr-CA, none
+    apostrophe: str | None = None  # straight, curly
     verbose: bool | None = None
 
 
@@ -90,6 +93,7 @@ class DecodingConfig:
     min_confidence: float | None = None
     alignments: bool = False
     formality: str = "auto"  # the register asked of a model trained with register tags (nmt.data.register)
+    typography: Typography = Typography()  # how numbers, dates and punctuation are written (nmt.text.conventions)
 
     @classmethod
     def resolve(cls, flags: DecodingFlags, checkpoint: Checkpoint, workers: int | None = None,
@@ -123,7 +127,8 @@ class DecodingConfig:
                    cuda_graphs=flags.cuda_graphs is not False, ordinary_input=not flags.no_protect,
                    clause_split=text["max_piece_tokens"], protect_names=text["protect_names"], glossary=flags.glossary,
                    min_confidence=flags.min_confidence, alignments=bool(flags.alignments),
-                   formality=resolve_formality(checkpoint, flags.formality))
+                   formality=resolve_formality(checkpoint, flags.formality),
+                   typography=typography_of(flags))
 
     @property
     def device(self) -> torch.device:
@@ -139,7 +144,8 @@ class DecodingConfig:
         record = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
                   if field.name not in ("search", "backend")}
         record.update(device=str(self.device), precision=self.precision, backend=self.backend.describe(),
-                      glossary=str(self.glossary) if self.glossary else None)
+                      glossary=str(self.glossary) if self.glossary else None,
+                      typography={"name": self.typography.name, "apostrophe": self.typography.apostrophe})
         return {"search": search, **record}
 
     def summary(self) -> str:
@@ -163,7 +169,17 @@ class DecodingConfig:
         if self.min_confidence is not None:
             parts.append(f"min confidence {self.min_confidence:g}")
         parts.append(f"formality {self.formality}")
+        parts.append(f"typography {self.typography.name}"
+                     + (f", {self.typography.apostrophe} apostrophes" if self.typography.active else ""))
         return ", ".join(parts)
+
+
+def typography_of(flags: DecodingFlags) -> Typography:
+    """--typography and --apostrophe as given, else fr with straight apostrophes."""
+    try:
+        return Typography(flags.typography or "fr", flags.apostrophe or "straight")
+    except ValueError as exc:
+        raise UsageError(f"--{exc}") from None
 
 
 def knows_registers(checkpoint: Checkpoint) -> bool:

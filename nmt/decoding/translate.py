@@ -45,6 +45,7 @@ from nmt.model.checkpoint import Checkpoint
 from nmt.model.shortlist import Shortlist
 from nmt.model.transformer import Transformer
 from nmt.text.casing import load_casing
+from nmt.text.conventions import NO_TYPOGRAPHY, Typography, english_titles, punctuate, render_sentence
 from nmt.text.metrics import loops
 from nmt.text.protect import Protected, case_normalized, glued_kept, kept_first_names, numbers_kept, protect
 from nmt.text.register import FORMALITIES
@@ -65,8 +66,11 @@ class Unit:
     terms: list[list[int]] = field(default_factory=list)  # token ids of the glossary terms it must contain
     source: str = ""  # its text as given
 
-    def restore(self, translation: str) -> str:
+    def restore(self, translation: str, typography: Typography = NO_TYPOGRAPHY) -> str:
+        """The model's translation with the entities put back, written as `typography` says, in capitals
+        where the source was."""
         text = joined_elisions(self.protected.restore(translation) if self.protected else translation)
+        text = render_sentence(self.source, text, typography)
         return text.upper() if self.upper else text
 
 
@@ -152,7 +156,7 @@ class Translator:
                  shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = (),
                  alignments: bool = False, min_confidence: float | None = None, glossary: Glossary | None = None,
                  max_piece_tokens: int | None = None, protect_names: bool = False, backend: Backend | None = None,
-                 formality: str = "auto"):
+                 formality: str = "auto", typography: Typography = NO_TYPOGRAPHY):
         """backend: what `model` was cast for (nmt.model.backend; None: the model as it is, fp32).
         workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
         thread each, when a window of lines makes several batches (a single batch: here, on all threads).
@@ -169,7 +173,9 @@ class Translator:
         ones better in clauses: its decoding defaults may say so). protect_names: with ordinary_input and
         placeholders, names (capitalized words the vocabulary holds only in pieces) are protected too.
         formality: formal or informal opens every source with that register's tag (a model trained with
-        --register-tags, nmt.data.register), auto with none."""
+        --register-tags, nmt.data.register), auto with none. typography: titles written out before
+        translating ("Dr." -> "Doctor"), numbers, amounts, dates, elisions and punctuation written as French
+        does after (nmt.text.conventions); none by default, fr where a command resolves its options."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -206,6 +212,7 @@ class Translator:
         self._warned_long = max_piece_tokens is not None  # a cut asked for is no surprise
         self.protect_names = protect_names
         self.formality = formality
+        self.typography = typography
         self._noted_prefix = False
 
     @classmethod
@@ -231,7 +238,7 @@ class Translator:
                    ensemble=ensemble, alignments=config.alignments, min_confidence=config.min_confidence,
                    glossary=Glossary.read(config.glossary) if config.glossary else None,
                    max_piece_tokens=config.clause_split, protect_names=config.protect_names, backend=backend,
-                   formality=config.formality)
+                   formality=config.formality, typography=config.typography)
 
     @property
     def formality(self) -> str:
@@ -251,6 +258,8 @@ class Translator:
         strict: numbers and first names go behind placeholders too (nmt.text.protect)."""
         limit = self.max_piece_tokens
         units = []
+        if self.typography.active and self.ordinary_input:
+            line = english_titles(line)
         for sentence in split_sentences(line):
             unit = self._unit(sentence, strict)
             if len(unit.pieces) <= 1:  # not cut: at most max_piece_tokens
@@ -271,7 +280,7 @@ class Translator:
         if self.ordinary_input:
             text, upper = case_normalized(text, load_casing(), self._is_whole_word)
         names = self._is_rare if self.protect_names else None
-        protected = (protect(text, names=names, strict=strict)
+        protected = (protect(text, names=names, strict=strict, titles=self.typography.active)
                      if self.ordinary_input and self.tokenizer.has_placeholders
                      else None)
         ids = self.tokenizer.encode(protected.text if protected else text)
@@ -419,17 +428,20 @@ class Translator:
         """The Translation of `line` from its units and the search's results, one per piece, in order."""
         if not results:
             return Translation(line, "", None)
+        keep = tuple(original for unit in units if unit.protected for original in unit.protected.originals)
         if len(results) == 1:
-            nbest = [(units[0].restore(self.tokenizer.decode(h.tokens)), h.score) for h in results[0]]
+            nbest = [(punctuate(units[0].restore(self.tokenizer.decode(h.tokens), self.typography), self.typography,
+                                keep), h.score) for h in results[0]]
             text, score = nbest[0]
         else:
             texts, start = [], 0
             for unit in units:
                 hypotheses = results[start : start + len(unit.pieces)]
-                translated = unit.restore(" ".join(self.tokenizer.decode(h[0].tokens) for h in hypotheses))
+                translated = unit.restore(" ".join(self.tokenizer.decode(h[0].tokens) for h in hypotheses),
+                                          self.typography)
                 texts.append(fit_piece(unit.source, translated))  # a clause's capital and final mark
                 start += len(unit.pieces)
-            text = " ".join(texts)
+            text = punctuate(" ".join(texts), self.typography, keep)
             score = sum(r[0].score for r in results) / len(results)
             nbest = [(text, score)]
         best = [r[0] for r in results]

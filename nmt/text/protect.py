@@ -50,6 +50,14 @@ EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 # line that lost one came back with its numbers behind placeholders too, and worse)
 CODE = re.compile(r"(?<![\w-])(?:--?[a-z][\w-]*|\d+(?:\.\d+){2,}(?:[\w.-]*\w)?"
                   r"|(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)\w[\w.-]*\w)")
+# Code in prose, as documentation and messages write it (the model translated it: "Run `pip install nmt`" came
+# out "Run 'p installe le nmp »"): a `backticked span`, an identifier in snake_case or camelCase (a call's
+# brackets with it), a dotted name of two letters or more a part (nmt.decoding.translate, config.yaml; not
+# "e.g."), a path (/usr/bin, ~/.config, ./run.sh, C:\Users)
+BACKTICKED = re.compile(r"`[^`\n]+`")
+IDENTIFIER = re.compile(r"(?<![\w.-])(?:[A-Za-z_]\w*(?:\.[A-Za-z_]\w+)+|[A-Za-z_]\w*_\w+|[a-z]+[A-Z]\w*"
+                        r"|[A-Z][a-z\d]+(?:[A-Z][a-z\d]*)+)(?:\(\))?(?![\w-])")
+PATH = re.compile(r"(?<![\w/.])(?:~|\.{1,2})?/[\w.-]*\w(?:/[\w.-]*\w)*/?(?![\w/])|(?<!\w)[A-Za-z]:\\[\w.\\-]*\w")
 # a number as English writes it: 12, 1,249.99, 9:30, +44 20 7946 0958 (a phone's groups are one entity)
 NUMBER = re.compile(r"\+?\d+(?:[.,:]\d+)*(?:[ -]\(?\d+\)?(?:[.,:-]\d+)*)*")
 DIGIT_GROUPS = re.compile(r"\d+(?:[.,:]\d+)*")
@@ -116,10 +124,10 @@ def verbatim_spans(text: str, numbers: bool = True, glued: bool = False) -> list
     with `glued`, it is one like any other (its letters kept English behind the placeholder)."""
     spans: list[tuple[int, int]] = []
     left_to_model = [] if glued else [match.span() for match in NUMBER_WITH_WORD.finditer(text)]
-    patterns = (URL, EMAIL, CODE, NUMBER) if numbers else (URL, EMAIL, CODE)
+    patterns = (URL, EMAIL, BACKTICKED, PATH, IDENTIFIER, CODE) + ((NUMBER,) if numbers else ())
     for pattern in patterns:
         for match in pattern.finditer(text):
-            if not overlaps(match.span(), spans) and (pattern in (URL, EMAIL)
+            if not overlaps(match.span(), spans) and (pattern in (URL, EMAIL, BACKTICKED, PATH)
                                                       or not overlaps(match.span(), left_to_model)):
                 spans.append(match.span())
     spans.extend(span for span in emoji_runs(text) if not overlaps(span, spans))
@@ -195,6 +203,15 @@ def glued_kept(glued: Sequence[tuple[str, str]], translation: str) -> int:
 # A pattern of an English form and what its placeholder comes back as in French (None: as written)
 RENDERINGS: tuple[tuple[re.Pattern, Callable[[re.Match], str | None]], ...] = (
     (CLOCK_TIME, french_time), (MONEY_SCALE, french_money), (GLUED_UNIT, french_unit))
+
+# A doctor or professor and their name, behind a placeholder that comes back as French writes them ("le docteur
+# Smith", "le professeur Martin"): the model took "Dr." for a word ("Le dîner est ici.") and copied "Doctor"
+TITLED_PERSON = re.compile(r"(?<![\w.])(Dr|Doctor|Prof|Professor)\.? ([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?)(?![\w'’-])")
+FRENCH_TITLES = {"Dr": "le docteur", "Doctor": "le docteur", "Prof": "le professeur", "Professor": "le professeur"}
+
+
+def french_titled(match: re.Match) -> str:
+    return f"{FRENCH_TITLES[match.group(1)]} {match.group(2)}"
 
 
 def numbers_kept(numbers: list[str] | tuple[str, ...], translation: str) -> int:
@@ -346,6 +363,18 @@ PLACE_WORDS = frozenset(
     "Centre Station Airport Church Cathedral Palace Museum Theatre Theater Stadium Library Prize Award".split())
 
 
+# A title before a name, abbreviated or not ("Mrs. White", "Doctor Smith"): the words after it are a name even
+# where they are English words ("White" came out "Blanche")
+TITLED_NAME = re.compile(r"(?<![\w.])(?:Mr|Mrs|Ms|Miss|Dr|Prof|Doctor|Professor|Sir|Dame|Lord|Lady|General|"
+                         r"Governor|Senator|Captain|Colonel|Lieutenant|Sergeant|Reverend|President|Judge)\.?"
+                         r" ((?:[A-Z][\w'’-]*)(?: [A-Z][\w'’-]*)?)(?![\w'’-])")
+
+
+def titled_name_spans(sentence: str) -> list[tuple[int, int]]:
+    """(start, end) of the names after a title (TITLED_NAME) in `sentence`."""
+    return [match.span(1) for match in TITLED_NAME.finditer(sentence)]
+
+
 def first_name_spans(sentence: str) -> list[tuple[int, int]]:
     """(start, end) of the first names of FIRST_NAMES in `sentence`, capitalized as names are, with the
     capitalized word right after one: its family name ("Marie Dupont", "John Smith"; "George Washington" of
@@ -362,13 +391,14 @@ def first_name_spans(sentence: str) -> list[tuple[int, int]]:
 
 
 def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | None = None,
-            strict: bool = False) -> Protected:
+            strict: bool = False, titles: bool = False) -> Protected:
     """`sentence` with its URLs, e-mails, codes, emoji (and numbers; and with `names`, the names name_spans
     finds by it) replaced by ⦅1⦆, ⦅2⦆, ... (at most MAX_PLACEHOLDERS, in order; later ones stay as text).
     Numbers, and numbers with words glued to them, are left to the model (their digits listed in `numbers`, for
     the translation to keep), and so are first names (`first_names`); with `strict` (the retry of a translation
     that lost one), both go behind placeholders too (times and amounts of RENDERINGS go behind placeholders
-    either way). A sentence that already holds placeholder brackets is left as it is."""
+    either way). With `titles`, a doctor or professor and their name go behind one that comes back in French
+    (TITLED_PERSON). A sentence that already holds placeholder brackets is left as it is."""
     if "\u2985" in sentence or "\u2986" in sentence:
         return Protected(sentence, (), (), untouched=True)
     spans = verbatim_spans(sentence, numbers and strict, strict)
@@ -376,8 +406,10 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
     if strict:
         spans, first_names = sorted(spans + first_names), []
     rendered = {}  # span -> what its placeholder comes back as, where not the source's own text
-    if numbers:
-        for pattern, render in RENDERINGS + (GLUED_RENDERINGS if strict else ()):
+    if numbers or titles:
+        chosen = (RENDERINGS + (GLUED_RENDERINGS if strict else ()) if numbers else ()) + (
+            ((TITLED_PERSON, french_titled),) if titles else ())
+        for pattern, render in chosen:
             for match in pattern.finditer(sentence):
                 french = render(match)
                 others = [span for span in spans if not contains(match.span(), span)]  # its digits go in it
@@ -387,6 +419,7 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
         spans = sorted(spans)
     if names is not None:
         spans = sorted(spans + [span for span in name_spans(sentence, names) if not overlaps(span, spans)])
+        spans = sorted(spans + [span for span in titled_name_spans(sentence) if not overlaps(span, spans)])
     spans = spans[:MAX_PLACEHOLDERS]
     pieces, originals, positions, last = [], [], [], 0
     for number, (start, end) in enumerate(spans, 1):

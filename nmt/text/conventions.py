@@ -1,0 +1,350 @@
+"""French writing conventions applied to a translation, from what its English source says: numbers, amounts,
+percentages, dates, elisions and punctuation as a French reader expects them.
+
+    setting = Typography("fr")
+    render_sentence("The total is €1,299.", "Le total est1,299 €.", setting)  ->  "Le total est 1 299 €."
+    render_sentence("On March 3, 2025.", "Le 3 2025 mars.", setting)          ->  "Le 3 mars 2025."
+    punctuate('Il a dit: "Je serai là."', setting)                             ->  'Il a dit : « Je serai là. »'
+
+A model writes numbers as its training data did, which is both ways ("1,500" is 1.5 in French, "1 500" is
+fifteen hundred): every number of the source that carries a thousands comma or a decimal point is found in the
+translation, however the model grouped it, and written the French way; so is an amount with its currency
+("1 299 €", once), a percentage ("12,5 %") and a date ("3 mars 2025"). What cannot be read for sure stays as
+written: a version ("2.5.1"), a score ("3-1"), a code (those are behind placeholders: nmt.text.protect), a date
+in digits (3/4/2025 is March or April). Then French spacing: a no-break space inside « » and before ":", a narrow
+one before ";", "!" and "?" (fr-CA: none there), and elisions the model left out ("le ordinateur" ->
+"l'ordinateur", "de les" -> "des").
+
+`Typography("none")` changes nothing: the model's own text. Links, addresses and codes of the source are never
+touched, wherever they stand in the translation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nmt.text.protect import BACKTICKED, CODE, EMAIL, IDENTIFIER, PATH, URL
+
+TYPOGRAPHIES = ("fr", "fr-CA", "none")
+APOSTROPHES = ("straight", "curly")
+NBSP, NNBSP = "\u00a0", "\u202f"  # no-break space; narrow no-break space
+
+
+@dataclass(frozen=True)
+class Typography:
+    """How a translation is written: `name` fr (France: a narrow no-break space before ; ! ?), fr-CA (Canada:
+    none there), none (the model's text as it is); `apostrophe` straight (') or curly (’)."""
+
+    name: str = "fr"
+    apostrophe: str = "straight"
+
+    def __post_init__(self) -> None:
+        if self.name not in TYPOGRAPHIES:
+            raise ValueError(f"typography must be {', '.join(TYPOGRAPHIES)}, not {self.name!r}")
+        if self.apostrophe not in APOSTROPHES:
+            raise ValueError(f"apostrophe must be {' or '.join(APOSTROPHES)}, not {self.apostrophe!r}")
+
+    @property
+    def active(self) -> bool:
+        return self.name != "none"
+
+    @property
+    def thousands(self) -> str:
+        return NNBSP if self.name == "fr" else NBSP
+
+    @property
+    def before_high_marks(self) -> str:  # before ; ! ?
+        return NNBSP if self.name == "fr" else ""
+
+
+NO_TYPOGRAPHY = Typography("none")
+
+
+# ---- numbers ------------------------------------------------------------------------------------------------
+
+# An English number with a thousands comma or a decimal point: 1,299  1,299.99  3.5  0.25; not a version (2.5.1),
+# nor one glued to letters (a code) or inside a longer run of digits and dots
+GROUPED_NUMBER = re.compile(r"(?<![\w.,\u2019'])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+)(?![\w\u00b2\u00b3]|[.,]\d)")
+CURRENCY_SYMBOLS = {"$": "$", "US$": "$ US", "C$": "$ CA", "A$": "$ AU", "€": "€", "£": "£", "¥": "¥"}
+# a symbol's currency after an amount in words: "240 millions de dollars", "2,5 milliards d'euros"
+CURRENCY_WORDS = {"$": "de dollars", "$ US": "de dollars américains", "$ CA": "de dollars canadiens",
+                  "$ AU": "de dollars australiens", "€": "d'euros", "£": "de livres", "¥": "de yens"}
+SCALE_WORDS = {"million": "million", "millions": "million", "billion": "milliard", "billions": "milliard",
+               "trillion": "billion", "trillions": "billion", "thousand": "mille"}
+# a currency in words after an amount, as a translation may write it ("dollars US", "livres sterling")
+CURRENCY_NAMES = r"(?:dollars?|euros?|livres?|yens?)\b(?:\s(?:US|sterling|américains?|canadiens?|australiens?)\b)?"
+AMOUNT = re.compile(r"(?<![\w.,])(US\$|C\$|A\$|[$€£¥])\s?(\d+(?:,\d{3})*(?:\.\d+)?)"
+                    r"(?:\s(million|billion|trillion|thousand)s?\b)?(?![\w]|[.,]\d)")
+PERCENT = re.compile(r"(?<![\w.,])(\d+(?:,\d{3})*(?:\.\d+)?)\s?(%|percent\b|per cent\b)")
+DEGREES = re.compile(r"(?<![\w.,])([-\u2212]?\d+(?:\.\d+)?)\s?°\s?([CF])\b")
+
+
+def french_digits(english: str, typography: Typography) -> str:
+    """1,299.99 -> 1 299,99 with the setting's thousands space; 3.5 -> 3,5."""
+    whole, _, fraction = english.partition(".")
+    whole = whole.replace(",", "")
+    if len(whole) > 4 or "," in english:  # French groups 5 digits and more; 4 where English did
+        whole = re.sub(r"(?<=\d)(?=(\d{3})+$)", typography.thousands, whole)
+    return whole + ("," + fraction if fraction else "")
+
+
+def number_in_translation(english: str, grouped: bool = False) -> re.Pattern:
+    """The number of `english` as a translation may write it: its digit groups joined by any of , . and the
+    spaces (`grouped`) or also by nothing, its decimals after . or ,."""
+    whole, _, fraction = english.partition(".")
+    groups = whole.split(",") if "," in whole else re.findall(r"\d{1,3}(?=(?:\d{3})*$)", whole)
+    separator = r"[,.\s\u00a0\u202f]" if grouped else r"[,.\s\u00a0\u202f]?"
+    body = separator.join(groups) + (r"[.,]" + fraction if fraction else "")
+    return re.compile(r"(?<![\d.,])" + body + r"(?![\d]|[.,]\d)")
+
+
+def render_numbers(source: str, translation: str, typography: Typography) -> str:
+    """Each number of `source` that has a thousands comma or a decimal point, written the French way in
+    `translation` wherever the model put it; amounts, percentages and temperatures with their signs as French
+    places them."""
+    for match in AMOUNT.finditer(source):
+        translation = render_amount(match, translation, typography)
+    for match in PERCENT.finditer(source):
+        digits = match.group(1)
+        pattern = re.compile(number_in_translation(digits).pattern + r"\s?(?:%|pour\s?cent\b|p\.\s?100)")
+        translation = pattern.sub(lambda _, d=digits: french_digits(d, typography) + NBSP + "%", translation)
+    for match in DEGREES.finditer(source):
+        value, scale = match.group(1).replace("\u2212", "-"), match.group(2)
+        number = value.lstrip("-")
+        pattern = re.compile(r"([-\u2212]?)" + number_in_translation(number).pattern[len(r"(?<![\d.,])"):]
+                             + r"\s?°\s?" + scale + r"\b")
+        translation = pattern.sub(lambda m, n=number, s=scale: m.group(1) + french_digits(n, typography) + NBSP
+                                  + "°" + s, translation)
+    numbers = [match.group(1) for match in GROUPED_NUMBER.finditer(source) if not is_version(match)]
+    for digits in dict.fromkeys(numbers):
+        french = french_digits(digits, typography)
+        times = len(re.findall(r"(?<![\d.,])" + re.escape(digits) + r"(?![\d]|[.,]\d)", source))
+        grouped = number_in_translation(digits, grouped=True)
+        translation, found = grouped.subn(lambda _, f=french: f, translation, count=times)
+        if not found:  # written without a separator ("1299"): once, where a year of the same digits cannot be
+            translation = number_in_translation(digits).sub(lambda _, f=french: f, translation, count=1)
+    return translation
+
+
+# A name or word before a number with a decimal point that makes it a version: "Python 3.13", "version 2.1", "v1.5"
+VERSION_BEFORE = re.compile(r"(?:\b[A-Z][\w+#-]*|\b(?:[Vv]ersion|[Rr]elease|v)) ?$")
+
+
+def is_version(match: re.Match) -> bool:
+    """Whether GROUPED_NUMBER's `match` is a version rather than a number with decimals."""
+    before = match.string[:match.start()]
+    word = re.search(r"(\w+) ?$", before)
+    return ("," not in match.group(1) and VERSION_BEFORE.search(before) is not None
+            and not (word and word.group(1) in MONTHS))
+
+
+def render_amount(match: re.Match, translation: str, typography: Typography) -> str:
+    """`translation` with the amount of AMOUNT's `match` written once as French does: "1 299 €", "5 $",
+    "240 millions de dollars"; the symbol the model put before or after the number, or twice, goes."""
+    symbol = CURRENCY_SYMBOLS[match.group(1)]
+    digits, scale = match.group(2), match.group(3)
+    number = number_in_translation(digits).pattern[len(r"(?<![\d.,])"):]
+    symbols = r"(?:US\s?\$|\$\s?US|C\$|\$\s?CA|A\$|\$\s?AU|[$€£¥])"
+    if scale:
+        french_scale = SCALE_WORDS[scale]
+        plural = "s" if float(digits.replace(",", "")) >= 2 and french_scale != "mille" else ""
+        rendered = f"{french_digits(digits, typography)} {french_scale}{plural} {CURRENCY_WORDS[symbol]}"
+        # the model's version: a symbol before or after, the scale in French or English, the currency in words
+        pattern = (rf"(?:{symbols}\s?)?{number}\s?(?:{symbols}\s?)?(?:de\s)?"
+                   r"(?:millions?|milliards?|billions?|mille|trillions?|thousands?|[mM]\b|bn\b)?"
+                   rf"(?:\s?{symbols})?(?:\s(?:de\s|d['’]\s?){CURRENCY_NAMES})?")
+    else:
+        rendered = french_digits(digits, typography) + NBSP + symbol
+        pattern = rf"(?:{symbols}\s?)?{number}(?:(?:\s?{symbols}){{1,2}}|\s{CURRENCY_NAMES})?"
+    found = re.compile(r"(?<![\d.,])" + pattern + r"(?![\d]|[.,]\d)")
+
+    def replace(hit: re.Match) -> str:
+        space = " " if hit.start() and hit.string[hit.start() - 1].isalpha() else ""  # "est1,299" -> "est 1 299"
+        return space + rendered
+
+    return found.sub(replace, translation, count=1)
+
+
+# ---- dates --------------------------------------------------------------------------------------------------
+
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+FRENCH_MONTHS = ("janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre",
+                 "novembre", "décembre")
+MONTH_NAMES = {**{name.lower(): i for i, name in enumerate(MONTHS)},
+               **{name.lower()[:3]: i for i, name in enumerate(MONTHS)}, "sept": 8}
+ENGLISH_MONTH = r"(January|February|March|April|May|June|July|August|September|October|November|December" \
+                r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\.?"
+DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+YEAR = r"(\d{4})"
+# March 3, 2025 / March 3rd / March 3 2025
+MONTH_DAY = re.compile(rf"\b{ENGLISH_MONTH}\s+{DAY}\b(?:,?\s+{YEAR}\b)?")
+# 3 March 2025 / 3rd of March, 2025 / the 3rd of March
+DAY_MONTH = re.compile(rf"(?<![\w.,]){DAY}\s+(?:of\s+)?{ENGLISH_MONTH}\b(?:,?\s+{YEAR}\b)?")
+
+
+@dataclass(frozen=True)
+class Date:
+    day: int
+    month: int  # 0-11
+    year: str | None
+
+    @property
+    def french(self) -> str:
+        day = "1er" if self.day == 1 else str(self.day)
+        return f"{day} {FRENCH_MONTHS[self.month]}" + (f" {self.year}" if self.year else "")
+
+
+def source_dates(source: str) -> list[Date]:
+    """The dates of `source` written with the month in words (a date in digits is left alone: 3/4 is March
+    or April)."""
+    dates = []
+    for pattern, day_group, month_group in ((MONTH_DAY, 2, 1), (DAY_MONTH, 1, 2)):
+        for match in pattern.finditer(source):
+            day, month = int(match.group(day_group)), MONTH_NAMES[match.group(month_group).lower().rstrip(".")]
+            if 1 <= day <= 31:
+                dates.append(Date(day, month, match.group(3)))
+    return dates
+
+
+def render_dates(source: str, translation: str) -> str:
+    """Each date of `source` written "3 mars 2025" in `translation`, wherever the model put its day, month and
+    year next to one another, in whatever order ("le 3 2025 mars", "mars 3, 2025")."""
+    separator = r"(?:\s*,\s*|\s+(?:de\s+|d['’]\s?)?)"
+    for date in source_dates(source):
+        day = rf"0?{date.day}(?:er|e|ème|st|nd|rd|th)?"
+        month = rf"(?:{FRENCH_MONTHS[date.month]}|{MONTHS[date.month]}|{MONTHS[date.month][:3]}\.?)"
+        parts = [day, month] + ([date.year] if date.year else [])
+        orders = ((0, 1, 2), (1, 0, 2), (0, 2, 1), (2, 0, 1), (1, 2, 0), (2, 1, 0)) if date.year else ((0, 1), (1, 0))
+        for order in orders:
+            pattern = re.compile(r"(?<![\w])" + separator.join(parts[i] for i in order) + r"(?![\w])", re.IGNORECASE)
+            translation, count = pattern.subn(date.french, translation, count=1)
+            if count:
+                break
+    return translation
+
+
+# ---- elisions and contractions ------------------------------------------------------------------------------
+
+VOWEL_WORD = r"(?=[aeiouyàâäéèêëîïôöùûüœAEIOUYÀÂÉÈÊÎÔÛŒ])(?!(?:un|une|onze|oui|ouate|yeux|y|yaourt)\b)"
+ELISION = re.compile(rf"\b(le|la|je|me|te|se|ne|de|que|jusque|lorsque|puisque)\s+{VOWEL_WORD}", re.IGNORECASE)
+ELIDED = {"le": "l", "la": "l", "je": "j", "me": "m", "te": "t", "se": "s", "ne": "n", "de": "d", "que": "qu",
+          "jusque": "jusqu", "lorsque": "lorsqu", "puisque": "puisqu"}
+# "de un" and "que un" elide ("d'un"); "le un" (the number one) and "la une" (the front page) do not
+ELIDES_BEFORE_UN = re.compile(r"\b(de|que|jusque|lorsque|puisque)\s+(?=une?\b)", re.IGNORECASE)
+SI_IL = re.compile(r"\b(si)\s+(?=ils?\b)", re.IGNORECASE)
+CE_EST = re.compile(r"\b(ce)\s+(?=(?:est|était|étaient|a|aurait|eût)\b)", re.IGNORECASE)
+# de le -> du, à le -> au, de les -> des, à les -> aux, before a noun: not before an infinitive, where "le" is a
+# pronoun ("de le faire", "à les voir"), nor "le" before a vowel or h, where it elides ("à l'hôpital")
+CONTRACTION = re.compile(r"\b(de|à|À|De)\s+(le|les)\s+(?=([^\W\d_][\w'’-]*))")
+VOWEL_OR_H = re.compile(r"[aeiouyhàâäéèêëîïôöùûüœ]", re.IGNORECASE)
+INFINITIVE = re.compile(r"(?:er|ir|re|oir)$")
+CONTRACTED = {("de", "le"): "du", ("de", "les"): "des", ("à", "le"): "au", ("à", "les"): "aux"}
+
+
+def repair_elisions(text: str, apostrophe: str = "'") -> str:
+    """`text` with the elisions and contractions French requires that the model left out."""
+
+    def elide(match: re.Match) -> str:
+        word = match.group(1)
+        short = ELIDED[word.lower()]
+        return (short.capitalize() if word[0].isupper() else short) + apostrophe
+
+    def contract(match: re.Match) -> str:
+        preposition, article, following = match.group(1), match.group(2), match.group(3)
+        if (INFINITIVE.search(following.lower()) and not following[0].isupper()) or (
+                article == "le" and VOWEL_OR_H.match(following)):
+            return match.group()
+        word = CONTRACTED[(preposition.lower(), article)]
+        return (word.capitalize() if preposition[0].isupper() else word) + " "
+
+    text = ELISION.sub(elide, text)
+    text = ELIDES_BEFORE_UN.sub(elide, text)
+    text = SI_IL.sub(lambda m: ("S" if m.group(1)[0] == "S" else "s") + apostrophe, text)
+    text = CE_EST.sub(lambda m: ("C" if m.group(1)[0] == "C" else "c") + apostrophe, text)
+    return CONTRACTION.sub(contract, text)
+
+
+# ---- titles ---------------------------------------------------------------------------------------------
+
+# English titles before a name, written out where French writes them out ("Doctor Smith" -> "le docteur Smith",
+# "Professor Martin" -> "le professeur Martin"; "Ms." is "Mme" as "Mrs." is): "Dr." read as a sentence's end or
+# a word ("Dr. Smith is here." came out "Le dîner est ici. Smith.")
+TITLES = {"Dr": "Doctor", "Prof": "Professor", "Ms": "Mrs", "Mr": "Mr", "Mrs": "Mrs", "Gen": "General",
+          "Gov": "Governor", "Sen": "Senator", "Rep": "Representative", "Capt": "Captain", "Lt": "Lieutenant",
+          "Col": "Colonel", "Sgt": "Sergeant", "Rev": "Reverend", "Pres": "President"}
+TITLE = re.compile(r"(?<![\w.])(?:(Dr|Prof|Ms|Mr|Mrs)\.?|(Gen|Gov|Sen|Rep|Capt|Lt|Col|Sgt|Rev|Pres)\.)"
+                   r"(?= [A-Z])")
+
+
+def english_titles(text: str) -> str:
+    """`text` with the titles before names written out (TITLES): "Dr. Smith" -> "Doctor Smith"."""
+    return TITLE.sub(lambda match: TITLES[match.group(1) or match.group(2)], text)
+
+
+# ---- punctuation --------------------------------------------------------------------------------------------
+
+QUOTED = re.compile(r"[\"“]\s*([^\"“”]+?)\s*[\"”]")
+HIGH_MARK = re.compile(r"[ \u00a0\u202f]*([;!?]+|:)(?=[\s\"”»)\]]|$)")
+OPENING_GUILLEMET = re.compile(r"«[ \u00a0\u202f]*")
+CLOSING_GUILLEMET = re.compile(r"[ \u00a0\u202f]*»")
+WORD_APOSTROPHE = re.compile(r"(?<=[^\W\d_])['’](?=[^\W\d_])")
+
+
+def punctuate(text: str, typography: Typography, keep: tuple[str, ...] = ()) -> str:
+    """`text` with French quotes and spaces, its apostrophes as the setting says; `keep`: strings left as they
+    are (links, addresses and codes the translation carries over)."""
+    if not typography.active or not text:
+        return text
+    spans = [match.span() for pattern in (URL, EMAIL, BACKTICKED, PATH, IDENTIFIER, CODE)
+             for match in pattern.finditer(text)]
+    spans += [match.span() for kept in keep if kept for match in re.finditer(re.escape(kept), text)]
+    pieces, last = [], 0
+    for start, end in sorted(spans):
+        if start < last:
+            continue
+        pieces.append((text[last:start], True))
+        pieces.append((text[start:end], False))
+        last = end
+    pieces.append((text[last:], True))
+    prose = "\0".join(piece for piece, free in pieces if free)
+    prose = _french_marks(prose, typography)
+    free_parts = iter(prose.split("\0"))
+    return "".join(next(free_parts) if free else piece for piece, free in pieces)
+
+
+def _french_marks(text: str, typography: Typography) -> str:
+    text = re.sub(r"([:;!?])«", r"\1 «", text)
+    if text.count('"') % 2 == 0 or "“" in text:
+        text = QUOTED.sub(lambda m: f"«{NBSP}{m.group(1)}{NBSP}»", text)
+    text = OPENING_GUILLEMET.sub("«" + NBSP, text)
+    text = CLOSING_GUILLEMET.sub(NBSP + "»", text)
+
+    def space(match: re.Match) -> str:
+        marks = match.group(1)
+        start = match.start()
+        if start == 0 or text[start - 1] in "\n":
+            return marks
+        return (NBSP if marks == ":" else typography.before_high_marks) + marks
+
+    text = HIGH_MARK.sub(space, text)
+    apostrophe = "’" if typography.apostrophe == "curly" else "'"
+    return WORD_APOSTROPHE.sub(apostrophe, text)
+
+
+def render_sentence(source: str, translation: str, typography: Typography) -> str:
+    """The translation of one sentence (or clause) of `source` with its numbers, amounts, dates and elisions
+    written as French does (punctuation is the whole line's: `punctuate`)."""
+    if not typography.active or not translation:
+        return translation
+    translation = render_numbers(source, translation, typography)
+    translation = render_dates(source, translation)
+    translation = repair_elisions(translation, "’" if typography.apostrophe == "curly" else "'")
+    first = next((char for char in source if char.isalpha()), "")
+    if first.isupper() and ARTICLE_FIRST.match(translation):  # a placeholder that opened the sentence: "le docteur"
+        translation = translation[0].upper() + translation[1:]
+    return translation
+
+
+ARTICLE_FIRST = re.compile(r"(?:le|la|les|l['’])(?=[\s\w])")

@@ -1,0 +1,58 @@
+"""French conventions (nmt.text.conventions): the conventions set in tests/files/conventions.tsv, each line's
+rendering exact, and the settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nmt.text.conventions import NBSP, NNBSP, Typography, punctuate, render_sentence
+
+CASES = [line.split("\t") for line in (Path(__file__).parent / "files" / "conventions.tsv").read_text(
+    encoding="utf-8").splitlines() if line and not line.startswith("#")]
+FR = Typography("fr")
+
+
+def written(text: str) -> str:
+    return text.replace("·", NBSP).replace("^", NNBSP)
+
+
+def rendered(source: str, translation: str, typography: Typography) -> str:
+    return punctuate(render_sentence(source, translation, typography), typography)
+
+
+def test_the_conventions_set_holds_at_least_150_cases():
+    assert len(CASES) >= 150 and all(len(case) == 3 for case in CASES)
+
+
+@pytest.mark.parametrize("source, translation, expected", CASES, ids=[case[0][:40] for case in CASES])
+def test_each_line_of_the_conventions_set_comes_out_as_french_writes_it(source, translation, expected):
+    assert rendered(source, translation, FR) == written(expected)
+
+
+@pytest.mark.parametrize("source, translation, expected", CASES, ids=[case[0][:40] for case in CASES])
+def test_typography_none_leaves_the_model_s_text_as_it_is(source, translation, expected):
+    assert rendered(source, translation, Typography("none")) == translation
+
+
+def test_fr_ca_puts_no_space_before_semicolons_and_marks_and_fr_a_narrow_one():
+    text = 'Il a dit: "Vraiment?" Oui; non!'
+    assert punctuate(text, FR) == f"Il a dit{NBSP}: «{NBSP}Vraiment{NNBSP}?{NBSP}» Oui{NNBSP}; non{NNBSP}!"
+    assert punctuate(text, Typography("fr-CA")) == f"Il a dit{NBSP}: «{NBSP}Vraiment?{NBSP}» Oui; non!"
+    assert rendered("1,500 people.", "1,500 personnes.", Typography("fr-CA")) == f"1{NBSP}500 personnes."
+
+
+def test_apostrophes_are_straight_or_curly_as_chosen_but_never_inside_links_or_code():
+    text = "L’homme d'affaires voit https://example.com/l'a et `it's`."
+    assert punctuate(text, FR) == "L'homme d'affaires voit https://example.com/l'a et `it's`."
+    curly = Typography("fr", apostrophe="curly")
+    assert punctuate(text, curly) == "L’homme d’affaires voit https://example.com/l'a et `it's`."
+    assert rendered("x", "Le ordinateur.", curly) == "L’ordinateur."
+
+
+def test_a_setting_that_does_not_exist_is_refused():
+    with pytest.raises(ValueError, match="typography"):
+        Typography("fr-BE")
+    with pytest.raises(ValueError, match="apostrophe"):
+        Typography("fr", apostrophe="round")
