@@ -24,7 +24,7 @@ def test_the_markup_stays_around_its_words_and_code_stays_as_written():
 
     out = translate_markdown(NOTES.read_text(encoding="utf-8"), upper, same_order).split("\n")
     assert out[0] == "# OUR SMALL GARDEN"
-    assert out[2] == ('THE **RED** ROSES GROW NEAR THE [OLD WOODEN DOOR](https://example.org/door "Door"). '
+    assert out[2] == ('THE **RED** ROSES GROW NEAR THE [OLD WOODEN DOOR](https://example.org/door "DOOR"). '
                       "TWO DOGS ARE PLAYING IN THE SNOW.")  # a paragraph of two lines: one line now
     assert "- READ THE *NEW* GUIDE WITH `make garden`." in out and "> A QUOTE ABOUT THE RAIN." in out
     assert "| ROSES | NEAR THE DOOR |" in out and 'print("A dog runs.")' in out

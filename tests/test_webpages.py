@@ -16,6 +16,10 @@ def tags(page):
     return re.findall(r"<[^>]+>", page)
 
 
+def tag_names(page):
+    return re.findall(r"<(/?[\w!-]+)", page)
+
+
 def upper(texts):
     return [text.upper() for text in texts]
 
@@ -57,13 +61,16 @@ def test_nmt_translate_writes_the_page_in_french_with_its_markup_kept(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     english, french = GARDEN.read_text(), out.read_text()
-    assert tags(french) == tags(english)  # every tag, attribute and comment, in order
+    assert tag_names(french) == tag_names(english)  # every tag and comment, in order
+    assert [tag for tag in tags(french) if "title=" not in tag and "<html" not in tag] == \
+        [tag for tag in tags(english) if "title=" not in tag and "<html" not in tag]  # and the other attributes
+    assert '<html lang="fr">' in french and 'title="Door"' not in french  # a link's title is read: translated
     for kept in ("<pre>do_not_translate = True</pre>", '<p class="notranslate">Keep this sentence.</p>',
                  '<script>var message = "A dog runs.";</script>', "<style>p { color: #333; }</style>"):
         assert kept in french
     assert "<h1>Our small garden</h1>" not in french
     assert not re.search(r"&(?!\w+;|#\d+;)", french)  # an ampersand the model kept comes back escaped
-    assert re.search(r"<b>\w+</b>", french) and re.search(r'<a href="/door.html" title="Door">[^<]+</a>', french)
+    assert re.search(r"<b>\w+</b>", french) and re.search(r'<a href="/door.html" title="[^"]+">[^<]+</a>', french)
 
 
 def test_a_real_page_keeps_every_tag_and_its_code_inside_the_sentences():
@@ -71,7 +78,10 @@ def test_a_real_page_keeps_every_tag_and_its_code_inside_the_sentences():
     assert translate_html(page, lambda texts: texts, lambda source, target: []) == page
     sent = []
     french = translate_html(page, lambda texts: sent.extend(texts) or upper(texts), same_order)
-    assert tags(french) == tags(page)
+    assert tag_names(french) == tag_names(page)
+    for attribute in ('<html lang="fr" class="light sidebar-visible" dir="ltr">', 'aria-label="TABLE OF CONTENTS"',
+                      'placeholder="SEARCH THIS BOOK ..."', 'title="SEARCH (`/`)"', 'aria-keyshortcuts="/ s"'):
+        assert attribute in french  # what a reader sees or hears is translated, the rest kept
     assert re.findall(r"<code>.*?</code>|<script>.*?</script>", french, re.S) == \
         re.findall(r"<code>.*?</code>|<script>.*?</script>", page, re.S)
     # inline code is a placeholder inside its sentence, not a cut through it
@@ -109,3 +119,21 @@ def test_links_side_by_side_are_separate_texts_and_their_separators_stay():
     assert seen == ["Home", "Our menu", "Contact us", "Read this page now."]
     assert out.startswith('<nav><a href="/">HOME</a> | <a href="/menu">OUR MENU</a> &middot; '
                           '<a href="/c">CONTACT US</a></nav>')
+
+
+def test_the_attributes_a_reader_sees_are_translated_but_not_where_the_page_says_no():
+    page = ('<html lang="en-GB"><head><meta name="description" content="A shop for dogs">'
+            '<meta name="viewport" content="width=device-width"></head><body>'
+            '<img src="dog.png" alt="A happy dog"><input type="text" placeholder=\'Your name\'>'
+            '<input type=submit value=Send><input type="hidden" value="token">'
+            '<p title="Hint &amp; tip">Hello <a href="/x" aria-label="Read more">world</a>.</p>'
+            '<div translate="no"><img alt="Keep me"></div><span class="notranslate" title="Nope">y</span>'
+            '<code title="keep code">x</code></body></html>')
+    french = translate_html(page, upper, same_order)
+    for translated in ('<html lang="fr">', 'content="A SHOP FOR DOGS"', 'alt="A HAPPY DOG"', "placeholder='YOUR NAME'",
+                       'value="SEND"', 'title="HINT &amp; TIP"', 'aria-label="READ MORE"'):
+        assert translated in french
+    for kept in ('content="width=device-width"', 'value="token"', 'alt="Keep me"', 'title="Nope"',
+                 'title="keep code"', 'src="dog.png"'):
+        assert kept in french
+    assert translate_html(page, lambda texts: texts, same_order) == page  # nothing translated: nothing changed

@@ -12,6 +12,10 @@ words aligned (nmt.decoding.alignment) with the English words they held. <script
 block whose translation equals its text. Such an element inside a sentence (<code>, <kbd>, a <span
 class="notranslate">) stays in it as a placeholder the model copies (nmt.text.protect), so that the
 sentence is translated whole and the element comes back as it was where the placeholder lands.
+
+The text a reader meets in attributes is translated too (TRANSLATED_ATTRIBUTES: an image's alt, a title, a
+placeholder, an aria-label, a button's value, the page's description), except in what is marked translate="no"
+or class="notranslate" and in <script>, <style>, <code> and the like; <html lang="en"> becomes lang="fr".
 """
 
 from __future__ import annotations
@@ -29,6 +33,13 @@ INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "cite", "data", "dfn", "em",
 UNTRANSLATED = frozenset({"script", "style", "pre", "code", "kbd", "samp", "textarea", "svg", "math", "noscript"})
 # elements kept as they are that stand inside a sentence: one placeholder in its text
 IN_SENTENCE = INLINE | {"code", "kbd", "samp", "math", "svg"}
+# Attributes whose text a reader sees or hears, by element ("*": any); <meta> by its name or property
+TRANSLATED_ATTRIBUTES = {"*": ("title", "aria-label", "aria-description", "aria-placeholder", "aria-roledescription",
+                               "aria-valuetext"),
+                         "img": ("alt",), "area": ("alt",), "input": ("alt", "placeholder"),
+                         "textarea": ("placeholder",)}
+BUTTON_INPUTS = frozenset({"submit", "button", "reset"})  # an <input> of these types shows its value
+META_DESCRIBED = frozenset({"description", "og:title", "og:description", "twitter:title", "twitter:description"})
 VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
                   "track", "wbr"})
 
@@ -183,9 +194,11 @@ def _apart(events: list[_Event]) -> list[list[_Event] | str]:
 
 def translate_html(page: str, translate: Callable[[list[str]], list[str]],
                    align: Callable[[str, str], list[tuple[int, int]]]) -> str:
-    """`page` with the text of its blocks translated (`translate`: texts -> translations, in order; `align`:
-    an English and a French text -> Pharaoh word pairs), and everything else as it was."""
+    """`page` with the text of its blocks and of the attributes a reader sees translated (`translate`: texts ->
+    translations, in order; `align`: an English and a French text -> Pharaoh word pairs), and everything else
+    as it was."""
     events = _events(page)
+    changed = _translate_attributes(events, translate)
     pieces: list[str | _Block] = []  # raw text, or a block to translate
     block: list[_Event] = []
     skipping: list[str] = []  # the tags of the untranslated elements we are in
@@ -235,7 +248,74 @@ def translate_html(page: str, translate: Callable[[list[str]], list[str]],
     todo = [each for each in blocks if each.has_words]
     translations = translate([each.text for each in todo])
     written = {id(each): _write(each, text, align) for each, text in zip(todo, translations, strict=True)}
-    return "".join(piece if isinstance(piece, str) else written.get(id(piece)) or _raw(piece) for piece in pieces)
+    french = "".join(piece if isinstance(piece, str) else written.get(id(piece)) or _raw(piece) for piece in pieces)
+    if changed or any(text != each.text for each, text in zip(todo, translations, strict=True)):
+        french = _said_french(events, french)
+    return french
+
+
+def _attributes_to_translate(event: _Event) -> list[str]:
+    """The names of `event`'s attributes whose text is translated."""
+    attrs = {name.lower(): value for name, value in event.attrs}
+    names = list(TRANSLATED_ATTRIBUTES["*"]) + list(TRANSLATED_ATTRIBUTES.get(event.tag, ()))
+    if event.tag == "input" and (attrs.get("type") or "").lower() in BUTTON_INPUTS:
+        names.append("value")
+    if event.tag == "meta" and ((attrs.get("name") or attrs.get("property") or "").lower() in META_DESCRIBED):
+        names.append("content")
+    return [name for name in names if (attrs.get(name) or "").strip() and any(c.isalpha() for c in attrs[name])]
+
+
+def _translate_attributes(events: list[_Event], translate: Callable[[list[str]], list[str]]) -> bool:
+    """Each start tag's raw text with its readable attributes translated (one call to `translate` for the
+    page); nothing inside an element left untranslated. Whether a translation changed any."""
+    todo: list[tuple[_Event, str, str]] = []  # event, attribute, English text
+    skipping: list[str] = []
+    for event in events:
+        if event.kind not in ("start", "startend", "end"):
+            continue
+        if skipping:
+            if event.kind == "start" and event.tag not in VOID:
+                skipping.append(event.tag)
+            elif event.kind == "end" and event.tag == skipping[-1]:
+                skipping.pop()
+            continue
+        if event.kind == "end":
+            continue
+        if _skips(event):
+            if event.kind == "start" and event.tag not in VOID:
+                skipping.append(event.tag)
+            continue
+        attrs = {name.lower(): value for name, value in event.attrs}
+        todo.extend((event, name, attrs[name]) for name in _attributes_to_translate(event))
+    translations = translate([text.strip() for _, _, text in todo]) if todo else []
+    for (event, name, text), french in zip(todo, translations, strict=True):
+        if french != text.strip():
+            event.raw = _with_attribute(event.raw, name, french)
+    return any(french != text.strip() for (_, _, text), french in zip(todo, translations, strict=True))
+
+
+def _said_french(events: list[_Event], page: str) -> str:
+    """The translated `page` with its <html lang="en..."> as lang="fr"."""
+    for event in events:
+        if event.kind == "start" and event.tag == "html":
+            lang = dict(event.attrs).get("lang") or ""
+            if lang.lower().startswith("en"):
+                return page.replace(event.raw, _with_attribute(event.raw, "lang", "fr"), 1)
+            break
+    return page
+
+
+def _with_attribute(raw: str, name: str, value: str) -> str:
+    """A start tag's raw text with attribute `name`'s value replaced by `value`, quoted as it was (an unquoted
+    one in double quotes)."""
+    pattern = re.compile(rf"(\s{re.escape(name)}\s*=\s*)(?:\"[^\"]*\"|'[^']*'|[^\s\"'=<>`]+)", re.IGNORECASE)
+    match = pattern.search(raw)
+    if match is None:
+        return raw
+    old = raw[match.end(1):match.end()]
+    quote = "'" if old.startswith("'") else '"'
+    escaped = html.escape(value, quote=True) if quote == '"' else html.escape(value, quote=False).replace("'", "&#x27;")
+    return raw[:match.end(1)] + quote + escaped + quote + raw[match.end():]
 
 
 def _raw(block: _Block) -> str:
