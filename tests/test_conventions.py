@@ -56,3 +56,20 @@ def test_a_setting_that_does_not_exist_is_refused():
         Typography("fr-BE")
     with pytest.raises(ValueError, match="apostrophe"):
         Typography("fr", apostrophe="round")
+
+
+def test_a_doctor_and_their_name_are_one_placeholder_that_comes_back_in_french_where_the_model_left_it():
+    from nmt.text.conventions import english_titles
+    from nmt.text.protect import protect
+    from nmt.text.segment import split_sentences
+
+    protected = protect("Dr. Smith is here.", titles=True)
+    assert protected.text == "⦅1⦆ is here." and protected.originals == ("le Dr Smith",)
+    # the model never sees "Dr." to take it for a word; its placeholder kept, or dropped and put back where it stood
+    for model_wrote in ("⦅1⦆ est ici.", "est ici."):
+        assert render_sentence("Dr. Smith is here.", protected.restore(model_wrote), FR) == "Le Dr Smith est ici."
+    assert protect("Prof. Martin teaches.", titles=True).originals == ("le professeur Martin",)
+    assert protect("Dr. Smith is here.").text == "Dr. Smith is here."  # typography none: as before
+    assert split_sentences(english_titles("Mr. Brown and Mrs. Green met Ms. White.")) == [
+        "Mr Brown and Mrs Green met Mrs White."]
+    assert protect("Mrs White came.", names=lambda word: False).text == "Mrs ⦅1⦆ came."  # a name, though a word

@@ -46,8 +46,18 @@ from nmt.model.shortlist import Shortlist
 from nmt.model.transformer import Transformer
 from nmt.text.casing import load_casing
 from nmt.text.conventions import NO_TYPOGRAPHY, Typography, english_titles, punctuate, render_sentence
+from nmt.text.flags import lost_names, lost_numbers, low_confidence, untranslated_words
 from nmt.text.metrics import loops
-from nmt.text.protect import Protected, case_normalized, glued_kept, kept_first_names, numbers_kept, protect
+from nmt.text.protect import (
+    Protected,
+    case_normalized,
+    first_name_spans,
+    glued_kept,
+    kept_first_names,
+    numbers_kept,
+    protect,
+    titled_name_spans,
+)
 from nmt.text.register import FORMALITIES
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
 from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer
@@ -156,7 +166,8 @@ class Translator:
                  shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = (),
                  alignments: bool = False, min_confidence: float | None = None, glossary: Glossary | None = None,
                  max_piece_tokens: int | None = None, protect_names: bool = False, backend: Backend | None = None,
-                 formality: str = "auto", typography: Typography = NO_TYPOGRAPHY):
+                 formality: str = "auto", typography: Typography = NO_TYPOGRAPHY,
+                 confidence_floors: dict | None = None):
         """backend: what `model` was cast for (nmt.model.backend; None: the model as it is, fp32).
         workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
         thread each, when a window of lines makes several batches (a single batch: here, on all threads).
@@ -175,7 +186,9 @@ class Translator:
         formality: formal or informal opens every source with that register's tag (a model trained with
         --register-tags, nmt.data.register), auto with none. typography: titles written out before
         translating ("Dr." -> "Doctor"), numbers, amounts, dates, elisions and punctuation written as French
-        does after (nmt.text.conventions); none by default, fr where a command resolves its options."""
+        does after (nmt.text.conventions); none by default, fr where a command resolves its options.
+        confidence_floors: by kind of line (nmt.text.flags.kind_of), the confidence under which a translation
+        is flagged (default: nmt.text.flags.CONFIDENCE_FLOORS, measured with the shipped general model)."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -213,6 +226,7 @@ class Translator:
         self.protect_names = protect_names
         self.formality = formality
         self.typography = typography
+        self.confidence_floors = confidence_floors
         self._noted_prefix = False
 
     @classmethod
@@ -238,7 +252,8 @@ class Translator:
                    ensemble=ensemble, alignments=config.alignments, min_confidence=config.min_confidence,
                    glossary=Glossary.read(config.glossary) if config.glossary else None,
                    max_piece_tokens=config.clause_split, protect_names=config.protect_names, backend=backend,
-                   formality=config.formality, typography=config.typography)
+                   formality=config.formality, typography=config.typography,
+                   confidence_floors=checkpoint.decoding.get("confidence_floors"))
 
     @property
     def formality(self) -> str:
@@ -447,13 +462,33 @@ class Translator:
         best = [r[0] for r in results]
         confidence = sum(h.log_prob for h in best) / sum(len(h.tokens) + 1 for h in best)
         pieces = [piece for unit in units for piece in unit.pieces]
-        return Translation(line, text, score, nbest, confidence=confidence, flags=self._flags(line, text, best, pieces))
+        return Translation(line, text, score, nbest, confidence=confidence,
+                           flags=self._flags(line, text, best, pieces, units, confidence))
 
-    def _flags(self, line: str, text: str, best: list, pieces: list[list[int]]) -> list[str]:
-        """The failures a translation shows: it copies the source, loops, reached the length cap, is empty."""
+    def _flags(self, line: str, text: str, best: list, pieces: list[list[int]], units: list[Unit],
+               confidence: float) -> list[str]:
+        """The failures a translation shows, a user's reasons to check it: it copies the source, loops, reached
+        the length cap, is empty; it keeps English words, loses a number or a name, or is less confident than
+        most translations of its kind (nmt.text.flags)."""
         flags = []
         if text.strip() and normalized(text) == normalized(line):
             flags.append("copy")
+        elif text.strip():
+            kept = [original for unit in units if unit.protected for original in unit.protected.originals]
+            prose, french = line, text
+            for original in kept:  # what went behind placeholders comes back as written, rightly
+                prose, french = prose.replace(original, " "), french.replace(original, " ")
+            if words := untranslated_words(prose, french):
+                flags.append("untranslated: " + ", ".join(words))
+        if numbers := lost_numbers(line, text):
+            flags.append("number lost: " + ", ".join(numbers))
+        names = [unit.source[start:end] for unit in units
+                 for start, end in first_name_spans(unit.source) + titled_name_spans(unit.source)]
+        if names := lost_names(list(dict.fromkeys(names)), text):
+            flags.append("name lost: " + ", ".join(names))
+        floor = low_confidence(line, self.confidence_floors)
+        if floor is not None and text.strip() and confidence < floor:
+            flags.append(f"low confidence: {confidence:.2f} < {floor:.2f}")
         if loops(text):
             flags.append("loop")
         options = self.options

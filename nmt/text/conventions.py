@@ -227,11 +227,13 @@ def render_dates(source: str, translation: str) -> str:
 
 # ---- elisions and contractions ------------------------------------------------------------------------------
 
-VOWEL_WORD = r"(?=[aeiouyàâäéèêëîïôöùûüœAEIOUYÀÂÉÈÊÎÔÛŒ])(?!(?:un|une|onze|oui|ouate|yeux|y|yaourt)\b)"
-ELISION = re.compile(rf"\b(le|la|je|me|te|se|ne|de|que|jusque|lorsque|puisque)\s+{VOWEL_WORD}", re.IGNORECASE)
+VOWEL_WORD = r"(?=[aeiouyàâäéèêëîïôöùûüœAEIOUYÀÂÉÈÊÎÔÛŒ])(?!(?:un|une|onze|oui|ouate|yeux|y|yaourt|et|ou)\b)"
+# not a pronoun after its verb's hyphen ("Utilisez-le avec"), which never elides
+ELISION = re.compile(rf"(?<![-\w])(le|la|je|me|te|se|ne|de|que|jusque|lorsque|puisque)\s+{VOWEL_WORD}", re.IGNORECASE)
 ELIDED = {"le": "l", "la": "l", "je": "j", "me": "m", "te": "t", "se": "s", "ne": "n", "de": "d", "que": "qu",
           "jusque": "jusqu", "lorsque": "lorsqu", "puisque": "puisqu"}
-# "de un" and "que un" elide ("d'un"); "le un" (the number one) and "la une" (the front page) do not
+# "de un" and "que un" elide ("d'un"); "le un" (the number one), "la une" (the front page) and any word before
+# "et" or "ou" do not
 ELIDES_BEFORE_UN = re.compile(r"\b(de|que|jusque|lorsque|puisque)\s+(?=une?\b)", re.IGNORECASE)
 SI_IL = re.compile(r"\b(si)\s+(?=ils?\b)", re.IGNORECASE)
 CE_EST = re.compile(r"\b(ce)\s+(?=(?:est|était|étaient|a|aurait|eût)\b)", re.IGNORECASE)
@@ -268,18 +270,18 @@ def repair_elisions(text: str, apostrophe: str = "'") -> str:
 
 # ---- titles ---------------------------------------------------------------------------------------------
 
-# English titles before a name, written out where French writes them out ("Doctor Smith" -> "le docteur Smith",
-# "Professor Martin" -> "le professeur Martin"; "Ms." is "Mme" as "Mrs." is): "Dr." read as a sentence's end or
-# a word ("Dr. Smith is here." came out "Le dîner est ici. Smith.")
-TITLES = {"Dr": "Doctor", "Prof": "Professor", "Ms": "Mrs", "Mr": "Mr", "Mrs": "Mrs", "Gen": "General",
-          "Gov": "Governor", "Sen": "Senator", "Rep": "Representative", "Capt": "Captain", "Lt": "Lieutenant",
-          "Col": "Colonel", "Sgt": "Sergeant", "Rev": "Reverend", "Pres": "President"}
-TITLE = re.compile(r"(?<![\w.])(?:(Dr|Prof|Ms|Mr|Mrs)\.?|(Gen|Gov|Sen|Rep|Capt|Lt|Col|Sgt|Rev|Pres)\.)"
-                   r"(?= [A-Z])")
+# English titles before a name without the period the sentence splitter took for a sentence's end ("Mr. Brown and
+# Mrs. Green met Ms." / "White."), "Ms." as "Mrs." (both "Mme" in French) and the rarer ones written out, as the
+# model knows them ("Gen." -> "General"); a doctor's and a professor's go behind a placeholder that comes back in
+# French (nmt.text.protect.TITLED_PERSON)
+TITLES = {"Ms": "Mrs", "Mr": "Mr", "Mrs": "Mrs", "Gen": "General", "Gov": "Governor", "Sen": "Senator",
+          "Rep": "Representative", "Capt": "Captain", "Lt": "Lieutenant", "Col": "Colonel", "Sgt": "Sergeant",
+          "Rev": "Reverend", "Pres": "President"}
+TITLE = re.compile(r"(?<![\w.])(?:(Ms|Mr|Mrs)\.?|(Gen|Gov|Sen|Rep|Capt|Lt|Col|Sgt|Rev|Pres)\.)(?= [A-Z])")
 
 
 def english_titles(text: str) -> str:
-    """`text` with the titles before names written out (TITLES): "Dr. Smith" -> "Doctor Smith"."""
+    """`text` with the titles before names as TITLES writes them: "Ms. White" -> "Mrs White"."""
     return TITLE.sub(lambda match: TITLES[match.group(1) or match.group(2)], text)
 
 
@@ -342,9 +344,9 @@ def render_sentence(source: str, translation: str, typography: Typography) -> st
     translation = render_dates(source, translation)
     translation = repair_elisions(translation, "’" if typography.apostrophe == "curly" else "'")
     first = next((char for char in source if char.isalpha()), "")
-    if first.isupper() and ARTICLE_FIRST.match(translation):  # a placeholder that opened the sentence: "le docteur"
+    if first.isupper() and ARTICLE_FIRST.match(translation):  # a placeholder that opened the sentence: "le Dr"
         translation = translation[0].upper() + translation[1:]
     return translation
 
 
-ARTICLE_FIRST = re.compile(r"(?:le|la|les|l['’])(?=[\s\w])")
+ARTICLE_FIRST = re.compile(r"(?:le|la|les)\s|l['’]\w")

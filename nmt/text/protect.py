@@ -204,10 +204,11 @@ def glued_kept(glued: Sequence[tuple[str, str]], translation: str) -> int:
 RENDERINGS: tuple[tuple[re.Pattern, Callable[[re.Match], str | None]], ...] = (
     (CLOCK_TIME, french_time), (MONEY_SCALE, french_money), (GLUED_UNIT, french_unit))
 
-# A doctor or professor and their name, behind a placeholder that comes back as French writes them ("le docteur
-# Smith", "le professeur Martin"): the model took "Dr." for a word ("Le dîner est ici.") and copied "Doctor"
+# A doctor or professor and their name, behind a placeholder that comes back as French writes them ("le Dr Smith",
+# "le docteur Smith", "le professeur Martin"): the model took "Dr." for a word ("Le dîner est ici.") and copied
+# "Doctor"
 TITLED_PERSON = re.compile(r"(?<![\w.])(Dr|Doctor|Prof|Professor)\.? ([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?)(?![\w'’-])")
-FRENCH_TITLES = {"Dr": "le docteur", "Doctor": "le docteur", "Prof": "le professeur", "Professor": "le professeur"}
+FRENCH_TITLES = {"Dr": "le Dr", "Doctor": "le docteur", "Prof": "le professeur", "Professor": "le professeur"}
 
 
 def french_titled(match: re.Match) -> str:

@@ -1,0 +1,85 @@
+"""What a user should check in a translation: the flags `nmt translate --format jsonl` and the server give a
+line, each with its reason.
+
+    untranslated_words("Run the tests.", "Run les tests.")             ->  ["Run"]
+    lost_numbers("It costs $1,299.", "Il coûte cher.")                   ->  ["1,299"]
+    lost_names(["Smith"], "Le docteur est là.")                          ->  ["Smith"]
+
+An English word is one the English side of the training corpora writes twenty times as often as their French side
+(ENGLISH_WORDS, counted by nmt.data.lexicon_counts): "the" and "run" are, "message", "options" and "important"
+are words of both.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+from nmt.text.protect import entities
+
+ENGLISH_WORDS = Path(__file__).with_name("english_words.txt.gz")
+WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
+
+
+def write_words(words: list[str], path: Path) -> None:
+    """A sorted word list as load_english_words reads it, the same bytes for the same words."""
+    path.write_bytes(gzip.compress(("\n".join(words) + "\n").encode("utf-8"), mtime=0))
+
+
+@cache
+def load_english_words(path: Path = ENGLISH_WORDS) -> frozenset[str]:
+    return frozenset(gzip.decompress(path.read_bytes()).decode("utf-8").split())
+
+
+def untranslated_words(source: str, translation: str) -> list[str]:
+    """The English words of `source` that `translation` kept as they were: words of three letters or more of
+    ENGLISH_WORDS, in the order the translation has them."""
+    english = load_english_words()
+    in_source = {word.lower() for word in WORD.findall(source)}
+    found = []
+    for word in WORD.findall(translation):
+        lower = word.lower()
+        if len(lower) >= 3 and lower in in_source and lower in english and lower not in (w.lower() for w in found):
+            found.append(word)
+    return found
+
+
+def lost_numbers(source: str, translation: str) -> list[str]:
+    """The numbers of `source` (as written there) whose digits `translation` does not hold, in order."""
+    _, digits = entities(source)
+    missing, start = [], 0
+    text = re.sub(r"\D", "", translation)
+    for number in digits:
+        found = text.find(number, start)
+        if found < 0:
+            missing.append(number)
+        else:
+            start = found + len(number)
+    return missing
+
+
+# A translation's confidence (the mean log-probability of its tokens, EOS included) below which it is among the
+# worst tenth of its kind, short (SHORT_WORDS words or fewer: labels, buttons) or a sentence, where the model's
+# decoding defaults say nothing: measured with the shipped general model on 200 lines of each of news:dev,
+# tatoeba:dev, software-ui:dev, europarl:dev and news-commentary:dev_newsdiscuss (benchmarks/FLAGS.md)
+CONFIDENCE_FLOORS = {"short": -0.652, "sentence": -0.535}
+SHORT_WORDS = 4
+
+
+def kind_of(line: str) -> str:
+    """short (a label, a button, a heading) or sentence."""
+    return "short" if len(line.split()) <= SHORT_WORDS else "sentence"
+
+
+def low_confidence(line: str, floors: dict | None) -> float | None:
+    """The confidence under which a translation of `line` is flagged, or None where none is known."""
+    return (floors or CONFIDENCE_FLOORS).get(kind_of(line))
+
+
+def lost_names(names: Sequence[str], translation: str) -> list[str]:
+    """The names of `names` that `translation` does not hold as words of their own."""
+    return [name for name in names if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", translation)]
+
