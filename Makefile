@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES := data/examples.en
 
-.PHONY: casing setup test test-all test-browser lint run bench bench-more model model-general general-landmark model-general2 \
+.PHONY: casing lexicon setup test test-all test-browser lint run bench bench-more model model-general general-landmark model-general2 \
 	general2-landmark general2-candidate general2-news model-general3 general3-landmark clean
 
 # The editable install leaves nmt's own modules uncompiled (pip compiles a regular install's): where
@@ -34,8 +34,11 @@ $(STAMP): pyproject.toml
 test: setup
 	$(BIN)/python -m pytest -n 2
 
-# Everything, as CI runs it: the slow tests too, then the web page in a browser.
+# Everything, as CI runs it: the slow tests and those that check catalogs with GNU gettext (Debian's gettext) too,
+# then the web page in a browser.
 test-all: setup
+	@command -v msgfmt >/dev/null && command -v xgettext >/dev/null || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q gettext >/dev/null; }
 	$(BIN)/python -m pytest -m "not browser"
 	$(MAKE) test-browser
 
@@ -275,6 +278,13 @@ casing: setup
 	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make casing EUROPARL=DIR"; exit 2; }
 	$(BIN)/python -m nmt.data.casing_counts $(EUROPARL)/train.en.gz news news-commentary tatoeba multi30k \
 		--words-only software-ui --out nmt/text/casing.txt.gz
+
+# The English words that flag a translation as keeping its source's words untranslated (nmt.text.flags), counted in
+# both sides of the general model's training corpora.
+lexicon: setup
+	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make lexicon EUROPARL=DIR"; exit 2; }
+	$(BIN)/python -m nmt.data.lexicon_counts $(EUROPARL)/train news news-commentary tatoeba multi30k software-ui \
+		python-docs software-ui-extra
 
 clean:
 	rm -rf $(VENV) build *.egg-info

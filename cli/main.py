@@ -183,13 +183,18 @@ def translate(
     document: bool = typer.Option(False, "--document", help="Read running text: paragraphs separated by blank "
                                   "lines, lines wrapped at any width; write one French line a paragraph, blank lines "
                                   "kept."),
-    input_format: Literal["text", "jsonl", "srt", "html", "docx", "md"] = typer.Option(None, "--input-format",
+    input_format: Literal["text", "jsonl", "srt", "html", "docx", "md", "po"] = typer.Option(None, "--input-format",
                                      help="text; jsonl: lines {\"source\": ..., \"prefix\": ...}, the translation "
                                      "starting with the French prefix if given; srt: a SubRip subtitle file, "
                                      "written back with its numbering and timings; html: a web page, its markup "
                                      "kept; docx: a Word document, its styles, tables, headers and footers kept; "
-                                     "md: Markdown, its markup and code kept. Default: by the --input file's name "
-                                     "(*.srt, *.html, *.htm, *.docx, *.md), else text."),
+                                     "md: Markdown, its markup and code kept; po: a gettext catalog (.po, .pot), its "
+                                     "untranslated entries filled and marked fuzzy. Default: by the --input file's "
+                                     "name (*.srt, *.html, *.htm, *.docx, *.md, *.po, *.pot), else text."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="A .po file: translate the entries that have a "
+                                   "translation already too."),
+    no_fuzzy: bool = typer.Option(False, "--no-fuzzy", help="A .po file: do not mark the machine translations "
+                                  "fuzzy (for review)."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
     max_file_chars: int = FILE_LIMIT_OPTIONS["max_chars"],
     max_file_depth: int = FILE_LIMIT_OPTIONS["max_depth"],
@@ -205,7 +210,9 @@ def translate(
 
         kind = file_kind(input.name) if input is not None else None
         input_format = "text" if kind in (None, "txt") else kind  # a .txt streams a line at a time
-    whole_file = input_format in ("srt", "html", "docx", "md")
+    whole_file = input_format in ("srt", "html", "docx", "md", "po")
+    if (overwrite or no_fuzzy) and input_format != "po":
+        raise UsageError("--overwrite and --no-fuzzy are for gettext catalogs (--input-format po, *.po, *.pot)")
     if whole_file and (output_format != "text" or document or nbest > 1):
         raise UsageError(f"--input-format {input_format} writes a file of its kind: drop --format, --document and "
                          "--nbest")
@@ -238,7 +245,10 @@ def translate(
                 from nmt.apps.files import translate_file
 
                 sink.flush()
-                sink.buffer.write(translate_file(input_format, data, *file_translator(translator), limits))
+                from nmt.apps.catalogs import CatalogOptions
+
+                sink.buffer.write(translate_file(input_format, data, *file_translator(translator), limits,
+                                                 CatalogOptions(overwrite=overwrite, fuzzy=not no_fuzzy)))
             elif document:
                 sink.write(translate_document(translator, source.read().decode("utf-8", errors="replace")))
             else:

@@ -23,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from nmt.apps.catalogs import CatalogOptions
 from nmt.errors import UsageError
 
 KINDS = {".txt": "txt", ".srt": "srt", ".html": "html", ".htm": "html", ".docx": "docx", ".md": "md",
-         ".markdown": "md"}
+         ".markdown": "md", ".po": "po", ".pot": "po"}
 
 
 def file_kind(name: str) -> str | None:
@@ -131,10 +132,11 @@ def check_file(kind: str, data: bytes, limits: FileLimits = FileLimits()) -> Non
 
 
 def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list[str]],
-                   align: Callable[[str, str], list[tuple[int, int]]], limits: FileLimits = FileLimits()) -> bytes:
-    """A whole file of `kind` (txt, srt, html, docx, md) translated: a text file a line at a time, its line
-    breaks kept; the others by nmt.apps.subtitles, webpages, office and markdown; within `limits`
-    (check_file first)."""
+                   align: Callable[[str, str], list[tuple[int, int]]], limits: FileLimits = FileLimits(),
+                   catalog: CatalogOptions = CatalogOptions()) -> bytes:
+    """A whole file of `kind` (txt, srt, html, docx, md, po) translated: a text file a line at a time, its line
+    breaks kept; the others by nmt.apps.subtitles, webpages, office, markdown and catalogs (as `catalog` says);
+    within `limits` (check_file first)."""
     check_file(kind, data, limits)
     translate = counted(translate, limits)
     if kind == "docx":
@@ -154,6 +156,10 @@ def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list
         from nmt.apps.markdown import translate_markdown
 
         return translate_markdown(text, translate, align).encode()
+    if kind == "po":
+        from nmt.apps.catalogs import translate_po
+
+        return translate_po(text, translate, catalog).encode()
     lines = text.split("\n")
     ends = ["\r" if line.endswith("\r") else "" for line in lines]
     translated = translate([line.removesuffix("\r") for line in lines])
