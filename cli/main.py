@@ -183,18 +183,20 @@ def translate(
     document: bool = typer.Option(False, "--document", help="Read running text: paragraphs separated by blank "
                                   "lines, lines wrapped at any width; write one French line a paragraph, blank lines "
                                   "kept."),
-    input_format: Literal["text", "jsonl", "srt", "html", "docx", "md", "po"] = typer.Option(None, "--input-format",
+    input_format: Literal["text", "jsonl", "srt", "html", "docx", "md", "po", "xliff"] = typer.Option(
+                                     None, "--input-format",
                                      help="text; jsonl: lines {\"source\": ..., \"prefix\": ...}, the translation "
                                      "starting with the French prefix if given; srt: a SubRip subtitle file, "
                                      "written back with its numbering and timings; html: a web page, its markup "
                                      "kept; docx: a Word document, its styles, tables, headers and footers kept; "
                                      "md: Markdown, its markup and code kept; po: a gettext catalog (.po, .pot), its "
-                                     "untranslated entries filled and marked fuzzy. Default: by the --input file's "
-                                     "name (*.srt, *.html, *.htm, *.docx, *.md, *.po, *.pot), else text."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="A .po file: translate the entries that have a "
-                                   "translation already too."),
-    no_fuzzy: bool = typer.Option(False, "--no-fuzzy", help="A .po file: do not mark the machine translations "
-                                  "fuzzy (for review)."),
+                                     "untranslated entries filled and marked fuzzy; xliff: XLIFF 1.2 or 2.x, targets "
+                                     "filled for review. Default: by the --input file's name (*.srt, *.html, *.htm, "
+                                     "*.docx, *.md, *.po, *.pot, *.xlf, *.xliff), else text."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="A .po or XLIFF file: translate the entries that "
+                                   "have a translation already too."),
+    no_fuzzy: bool = typer.Option(False, "--no-fuzzy", help="A .po or XLIFF file: do not mark the machine "
+                                  "translations for review (fuzzy; needs-review-translation)."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
     max_file_chars: int = FILE_LIMIT_OPTIONS["max_chars"],
     max_file_depth: int = FILE_LIMIT_OPTIONS["max_depth"],
@@ -210,9 +212,9 @@ def translate(
 
         kind = file_kind(input.name) if input is not None else None
         input_format = "text" if kind in (None, "txt") else kind  # a .txt streams a line at a time
-    whole_file = input_format in ("srt", "html", "docx", "md", "po")
-    if (overwrite or no_fuzzy) and input_format != "po":
-        raise UsageError("--overwrite and --no-fuzzy are for gettext catalogs (--input-format po, *.po, *.pot)")
+    whole_file = input_format in ("srt", "html", "docx", "md", "po", "xliff")
+    if (overwrite or no_fuzzy) and input_format not in ("po", "xliff"):
+        raise UsageError("--overwrite and --no-fuzzy are for gettext catalogs and XLIFF files (*.po, *.pot, *.xlf)")
     if whole_file and (output_format != "text" or document or nbest > 1):
         raise UsageError(f"--input-format {input_format} writes a file of its kind: drop --format, --document and "
                          "--nbest")

@@ -27,7 +27,7 @@ from nmt.apps.catalogs import CatalogOptions
 from nmt.errors import UsageError
 
 KINDS = {".txt": "txt", ".srt": "srt", ".html": "html", ".htm": "html", ".docx": "docx", ".md": "md",
-         ".markdown": "md", ".po": "po", ".pot": "po"}
+         ".markdown": "md", ".po": "po", ".pot": "po", ".xlf": "xliff", ".xliff": "xliff"}
 
 
 def file_kind(name: str) -> str | None:
@@ -134,8 +134,9 @@ def check_file(kind: str, data: bytes, limits: FileLimits = FileLimits()) -> Non
 def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list[str]],
                    align: Callable[[str, str], list[tuple[int, int]]], limits: FileLimits = FileLimits(),
                    catalog: CatalogOptions = CatalogOptions()) -> bytes:
-    """A whole file of `kind` (txt, srt, html, docx, md, po) translated: a text file a line at a time, its line
-    breaks kept; the others by nmt.apps.subtitles, webpages, office, markdown and catalogs (as `catalog` says);
+    """A whole file of `kind` (txt, srt, html, docx, md, po, xliff) translated: a text file a line at a time, its
+    line breaks kept; the others by nmt.apps.subtitles, webpages, office, markdown, catalogs and xliff (the last two
+    as `catalog` says);
     within `limits` (check_file first)."""
     check_file(kind, data, limits)
     translate = counted(translate, limits)
@@ -160,6 +161,10 @@ def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list
         from nmt.apps.catalogs import translate_po
 
         return translate_po(text, translate, catalog).encode()
+    if kind == "xliff":
+        from nmt.apps.xliff import translate_xliff
+
+        return translate_xliff(data, translate, catalog)
     lines = text.split("\n")
     ends = ["\r" if line.endswith("\r") else "" for line in lines]
     translated = translate([line.removesuffix("\r") for line in lines])
