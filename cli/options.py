@@ -94,8 +94,9 @@ DECODING_OPTIONS = {
                    "written: fr (the default: numbers as 1 299,5, amounts as 1 299 €, dates as 3 mars 2025, « » "
                    "quotes, a no-break space before : and a narrow one before ; ! ?, elisions repaired), fr-CA (the "
                    "same without the space before ; ! ?) or none (the model's own text).")),
-    "apostrophe": (Literal["straight", "curly"], typer.Option(None, "--apostrophe", help="With --typography fr or "
-                   "fr-CA: straight (') or curly (’) apostrophes. Default straight.")),
+    "apostrophe": (Literal["keep", "straight", "curly"], typer.Option(None, "--apostrophe", help="With --typography "
+                   "fr or fr-CA: every apostrophe straight (') or curly (’), or keep (the default) each as the model "
+                   "wrote it.")),
     "verbose": (bool, typer.Option(None, "--verbose", "-v", help="Print the decoding configuration resolved from "
                                    "these options, the model's defaults and the library's, on stderr.")),
 }

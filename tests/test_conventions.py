@@ -43,9 +43,11 @@ def test_fr_ca_puts_no_space_before_semicolons_and_marks_and_fr_a_narrow_one():
     assert rendered("1,500 people.", "1,500 personnes.", Typography("fr-CA")) == f"1{NBSP}500 personnes."
 
 
-def test_apostrophes_are_straight_or_curly_as_chosen_but_never_inside_links_or_code():
+def test_apostrophes_are_kept_straight_or_curly_as_chosen_but_never_changed_inside_links_or_code():
     text = "L’homme d'affaires voit https://example.com/l'a et `it's`."
-    assert punctuate(text, FR) == "L'homme d'affaires voit https://example.com/l'a et `it's`."
+    assert punctuate(text, FR) == text
+    assert punctuate(text, Typography("fr", apostrophe="straight")) == \
+        "L'homme d'affaires voit https://example.com/l'a et `it's`."
     curly = Typography("fr", apostrophe="curly")
     assert punctuate(text, curly) == "L’homme d’affaires voit https://example.com/l'a et `it's`."
     assert rendered("x", "Le ordinateur.", curly) == "L’ordinateur."

@@ -70,7 +70,7 @@ class DecodingFlags:
     alignments: bool | None = None
     formality: str | None = None  # formal, informal, auto
     typography: str | None = None  # fr, fr-CA, none
-    apostrophe: str | None = None  # straight, curly
+    apostrophe: str | None = None  # keep, straight, curly
     verbose: bool | None = None
 
 
@@ -175,9 +175,9 @@ class DecodingConfig:
 
 
 def typography_of(flags: DecodingFlags) -> Typography:
-    """--typography and --apostrophe as given, else fr with straight apostrophes."""
+    """--typography and --apostrophe as given, else fr with the model's apostrophes."""
     try:
-        return Typography(flags.typography or "fr", flags.apostrophe or "straight")
+        return Typography(flags.typography or "fr", flags.apostrophe or "keep")
     except ValueError as exc:
         raise UsageError(f"--{exc}") from None
 
