@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES := data/examples.en
 
-.PHONY: casing lexicon setup test test-all test-browser lint run bench bench-more model model-general general-landmark model-general2 \
+.PHONY: casing lexicon memory setup test test-all test-browser lint run bench bench-more model model-general general-landmark model-general2 \
 	general2-landmark general2-candidate general2-news model-general3 general3-landmark clean
 
 # The editable install leaves nmt's own modules uncompiled (pip compiles a regular install's): where
@@ -285,6 +285,14 @@ lexicon: setup
 	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make lexicon EUROPARL=DIR"; exit 2; }
 	$(BIN)/python -m nmt.data.lexicon_counts $(EUROPARL)/train news news-commentary tatoeba multi30k software-ui \
 		python-docs software-ui-extra
+
+# The shipped interface memory (nmt.apps.memory.shipped_memory): the interface corpora less their dev sets' English.
+memory: setup
+	$(BIN)/python -c "import gzip; from nmt.apps.memory import interface_pairs as p; pairs = p(); \
+		head = '# The shipped interface memory (nmt.apps.memory): English TAB French, from data/software_ui and\n' \
+		'# data/software_ui_extra (their licences: each application\'s, GPL, LGPL or MPL 2.0), less their dev splits\' English.\n'; \
+		open('data/memory/interface.tsv.gz', 'wb').write(gzip.compress((head + ''.join(f'{e}\t{f}\n' for e, f in pairs)).encode(), mtime=0)); \
+		print(len(pairs), 'pairs')"
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -97,6 +97,15 @@ DECODING_OPTIONS = {
     "apostrophe": (Literal["keep", "straight", "curly"], typer.Option(None, "--apostrophe", help="With --typography "
                    "fr or fr-CA: every apostrophe straight (') or curly (’), or keep (the default) each as the model "
                    "wrote it.")),
+    "memory": (list[Path], typer.Option(None, "--memory", help="A translation memory: TMX, a gettext .po, or English "
+               "TAB French lines; given several times, the first with a match wins. A line with an exact match (case, "
+               "spaces and accelerators aside) takes its translation; a fuzzy one is offered in --format jsonl's "
+               "\"memory\".")),
+    "memory_threshold": (float, typer.Option(None, "--memory-threshold", help="The similarity (1 - Levenshtein "
+                         "distance / length) at or above which a fuzzy match of --memory is offered. Default 0.85.")),
+    "no_memory": (bool, typer.Option(None, "--no-memory", help="Do not consult the shipped interface memory (102k "
+                  "translations of free applications' strings), which serves exact matches of lines of up to six "
+                  "words.")),
     "verbose": (bool, typer.Option(None, "--verbose", "-v", help="Print the decoding configuration resolved from "
                                    "these options, the model's defaults and the library's, on stderr.")),
 }

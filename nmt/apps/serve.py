@@ -496,8 +496,11 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             return found
         translated = ["\n".join(t.text for t in lines) for lines in found]
         answer = {"translatedText": translated[0] if isinstance(body.q, str) else translated}
-        if body.alternatives:
-            alternatives = [[text for text, _ in lines[0].nbest[1:]] if len(lines) == 1 else [] for lines in found]
+        if body.alternatives:  # a translation memory's fuzzy match first, then the model's other hypotheses
+            alternatives = [([lines[0].memory["translation"]] if lines[0].memory and lines[0].memory["match"] == "fuzzy"
+                             else []) + [text for text, _ in lines[0].nbest[1:]] if len(lines) == 1 else []
+                            for lines in found]
+            alternatives = [texts[:body.alternatives] for texts in alternatives]
             answer["alternatives"] = alternatives[0] if isinstance(body.q, str) else alternatives
         if detected:
             answer["detectedLanguage"] = detected[0] if isinstance(body.q, str) else detected

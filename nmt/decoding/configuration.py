@@ -71,6 +71,9 @@ class DecodingFlags:
     formality: str | None = None  # formal, informal, auto
     typography: str | None = None  # fr, fr-CA, none
     apostrophe: str | None = None  # keep, straight, curly
+    memory: tuple[Path, ...] | None = None  # translation memories (nmt.apps.memory)
+    memory_threshold: float | None = None
+    no_memory: bool | None = None  # not the shipped interface memory
     verbose: bool | None = None
 
 
@@ -94,6 +97,9 @@ class DecodingConfig:
     alignments: bool = False
     formality: str = "auto"  # the register asked of a model trained with register tags (nmt.data.register)
     typography: Typography = Typography()  # how numbers, dates and punctuation are written (nmt.text.conventions)
+    memories: tuple[Path, ...] = ()  # the user's translation memories, before the shipped one
+    memory_threshold: float = 0.85  # a fuzzy match of theirs at this similarity or above is offered
+    shipped_memory: bool = True  # the shipped interface memory serves short lines' exact matches
 
     @classmethod
     def resolve(cls, flags: DecodingFlags, checkpoint: Checkpoint, workers: int | None = None,
@@ -128,7 +134,9 @@ class DecodingConfig:
                    clause_split=text["max_piece_tokens"], protect_names=text["protect_names"], glossary=flags.glossary,
                    min_confidence=flags.min_confidence, alignments=bool(flags.alignments),
                    formality=resolve_formality(checkpoint, flags.formality),
-                   typography=typography_of(flags))
+                   typography=typography_of(flags), memories=tuple(flags.memory or ()),
+                   memory_threshold=0.85 if flags.memory_threshold is None else flags.memory_threshold,
+                   shipped_memory=False and not flags.no_memory)
 
     @property
     def device(self) -> torch.device:
@@ -145,6 +153,7 @@ class DecodingConfig:
                   if field.name not in ("search", "backend")}
         record.update(device=str(self.device), precision=self.precision, backend=self.backend.describe(),
                       glossary=str(self.glossary) if self.glossary else None,
+                      memories=[str(path) for path in self.memories],
                       typography={"name": self.typography.name, "apostrophe": self.typography.apostrophe})
         return {"search": search, **record}
 
@@ -169,9 +178,24 @@ class DecodingConfig:
         if self.min_confidence is not None:
             parts.append(f"min confidence {self.min_confidence:g}")
         parts.append(f"formality {self.formality}")
+        memories = [path.name for path in self.memories] + (["the interface memory"] if self.shipped_memory else [])
+        parts.append(f"memory {', '.join(memories)}" if memories else "no memory")
         parts.append(f"typography {self.typography.name}"
                      + (f", {self.typography.apostrophe} apostrophes" if self.typography.active else ""))
         return ", ".join(parts)
+
+
+def memories_of(config: DecodingConfig) -> tuple:
+    """The (memory, most words a line it serves may have) pairs a Translator consults, in order: the user's
+    (any line), then the shipped interface memory (lines of SHIPPED_MEMORY_WORDS words at most)."""
+    from nmt.apps.memory import SHIPPED_MEMORY_WORDS, Memory, shipped_memory
+
+    if not 0 < config.memory_threshold <= 1:
+        raise UsageError(f"--memory-threshold is a similarity between 0 and 1, not {config.memory_threshold}")
+    chosen = [(Memory.read(config.memories), None)] if config.memories else []
+    if config.shipped_memory:
+        chosen.append((shipped_memory(), SHIPPED_MEMORY_WORDS))
+    return tuple(chosen)
 
 
 def typography_of(flags: DecodingFlags) -> Typography:

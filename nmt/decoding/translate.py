@@ -28,14 +28,14 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
-from typing import BinaryIO, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 import torch
 
 from nmt.data.batching import pad_sources, sorted_batches
 from nmt.data.corpus import read_stream_lines
 from nmt.decoding.alignment import align
-from nmt.decoding.configuration import MAX_PIECE_TOKENS, DecodingConfig, DecodingFlags, can_fork
+from nmt.decoding.configuration import MAX_PIECE_TOKENS, DecodingConfig, DecodingFlags, can_fork, memories_of
 from nmt.decoding.constraints import Glossary, constrained_search
 from nmt.decoding.inference import build_decoders, cast_for_inference
 from nmt.decoding.search import SearchOptions, search
@@ -58,10 +58,13 @@ from nmt.text.protect import (
     protect,
     titled_name_spans,
 )
-from nmt.text.register import FORMALITIES
+from nmt.text.register import FORMALITIES, register_of
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
 from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer
 from nmt.text.typography import joined_elisions
+
+if TYPE_CHECKING:
+    from nmt.apps.memory import Match, Memory
 
 log = logging.getLogger("nmt")
 
@@ -104,6 +107,7 @@ class Translation:
     alignment: list[tuple[int, int]] | None = None  # Pharaoh (source word, target word) pairs, when asked for
     confidence: float | None = None  # mean log-probability of the best hypothesis's tokens, EOS included
     flags: list[str] = field(default_factory=list)  # failures seen: copy, loop, max_length, empty
+    memory: dict | None = None  # the translation memory's match (nmt.apps.memory.Match.to_dict): used or offered
 
     def to_dict(self) -> dict:
         """The record `--format jsonl` prints."""
@@ -112,6 +116,8 @@ class Translation:
                   "confidence": self.confidence, "flags": self.flags}
         if self.alignment is not None:
             record["alignment"] = " ".join(f"{i}-{j}" for i, j in self.alignment)
+        if self.memory is not None:
+            record["memory"] = self.memory
         return record
 
     def to_json(self) -> str:
@@ -167,7 +173,8 @@ class Translator:
                  alignments: bool = False, min_confidence: float | None = None, glossary: Glossary | None = None,
                  max_piece_tokens: int | None = None, protect_names: bool = False, backend: Backend | None = None,
                  formality: str = "auto", typography: Typography = NO_TYPOGRAPHY,
-                 confidence_floors: dict | None = None):
+                 confidence_floors: dict | None = None, memories: tuple[tuple[Memory, int | None], ...] = (),
+                 fuzzy_threshold: float | None = None):
         """backend: what `model` was cast for (nmt.model.backend; None: the model as it is, fp32).
         workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
         thread each, when a window of lines makes several batches (a single batch: here, on all threads).
@@ -188,7 +195,10 @@ class Translator:
         translating ("Dr." -> "Doctor"), numbers, amounts, dates, elisions and punctuation written as French
         does after (nmt.text.conventions); none by default, fr where a command resolves its options.
         confidence_floors: by kind of line (nmt.text.flags.kind_of), the confidence under which a translation
-        is flagged (default: nmt.text.flags.CONFIDENCE_FLOORS, measured with the shipped general model)."""
+        is flagged (default: nmt.text.flags.CONFIDENCE_FLOORS, measured with the shipped general model).
+        memories: (memory, most words a line it serves may have, or None): a line with an exact match in one
+        takes the match's translation, the first memory's that has one (nmt.apps.memory); with `fuzzy_threshold`,
+        the others get the best fuzzy match of them all offered."""
         self.model = model
         self.device = next(model.parameters()).device
         if workers < 1:
@@ -227,6 +237,7 @@ class Translator:
         self.formality = formality
         self.typography = typography
         self.confidence_floors = confidence_floors
+        self.memories, self.fuzzy_threshold = memories, fuzzy_threshold
         self._noted_prefix = False
 
     @classmethod
@@ -253,7 +264,8 @@ class Translator:
                    glossary=Glossary.read(config.glossary) if config.glossary else None,
                    max_piece_tokens=config.clause_split, protect_names=config.protect_names, backend=backend,
                    formality=config.formality, typography=config.typography,
-                   confidence_floors=checkpoint.decoding.get("confidence_floors"))
+                   confidence_floors=checkpoint.decoding.get("confidence_floors"), memories=memories_of(config),
+                   fuzzy_threshold=config.memory_threshold if config.memories else None)
 
     @property
     def formality(self) -> str:
@@ -380,6 +392,53 @@ class Translator:
 
     def translate_as_ready(self, lines: list[str], prefixes: list[str | None] | None = None,
                            strict: bool = False) -> Iterator[tuple[int, Translation]]:
+        """(line index, Translation) pairs as batches finish: the lines the translation memory serves first, then
+        the model's (_translate_as_ready)."""
+        if not self.memories or strict:
+            yield from self._translate_as_ready(lines, prefixes, strict)
+            return
+        ties: dict[int, list[Match]] = {}
+        left = []
+        for index, line in enumerate(lines):
+            matches = [] if prefixes and prefixes[index] else self._memory_matches(line)
+            if len(matches) == 1:
+                text = punctuate(render_sentence(line, matches[0].translation, self.typography), self.typography)
+                yield index, Translation(line, text, None, [(text, 0.0)], memory=matches[0].to_dict())
+                continue
+            if matches:
+                ties[index] = matches
+            left.append(index)
+        found = self._translate_as_ready([lines[i] for i in left], [prefixes[i] for i in left] if prefixes else None)
+        for position, translation in found:
+            index = left[position]
+            if index in ties:  # the memory's translations disagree as often: the one nearest the model's
+                from sacrebleu import sentence_chrf
+
+                best = max(ties[index], key=lambda match: sentence_chrf(match.translation, [translation.text]).score)
+                text = punctuate(render_sentence(translation.source, best.translation, self.typography),
+                                 self.typography)
+                translation = replace(translation, text=text, nbest=[(text, 0.0)], memory=best.to_dict(),
+                                      flags=[])
+            elif self.fuzzy_threshold is not None and translation.text:
+                offers = [memory.fuzzy(translation.source, self.fuzzy_threshold) for memory, _ in self.memories]
+                offered = max((offer for offer in offers if offer), key=lambda offer: offer.score, default=None)
+                translation = replace(translation, memory=offered.to_dict() if offered else None)
+            yield index, translation
+
+    def _memory_matches(self, line: str) -> list[Match]:
+        """The exact matches of `line` that may serve it, of the first memory that has some: a line short enough
+        for the memory, a translation in the register asked for (or addressing no one)."""
+        unwanted = {"formal": ("informal", "mixed"), "informal": ("formal", "mixed")}.get(self.formality, ())
+        for memory, most_words in self.memories:
+            if not line.strip() or (most_words is not None and len(line.split()) > most_words):
+                continue
+            matches = [match for match in memory.exact(line) if register_of(match.translation) not in unwanted]
+            if matches:
+                return matches
+        return []
+
+    def _translate_as_ready(self, lines: list[str], prefixes: list[str | None] | None = None,
+                            strict: bool = False) -> Iterator[tuple[int, Translation]]:
         """(line index, Translation) pairs as batches finish: empty lines first, then by length. A line's
         prefix starts the translation of its first sentence. Numbers ("35", "1,249.99", "1980s",
         "35-year-old") and first names ("Bob") are left to the model; a line whose translation loses a number's
@@ -435,8 +494,8 @@ class Translator:
                         self.withheld += 1
                     yield owner, translation
         if retry:
-            again = self.translate_as_ready([lines[i] for i in retry],
-                                            [prefixes[i] for i in retry] if prefixes else None, strict=True)
+            again = self._translate_as_ready([lines[i] for i in retry],
+                                             [prefixes[i] for i in retry] if prefixes else None, strict=True)
             yield from ((retry[index], translation) for index, translation in again)
 
     def _join(self, line: str, units: list[Unit], results: list) -> Translation:
