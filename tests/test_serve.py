@@ -291,6 +291,47 @@ def test_the_formality_a_request_asks_for_is_what_the_cli_gives_for_it(tiny_chec
         assert running.stop() == 0
 
 
+def test_one_request_s_bad_text_fails_no_other_and_errors_keep_libretranslate_s_shape(server, cli_records):
+    """Issue 83: a lone surrogate (JSON's "\\ud800") failed the whole batch it was decoded in; a request without
+    a target was answered; an unknown path answered FastAPI's shape; /suggest was a 404."""
+    bad = b'{"q": "\\ud800 A dog runs. \\u0000", "source": "en", "target": "fr"}'
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda i: server.post("/translate", content=bad, headers={
+            "content-type": "application/json"}) if i % 2 else server.post("/translate", json={
+                "q": LINES[0], "source": "en", "target": "fr"}), range(16)))
+    assert all(answer.status_code == 200 for answer in answers)
+    assert {answer.json()["translatedText"] for i, answer in enumerate(answers) if not i % 2} == {
+        cli_records[0]["translation"]}
+    missing = server.post("/translate", json={"q": "A dog.", "source": "en"})
+    assert missing.status_code == 400 and "target" in missing.json()["error"]
+    unknown = httpx.get(server.url + "/no/such/path")
+    assert unknown.status_code == 404 and "error" in unknown.json()
+    suggest = server.post("/suggest", json={"q": "A dog.", "s": "Un chien.", "source": "en", "target": "fr"})
+    assert suggest.status_code == 403 and "disabled" in suggest.json()["error"]
+    nested = b'{"q": ' + b"[" * 20_000 + b"]" * 20_000 + b', "source": "en", "target": "fr"}'
+    deep = server.post("/translate", content=nested, headers={"content-type": "application/json"})
+    assert deep.status_code in (400, 422) and "error" in deep.json()
+
+
+def test_metrics_are_labelled_by_route_not_by_raw_path(server):
+    assert server.post("/translate", json={"q": "A dog.", "source": "en", "target": "fr"}).status_code == 200
+    for number in range(20):
+        httpx.get(f"{server.url}/unknown-{number}")
+    page = httpx.get(server.url + "/metrics").text
+    assert "unknown-1" not in page and 'path="unmatched"' in page and 'path="/translate"' in page
+
+
+def test_a_translated_file_of_any_name_is_downloaded_with_its_name(server):
+    name = "John’s rapport «final» 🎉.txt"
+    answer = httpx.post(server.url + "/translate_file", timeout=120, data={"source": "en", "target": "fr"},
+                        files={"file": (name, b"A dog runs.\n")})
+    assert answer.status_code == 200, answer.text
+    downloaded = httpx.get(answer.json()["translatedFileUrl"])
+    assert downloaded.status_code == 200
+    header = downloaded.headers["content-disposition"]
+    assert "filename*=UTF-8''" in header and "%F0%9F%8E%89" in header
+
+
 def test_a_body_that_is_not_json_is_a_422(server):
     answer = server.post("/translate", content=b"{not json", headers={"content-type": "application/json"})
     assert answer.status_code == 422 and "JSON" in answer.json()["error"]

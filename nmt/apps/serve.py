@@ -35,6 +35,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from nmt.apps.files import KINDS, SERVER_LIMITS, FileLimits, FileRefused, file_kind, translate_file
@@ -209,11 +210,16 @@ class Engine:
                 if job.left == 0:
                     job.done(job.results)
         except Exception as exc:  # noqa: BLE001 - each waiting request answers with the error
+            jobs = [job for job in {id(job): job for job, _, _ in spans}.values() if job.left]
+            if len(jobs) > 1:  # one request's lines must not fail the others': each on its own
+                for job, start, end in spans:
+                    if job.left:
+                        self._translate(options, formality, [(job, start, end)])
+                return
             log.error("translation failed: %s", exc)
-            for job in {id(job): job for job, _, _ in spans}.values():
-                if job.left:
-                    job.left = 0
-                    job.done(exc)
+            for job in jobs:
+                job.left = 0
+                job.done(exc)
 
 
 @dataclass(frozen=True)
@@ -260,12 +266,32 @@ FORMALITY_FIELD = ('<label>Register <select id="formality"><option value="defaul
                    '</select></label>')
 
 
+def content_disposition(filename: str) -> str:
+    """An attachment header for any file name: an ASCII one quoted, any other (John’s report, Cyrillic, emoji)
+    also in RFC 5987's filename* (the header itself must be Latin-1)."""
+    from urllib.parse import quote
+
+    ascii_name = "".join(char if 32 <= ord(char) < 127 and char not in '"\\' else "_" for char in filename)
+    if ascii_name == filename:
+        return f'attachment; filename="{filename}"'
+    return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename, safe='')}"
+
+
+def cleaned(text: str) -> str:
+    """A request's text as the model may read it: a lone surrogate (JSON's "\\ud800", which no UTF-8 holds) and
+    the C0 controls but tab and newline replaced by U+FFFD."""
+    return CLEANED.sub("\ufffd", text)
+
+
+CLEANED = re.compile("[\ud800-\udfff\x00-\x08\x0b-\x1f\x7f]")
+
+
 class LibreRequest(BaseModel):
     """LibreTranslate's request body."""
 
     q: str | list[str]
     source: str = "auto"
-    target: str = "fr"
+    target: str | None = None
     format: str = "text"
     api_key: str | None = None
     alternatives: Annotated[int, Field(ge=0, le=8)] = 0
@@ -382,8 +408,13 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
     @app.middleware("http")
     async def count(request: Request, call_next):
         response = await call_next(request)
-        metrics.requests.labels(request.url.path, str(response.status_code)).inc()
+        route = request.scope.get("route")  # the route's template: a label per route, never per raw path
+        metrics.requests.labels(getattr(route, "path", "unmatched"), str(response.status_code)).inc()
         return response
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail))  # an unknown path: LibreTranslate's shape too
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -445,6 +476,8 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             return model.model_validate(fields)
         except ValueError as exc:  # ValidationError, and JSON that does not parse
             return _error(422, _describe(exc.errors()) if isinstance(exc, ValidationError) else "the body is not JSON")
+        except RecursionError:
+            return _error(400, "the body nests too deeply")
 
     def libre_schema(model: type[BaseModel]) -> dict:
         schema = model.model_json_schema()
@@ -460,6 +493,8 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             return body
         if not authorized(request, body.api_key):
             return _error(401, "a valid api_key is required")
+        if body.target is None:
+            return _error(400, "Invalid request: missing target parameter")
         if body.source not in ("en", "auto") or body.target != "fr":
             return _error(400, f"nmt translates en to fr, not {body.source} to {body.target}")
         if body.format not in ("text", "html"):
@@ -468,7 +503,7 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             formality = requested_formality(body.formality, settings.registers)
         except ValueError as exc:
             return _error(400, str(exc))
-        texts = [body.q] if isinstance(body.q, str) else body.q
+        texts = [cleaned(text) for text in ([body.q] if isinstance(body.q, str) else body.q)]
         detected = []
         if body.source == "auto":
             for text in texts:
@@ -516,7 +551,7 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             return _error(401, "a valid api_key is required")
         if len(body.q) > settings.max_chars:
             return _error(413, f"the request holds more than {settings.max_chars} characters of text (--max-chars)")
-        return [guess.to_dict() for guess in await asyncio.to_thread(detect, body.q)]
+        return [guess.to_dict() for guess in await asyncio.to_thread(detect, cleaned(body.q))]
 
     finished_files: collections.OrderedDict[str, tuple[bytes, str]] = collections.OrderedDict()
 
@@ -627,7 +662,12 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             return _error(404, "no such translated file (the server keeps the last few only)")
         data, filename = finished_files[token]
         media = mimetypes.guess_type(filename)[0] or "application/octet-stream"
-        return Response(data, media_type=media, headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+        return Response(data, media_type=media, headers={"Content-Disposition": content_disposition(filename)})
+
+    @app.post("/suggest")
+    async def suggest():
+        """LibreTranslate's suggestions, which this server does not take."""
+        return _error(403, "Suggestions are disabled on this server.")
 
     @app.get("/frontend/settings")
     async def frontend_settings() -> dict:
@@ -656,7 +696,7 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
             formality = requested_formality(body.formality, settings.registers)
         except ValueError as exc:
             return _error(422, str(exc))
-        found = await translate_lines(body.text, options, formality)
+        found = await translate_lines([cleaned(text) for text in body.text], options, formality)
         if isinstance(found, JSONResponse):
             return found
         return {"translations": [lines[0].to_dict() for lines in found]}
