@@ -15,7 +15,8 @@ TMX = """<?xml version="1.0" encoding="UTF-8"?>
 <tmx version="1.4"><header srclang="en" datatype="plaintext" segtype="sentence" adminlang="en" o-tmf="x"
 creationtool="x" creationtoolversion="1"/><body>
 <tu><tuv xml:lang="en-US"><seg>Sign Out</seg></tuv><tuv xml:lang="fr-FR"><seg>Se déconnecter</seg></tuv></tu>
-<tu><tuv xml:lang="en"><seg>Terms of <b>Service</b></seg></tuv><tuv xml:lang="fr"><seg>Conditions d'utilisation</seg></tuv></tu>
+<tu><tuv xml:lang="en"><seg>Terms of <b>Service</b></seg></tuv>
+<tuv xml:lang="fr"><seg>Conditions d'utilisation</seg></tuv></tu>
 </body></tmx>"""
 PO = """msgid ""
 msgstr "Content-Type: text/plain; charset=UTF-8\\n"
