@@ -286,10 +286,10 @@ lexicon: setup
 	$(BIN)/python -m nmt.data.lexicon_counts $(EUROPARL)/train news news-commentary tatoeba multi30k software-ui \
 		python-docs software-ui-extra
 
-# The shipped interface memory (nmt.apps.memory.shipped_memory): the interface corpora less their dev sets' English.
+# The shipped interface memory (nmt.data.memory.shipped_memory): the interface corpora less their dev sets' English.
 memory: setup
-	$(BIN)/python -c "import gzip; from nmt.apps.memory import interface_pairs as p; pairs = p(); \
-		head = '# The shipped interface memory (nmt.apps.memory): English TAB French, from data/software_ui and\n' \
+	$(BIN)/python -c "import gzip; from nmt.data.memory import interface_pairs as p; pairs = p(); \
+		head = '# The shipped interface memory (nmt.data.memory): English TAB French, from data/software_ui and\n' \
 		'# data/software_ui_extra (their licences: each application\'s, GPL, LGPL or MPL 2.0), less their dev splits\' English.\n'; \
 		open('data/memory/interface.tsv.gz', 'wb').write(gzip.compress((head + ''.join(f'{e}\t{f}\n' for e, f in pairs)).encode(), mtime=0)); \
 		print(len(pairs), 'pairs')"

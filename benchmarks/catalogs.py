@@ -21,7 +21,7 @@ from pathlib import Path
 
 import polib
 
-from nmt.apps.memory import shipped_memory
+from nmt.data.memory import shipped_memory
 from nmt.data.corpus import parse_test_set
 
 SETS = ("software-ui:dev", "software-ui-extra:dev", "python-docs:dev", "tatoeba:dev", "news:dev")

@@ -1,4 +1,4 @@
-"""Translation memories (nmt.apps.memory) and how translation uses them (nmt.decoding.translate)."""
+"""Translation memories (nmt.data.memory) and how translation uses them (nmt.decoding.translate)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from nmt.apps.memory import Memory, cased_as, ratio, shipped_memory
+from nmt.data.memory import Memory, cased_as, ratio, shipped_memory
 from nmt.errors import UsageError
 
 TMX = """<?xml version="1.0" encoding="UTF-8"?>
@@ -70,7 +70,7 @@ def test_a_memory_line_that_is_no_pair_is_one_error_line(tmp_path):
 
 
 def test_the_shipped_memory_holds_no_english_of_the_dev_sets():
-    from nmt.apps.memory import normalized
+    from nmt.data.memory import normalized
     from nmt.data.corpus import load_embedded
 
     memory = shipped_memory()

@@ -222,9 +222,12 @@ def test_confidence_flags_and_the_confidence_floor(tiny_checkpoint, translator):
     result = capped.translate(["A dog runs in the park."])[0]
     assert "max_length" in result.flags and result.confidence == pytest.approx(result.score)  # lenpen 1: the same
     hypothesis = Hypothesis(tokens=[5], score=-1.0, log_prob=-2.0)
-    assert translator._flags("Tom!", "tom", [hypothesis], [[5, 6, 7]]) == ["copy"]
-    assert translator._flags("A dog.", "de la de la de la de la de la", [hypothesis], [[5, 6, 7]]) == ["loop"]
-    assert translator._flags("A dog.", " ", [hypothesis], [[5, 6, 7]]) == ["empty"]
+    assert translator._flags("Tom!", "tom", [hypothesis], [[5, 6, 7]], [], 0.0) == ["copy"]
+    assert translator._flags("A dog.", "de la de la de la de la de la", [hypothesis], [[5, 6, 7]], [], 0.0) == ["loop"]
+    assert translator._flags("A dog.", " ", [hypothesis], [[5, 6, 7]], [], 0.0) == ["empty"]
+    # a user's reasons to check a translation (nmt.text.flags), each with what it is about
+    assert translator._flags("Run the tests at 10:30.", "Run les tests.", [hypothesis], [[5, 6, 7]], [], -5.0) == [
+        "untranslated: Run", "number lost: 1030", "low confidence: -5.00 < -0.54"]
     lines = b"A dog runs.\n\nTwo men talk.\n"
     floor = run(["--model", str(tiny_checkpoint), "--min-confidence", "0", "-q"], lines)
     assert floor.returncode == 0 and floor.stdout == b"\n\n\n"  # log-probabilities are below 0: all withheld

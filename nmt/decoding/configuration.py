@@ -71,7 +71,7 @@ class DecodingFlags:
     formality: str | None = None  # formal, informal, auto
     typography: str | None = None  # fr, fr-CA, none
     apostrophe: str | None = None  # keep, straight, curly
-    memory: tuple[Path, ...] | None = None  # translation memories (nmt.apps.memory)
+    memory: tuple[Path, ...] | None = None  # translation memories (nmt.data.memory)
     memory_threshold: float | None = None
     no_memory: bool | None = None  # not the shipped interface memory
     verbose: bool | None = None
@@ -136,7 +136,7 @@ class DecodingConfig:
                    formality=resolve_formality(checkpoint, flags.formality),
                    typography=typography_of(flags), memories=tuple(flags.memory or ()),
                    memory_threshold=0.85 if flags.memory_threshold is None else flags.memory_threshold,
-                   shipped_memory=False and not flags.no_memory)
+                   shipped_memory=not flags.no_memory)
 
     @property
     def device(self) -> torch.device:
@@ -188,7 +188,7 @@ class DecodingConfig:
 def memories_of(config: DecodingConfig) -> tuple:
     """The (memory, most words a line it serves may have) pairs a Translator consults, in order: the user's
     (any line), then the shipped interface memory (lines of SHIPPED_MEMORY_WORDS words at most)."""
-    from nmt.apps.memory import SHIPPED_MEMORY_WORDS, Memory, shipped_memory
+    from nmt.data.memory import SHIPPED_MEMORY_WORDS, Memory, shipped_memory
 
     if not 0 < config.memory_threshold <= 1:
         raise UsageError(f"--memory-threshold is a similarity between 0 and 1, not {config.memory_threshold}")

@@ -64,7 +64,7 @@ from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer
 from nmt.text.typography import joined_elisions
 
 if TYPE_CHECKING:
-    from nmt.apps.memory import Match, Memory
+    from nmt.data.memory import Match, Memory
 
 log = logging.getLogger("nmt")
 
@@ -107,7 +107,7 @@ class Translation:
     alignment: list[tuple[int, int]] | None = None  # Pharaoh (source word, target word) pairs, when asked for
     confidence: float | None = None  # mean log-probability of the best hypothesis's tokens, EOS included
     flags: list[str] = field(default_factory=list)  # failures seen: copy, loop, max_length, empty
-    memory: dict | None = None  # the translation memory's match (nmt.apps.memory.Match.to_dict): used or offered
+    memory: dict | None = None  # the translation memory's match (nmt.data.memory.Match.to_dict): used or offered
 
     def to_dict(self) -> dict:
         """The record `--format jsonl` prints."""
@@ -197,7 +197,7 @@ class Translator:
         confidence_floors: by kind of line (nmt.text.flags.kind_of), the confidence under which a translation
         is flagged (default: nmt.text.flags.CONFIDENCE_FLOORS, measured with the shipped general model).
         memories: (memory, most words a line it serves may have, or None): a line with an exact match in one
-        takes the match's translation, the first memory's that has one (nmt.apps.memory); with `fuzzy_threshold`,
+        takes the match's translation, the first memory's that has one (nmt.data.memory); with `fuzzy_threshold`,
         the others get the best fuzzy match of them all offered."""
         self.model = model
         self.device = next(model.parameters()).device
