@@ -21,8 +21,8 @@ from pathlib import Path
 
 import polib
 
-from nmt.data.memory import shipped_memory
 from nmt.data.corpus import parse_test_set
+from nmt.data.memory import shipped_memory
 
 SETS = ("software-ui:dev", "software-ui-extra:dev", "python-docs:dev", "tatoeba:dev", "news:dev")
 

@@ -70,8 +70,8 @@ def test_a_memory_line_that_is_no_pair_is_one_error_line(tmp_path):
 
 
 def test_the_shipped_memory_holds_no_english_of_the_dev_sets():
-    from nmt.data.memory import normalized
     from nmt.data.corpus import load_embedded
+    from nmt.data.memory import normalized
 
     memory = shipped_memory()
     assert len(memory) > 90_000 and memory.exact("Sign Out")
