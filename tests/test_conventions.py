@@ -75,3 +75,14 @@ def test_a_doctor_and_their_name_are_one_placeholder_that_comes_back_in_french_w
     assert split_sentences(english_titles("Mr. Brown and Mrs. Green met Ms. White.")) == [
         "Mr Brown and Mrs Green met Mrs White."]
     assert protect("Mrs White came.", names=lambda word: False).text == "Mrs ⦅1⦆ came."  # a name, though a word
+
+
+def test_a_name_after_a_title_is_protected_but_not_an_office_nor_a_possessive():
+    from nmt.text.protect import titled_name_spans
+
+    def names(text):
+        return [text[start:end] for start, end in titled_name_spans(text)]
+
+    assert names("Mrs White met Mr Brown Jr and Mrs O'Brien.") == ["White", "Brown Jr", "O'Brien"]
+    assert names("Mr President, Mr Commissioner, the General Affairs Council") == []  # Europarl's offices
+    assert names("I object to Mr Posselt’s description.") == ["Posselt"]

@@ -365,15 +365,17 @@ PLACE_WORDS = frozenset(
 
 
 # A title before a name, abbreviated or not ("Mrs. White", "Doctor Smith"): the words after it are a name even
-# where they are English words ("White" came out "Blanche")
-TITLED_NAME = re.compile(r"(?<![\w.])(?:Mr|Mrs|Ms|Miss|Dr|Prof|Doctor|Professor|Sir|Dame|Lord|Lady|General|"
-                         r"Governor|Senator|Captain|Colonel|Lieutenant|Sergeant|Reverend|President|Judge)\.?"
-                         r" ((?:[A-Z][\w'’-]*)(?: [A-Z][\w'’-]*)?)(?![\w'’-])")
+# where they are English words ("White" came out "Blanche"), a possessive's 's left out; not an office ("Mr
+# President", "Mr Commissioner": Europarl's every other line), which French translates ("Monsieur le Président")
+TITLED_NAME = re.compile(r"(?<![\w.])(?:Mr|Mrs|Ms|Miss|Dr|Prof|Doctor|Professor)\.?"
+                         r" ([A-Z][\w-]*(?:['’](?!s\b)[\w-]+)*(?: [A-Z][\w-]*(?:['’](?!s\b)[\w-]+)*)?)(?![\w-])")
+OFFICES = frozenset("President Vice-President Speaker Chairman Chairwoman Chair Commissioner Minister Secretary "
+                    "Ambassador Mayor Governor Justice Deputy Rapporteur Prime High Member Members Director".split())
 
 
 def titled_name_spans(sentence: str) -> list[tuple[int, int]]:
-    """(start, end) of the names after a title (TITLED_NAME) in `sentence`."""
-    return [match.span(1) for match in TITLED_NAME.finditer(sentence)]
+    """(start, end) of the names after a title (TITLED_NAME) in `sentence`, not an office's."""
+    return [match.span(1) for match in TITLED_NAME.finditer(sentence) if match.group(1).split(" ")[0] not in OFFICES]
 
 
 def first_name_spans(sentence: str) -> list[tuple[int, int]]:
