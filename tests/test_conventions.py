@@ -86,3 +86,10 @@ def test_a_name_after_a_title_is_protected_but_not_an_office_nor_a_possessive():
     assert names("Mrs White met Mr Brown Jr and Mrs O'Brien.") == ["White", "Brown Jr", "O'Brien"]
     assert names("Mr President, Mr Commissioner, the General Affairs Council") == []  # Europarl's offices
     assert names("I object to Mr Posselt’s description.") == ["Posselt"]
+
+
+def test_the_degree_sign_goes_to_the_model_with_its_number_not_behind_a_placeholder():
+    from nmt.text.protect import protect
+
+    assert protect("It dropped to -12°C.").text == "It dropped to -12°C."
+    assert protect("© 2024 Acme ⭐").text == "⦅1⦆ 2024 Acme ⦅2⦆"  # pictures stay behind placeholders

@@ -97,7 +97,9 @@ EMOJI_JOINERS = "\u200d\ufe0f"
 
 
 def is_emoji(char: str) -> bool:
-    return unicodedata.category(char) == "So" or "\U0001f3fb" <= char <= "\U0001f3ff"  # skin tones are Sk
+    """A symbol drawn as a picture (©, ★, 😀); not the degree sign, a number's unit: behind a placeholder it moved
+    ("-12°C" came out "jusqu'à ° -12C")."""
+    return (unicodedata.category(char) == "So" and char != "°") or "\U0001f3fb" <= char <= "\U0001f3ff"  # tones: Sk
 
 
 def emoji_runs(text: str) -> list[tuple[int, int]]:
