@@ -235,6 +235,19 @@ def interface_pairs() -> list[tuple[str, str]]:
     return pairs
 
 
+class Deferred:
+    """A memory read the first time it is asked for a match (the shipped one takes about a second to read: a
+    run that never translates a short line never pays it)."""
+
+    def __init__(self, read):
+        self._read, self._memory = read, None
+
+    def __getattr__(self, name: str):
+        if self._memory is None:
+            self._memory = self._read()
+        return getattr(self._memory, name)
+
+
 @cache
 def shipped_memory() -> Memory:
     """The interface memory shipped in data/ (interface_pairs), read once."""

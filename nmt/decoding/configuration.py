@@ -188,13 +188,13 @@ class DecodingConfig:
 def memories_of(config: DecodingConfig) -> tuple:
     """The (memory, most words a line it serves may have) pairs a Translator consults, in order: the user's
     (any line), then the shipped interface memory (lines of SHIPPED_MEMORY_WORDS words at most)."""
-    from nmt.data.memory import SHIPPED_MEMORY_WORDS, Memory, shipped_memory
+    from nmt.data.memory import SHIPPED_MEMORY_WORDS, Deferred, Memory, shipped_memory
 
     if not 0 < config.memory_threshold <= 1:
         raise UsageError(f"--memory-threshold is a similarity between 0 and 1, not {config.memory_threshold}")
     chosen = [(Memory.read(config.memories), None)] if config.memories else []
     if config.shipped_memory:
-        chosen.append((shipped_memory(), SHIPPED_MEMORY_WORDS))
+        chosen.append((Deferred(shipped_memory), SHIPPED_MEMORY_WORDS))
     return tuple(chosen)
 
 

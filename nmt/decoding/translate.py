@@ -191,9 +191,10 @@ class Translator:
         ones better in clauses: its decoding defaults may say so). protect_names: with ordinary_input and
         placeholders, names (capitalized words the vocabulary holds only in pieces) are protected too.
         formality: formal or informal opens every source with that register's tag (a model trained with
-        --register-tags, nmt.data.register), auto with none. typography: titles written out before
-        translating ("Dr." -> "Doctor"), numbers, amounts, dates, elisions and punctuation written as French
-        does after (nmt.text.conventions); none by default, fr where a command resolves its options.
+        --register-tags, nmt.data.register), auto with none. typography: titles before names as the model
+        knows them ("Ms." -> "Mrs"; a doctor's and a professor's behind placeholders that come back "le Dr
+        Smith"), numbers, amounts, dates, elisions and punctuation written as French does (nmt.text.conventions);
+        none by default, fr where a command resolves its options.
         confidence_floors: by kind of line (nmt.text.flags.kind_of), the confidence under which a translation
         is flagged (default: nmt.text.flags.CONFIDENCE_FLOORS, measured with the shipped general model).
         memories: (memory, most words a line it serves may have, or None): a line with an exact match in one
