@@ -96,14 +96,18 @@ def french_digits(english: str, typography: Typography) -> str:
     return whole + ("," + fraction if fraction else "")
 
 
-def number_in_translation(english: str, grouped: bool = False) -> re.Pattern:
-    """The number of `english` as a translation may write it: its digit groups joined by any of , . and the
-    spaces (`grouped`) or also by nothing, its decimals after . or ,."""
+def number_body(english: str, grouped: bool = False) -> str:
+    """A pattern of the number of `english` as a translation may write it: its digit groups joined by any of , .
+    and the spaces (`grouped`) or also by nothing, its decimals after . or ,."""
     whole, _, fraction = english.partition(".")
     groups = whole.split(",") if "," in whole else re.findall(r"\d{1,3}(?=(?:\d{3})*$)", whole)
     separator = r"[,.\s\u00a0\u202f]" if grouped else r"[,.\s\u00a0\u202f]?"
-    body = separator.join(groups) + (r"[.,]" + fraction if fraction else "")
-    return re.compile(r"(?<![\d.,])" + body + r"(?![\d]|[.,]\d)")
+    return separator.join(groups) + (r"[.,]" + fraction if fraction else "")
+
+
+def number_in_translation(english: str, grouped: bool = False) -> re.Pattern:
+    """number_body's number, not inside a longer one."""
+    return re.compile(r"(?<![\d.,])" + number_body(english, grouped) + r"(?![\d]|[.,]\d)")
 
 
 def render_numbers(source: str, translation: str, typography: Typography) -> str:
@@ -119,8 +123,7 @@ def render_numbers(source: str, translation: str, typography: Typography) -> str
     for match in DEGREES.finditer(source):
         value, scale = match.group(1).replace("\u2212", "-"), match.group(2)
         number = value.lstrip("-")
-        pattern = re.compile(r"([-\u2212]?)" + number_in_translation(number).pattern[len(r"(?<![\d.,])"):]
-                             + r"\s?°\s?" + scale + r"\b")
+        pattern = re.compile(r"(?<![\d.,])([-\u2212]?)" + number_body(number) + r"\s?°\s?" + scale + r"\b")
         translation = pattern.sub(lambda m, n=number, s=scale: m.group(1) + french_digits(n, typography) + NBSP
                                   + "°" + s, translation)
     numbers = [match.group(1) for match in GROUPED_NUMBER.finditer(source) if not is_version(match)]
@@ -151,7 +154,7 @@ def render_amount(match: re.Match, translation: str, typography: Typography) -> 
     "240 millions de dollars"; the symbol the model put before or after the number, or twice, goes."""
     symbol = CURRENCY_SYMBOLS[match.group(1)]
     digits, scale = match.group(2), match.group(3)
-    number = number_in_translation(digits).pattern[len(r"(?<![\d.,])"):]
+    number = number_body(digits) + r"(?![\d]|[.,]\d)"
     symbols = r"(?:US\s?\$|\$\s?US|C\$|\$\s?CA|A\$|\$\s?AU|[$€£¥])"
     if scale:
         french_scale = SCALE_WORDS[scale]
