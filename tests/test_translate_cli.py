@@ -538,3 +538,12 @@ def test_a_translation_that_loses_a_first_name_is_translated_again_with_it_prote
     found = translator.translate(lines)
     assert [t.source for t in found] == lines
     assert "Bob" in found[0].text and "Marie" in found[2].text and "Thomas" in found[2].text
+
+
+def test_a_lone_surrogate_in_a_json_record_is_one_replaced_character_not_an_aborted_run(tiny_checkpoint):
+    """Issue 83: JSON can write "\\ud800", which sentencepiece refuses and no UTF-8 output can hold."""
+    lines = b'{"source": "\\ud800 A dog runs."}\n{"source": "Two men talk."}\n'
+    result = run(["--model", str(tiny_checkpoint), "--input-format", "jsonl", "--format", "jsonl", "-q"], lines)
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    assert len(records) == 2 and records[0]["source"] == "\ufffd A dog runs."

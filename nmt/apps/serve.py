@@ -278,8 +278,8 @@ def content_disposition(filename: str) -> str:
 
 
 def cleaned(text: str) -> str:
-    """A request's text as the model may read it: a lone surrogate (JSON's "\\ud800", which no UTF-8 holds) and
-    the C0 controls but tab and newline replaced by U+FFFD."""
+    """A request's text as the model may read it and an answer may hold it: a lone surrogate (JSON's "\\ud800",
+    which no UTF-8 holds) and the C0 controls but tab and newline replaced by U+FFFD."""
     return CLEANED.sub("\ufffd", text)
 
 

@@ -60,7 +60,7 @@ from nmt.text.protect import (
 )
 from nmt.text.register import FORMALITIES, register_of
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
-from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer
+from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer, without_surrogates
 from nmt.text.typography import joined_elisions
 
 if TYPE_CHECKING:
@@ -623,8 +623,8 @@ def parse_records(lines: list[str], first_number: int) -> tuple[list[str], list[
             raise UsageError(f"input line {number}: not a JSON object with a source") from None
         if not isinstance(source, str) or not isinstance(prefix, str | None):
             raise UsageError(f"input line {number}: source and prefix must be strings")
-        sources.append(source)
-        prefixes.append(prefix)
+        sources.append(without_surrogates(source))  # JSON's "\ud800", which no output could write
+        prefixes.append(without_surrogates(prefix) if prefix else prefix)
     return sources, prefixes
 
 

@@ -17,6 +17,13 @@ from nmt.errors import DataError
 from nmt.text.protect import PLACEHOLDERS
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+# A lone surrogate: JSON can write one ("\\ud800"), UTF-8 cannot, and sentencepiece refuses it
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD."""
+    return SURROGATE.sub("\ufffd", text)
 # A register tag (nmt.data.register) is written in training text as a mark opening the English side, a character
 # of Unicode's private use area, and encoded as one id: that of a byte piece no UTF-8 text holds (bytes F8-FF
 # never occur in it), so every sentencepiece model with byte fallback has its tags already, and no text a user
@@ -35,12 +42,15 @@ class Tokenizer:
         return self.processor.get_piece_size()
 
     def encode(self, text: str) -> list[int]:
-        """The ids of `text`; a register mark opening it (REGISTER_MARKS) is its tag's one id."""
+        """The ids of `text`; a register mark opening it (REGISTER_MARKS) is its tag's one id; a lone surrogate
+        is U+FFFD's."""
+        text = without_surrogates(text)
         if text[:1] in REGISTER_PIECES:
             return [self.register_id(text[0])] + self.processor.encode(text[1:])
         return self.processor.encode(text)
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        texts = [without_surrogates(text) for text in texts]
         if not any(text[:1] in REGISTER_PIECES for text in texts):
             return self.processor.encode(texts)
         ids = self.processor.encode([text[1:] if text[:1] in REGISTER_PIECES else text for text in texts])
