@@ -961,10 +961,14 @@ def _output(path: Path | None, input: Path | None) -> Iterator[TextIO]:
         return
     if input is not None and path.exists() and input.exists() and path.samefile(input):
         raise UsageError(f"--output {path} is the input file: write the translations to another file")
-    in_place = path.exists() and not path.is_file()
+    # a device or pipe, however it is reached (/dev/stdout is a link to one), is written in place, never replaced
+    in_place = path.exists() and (not path.is_file() or path.absolute().parts[1:2] in (("dev",), ("proc",)))
     target = path if in_place else path.with_name(path.name + ".partial")
     try:
-        sink = open(target, "w", encoding="utf-8")
+        if not in_place and target.is_symlink():  # ours to write: a link planted there is not followed
+            target.unlink()
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (0 if in_place else os.O_NOFOLLOW)
+        sink = open(os.open(target, flags, 0o666), "w", encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror}") from None
     where = "" if in_place else f" (they are in {target})"

@@ -547,3 +547,14 @@ def test_a_lone_surrogate_in_a_json_record_is_one_replaced_character_not_an_abor
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.decode().splitlines()]
     assert len(records) == 2 and records[0]["source"] == "\ufffd A dog runs."
+
+
+def test_a_link_planted_where_the_partial_output_goes_is_not_followed(tiny_checkpoint, tmp_path):
+    """Issue 83: `-o OUT` wrote OUT.partial through a symbolic link planted there, over the link's target."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (tmp_path / "out.fr.partial").symlink_to(victim)
+    result = run(["--model", str(tiny_checkpoint), "-o", str(tmp_path / "out.fr"), "-q"], b"A dog runs.\n")
+    assert result.returncode == 0, result.stderr
+    assert victim.read_text() == "keep me\n" and (tmp_path / "out.fr").read_text().count("\n") == 1
+    assert not (tmp_path / "out.fr.partial").exists()
