@@ -71,9 +71,9 @@ def main() -> None:
         took = time.perf_counter() - started
         french = polib.pofile(str(Path(folder) / "fr.po"))
         words = sum(len(entry.msgid.split()) for entry in french)
+        filled = sum(bool(entry.msgstr) for entry in french)
         print(f"`nmt translate -i app.pot`: {len(french):,} entries ({words:,} English words) in {took:.1f} s, "
-              f"{len(french) / took:.1f} entries/s, {words / took:.0f} words/s; {french.percent_translated()}% "
-              "translated")
+              f"{len(french) / took:.1f} entries/s, {words / took:.0f} words/s; {filled:,} filled (marked fuzzy)")
 
 
 if __name__ == "__main__":
