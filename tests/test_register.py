@@ -22,6 +22,7 @@ from nmt.text.tokenizer import REGISTER_MARKS
     ("Il est chez lui.", None),  # a word in -ez that is no verb
     ("Perez est là.", None),  # nor a name
     ("Son ton est absurde.", None),  # the noun "ton"
+    ("Le village a besoin de ton aide.", INFORMAL),  # but "de ton" is mostly the possessive
     ("Un rendez-vous.", None),
     ("A-t-il fini ?", None),  # the t between two vowels
     ("Tou(te)s les fichiers", None),

@@ -23,7 +23,7 @@ FORMALITIES = ("formal", "informal", "auto")  # what a user asks for; auto: the 
 
 # A pronoun alone or after a hyphen (Assieds-toi, Avez-vous), not "-t-" (a-t-il), the noun "ton" (le ton) or
 # "tou(te)s"
-INFORMAL_WORDS = re.compile(r"(?<![\w'’(])(?:(?:tu|te|toi|ta|tes|(?<!le )(?<!un )(?<!du )(?<!au )(?<!ce )(?<!de )"
+INFORMAL_WORDS = re.compile(r"(?<![\w'’(])(?:(?:tu|te|toi|ta|tes|(?<!le )(?<!un )(?<!du )(?<!au )(?<!ce )"
                             r"(?<!son )(?<!mon )ton)"
                             r"(?![\w'’])|t['’](?=[^\W\d_]))", re.IGNORECASE)
 FORMAL_WORDS = re.compile(r"(?<![\w'’])(?<!rendez-)(?:vous|votre|vos|vôtres?)(?![\w'’])", re.IGNORECASE)
