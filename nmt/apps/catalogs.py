@@ -115,7 +115,7 @@ class Message:
 
     def pieces(self) -> list[str]:
         """The texts the model translates: the lines with words in them."""
-        return [line.strip() for line in self.lines if _has_words(line)]
+        return [line.strip() for line in self.lines if has_words(line)]
 
     def restored(self, translations: list[str]) -> str:
         """The msgstr from the translations of pieces(), in order: each line's spaces at its ends and its
@@ -124,20 +124,23 @@ class Message:
         found = iter(translations)
         lines = []
         for line, originals, positions in zip(self.lines, self.originals, self.positions, strict=True):
-            if not _has_words(line):
-                lines.append(_put_back(line, originals, positions))
+            if not has_words(line):
+                lines.append(put_back(line, originals, positions))
                 continue
             lead, trail = line[:len(line) - len(line.lstrip())], line[len(line.rstrip()):]
-            lines.append(lead + _put_back(next(found), originals, positions) + trail)
+            lines.append(lead + put_back(next(found), originals, positions) + trail)
         text = "\n".join(lines)
         return _with_accelerator(text, self.accelerator) if self.accelerator else text
 
 
-def _has_words(line: str) -> bool:
+def has_words(line: str) -> bool:
+    """Whether `line` holds a letter outside its placeholders: something for the model to translate."""
     return any(char.isalpha() for char in PLACEHOLDER_PATTERN.sub("", line))
 
 
-def _put_back(translation: str, originals: tuple[str, ...], positions: tuple[float, ...]) -> str:
+def put_back(translation: str, originals: tuple[str, ...], positions: tuple[float, ...]) -> str:
+    """`translation` with placeholder n+1 replaced by originals[n], once: one the model dropped goes back at its
+    relative position (at a word boundary), a repeated or invented one is removed."""
     seen: set[int] = set()
 
     def once(match: re.Match) -> str:

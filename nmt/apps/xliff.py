@@ -18,7 +18,7 @@ import html
 import re
 from collections.abc import Callable
 
-from nmt.apps.catalogs import CatalogOptions, _has_words, _put_back
+from nmt.apps.catalogs import CatalogOptions, has_words, put_back
 from nmt.text.protect import MAX_PLACEHOLDERS, PLACEHOLDER
 
 NS_12 = "urn:oasis:names:tc:xliff:document:1.2"
@@ -124,7 +124,7 @@ class Inline:
         return cls("".join(pieces), tuple(originals), tuple(positions), whole=None)
 
     def pieces(self) -> list[str]:
-        return [self.text.strip()] if self.whole is None and _has_words(self.text) else []
+        return [self.text.strip()] if self.whole is None and has_words(self.text) else []
 
     def restored(self, translations: list[str]) -> str:
         """The target's XML from the translation of pieces(): its text escaped, its placeholders' originals back
@@ -135,4 +135,4 @@ class Inline:
         lead = self.text[:len(self.text) - len(self.text.lstrip())]
         trail = self.text[len(self.text.rstrip()):]
         escaped = html.escape(lead + translation + trail, quote=False)
-        return _put_back(escaped, self.originals, self.positions)
+        return put_back(escaped, self.originals, self.positions)
