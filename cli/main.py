@@ -316,6 +316,8 @@ def serve(
         raise UsageError(f"--max-file-bytes must be at least 1, not {max_file_bytes}")
     if max_connections < 1:
         raise UsageError(f"--max-connections must be at least 1, not {max_connections}")
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port must be a TCP port, 0 to 65535, not {port}")
     with collection_paused():
         from nmt.decoding.configuration import knows_registers
         from nmt.decoding.translate import Translator

@@ -332,6 +332,12 @@ def test_a_translated_file_of_any_name_is_downloaded_with_its_name(server):
     assert "filename*=UTF-8''" in header and "%F0%9F%8E%89" in header
 
 
+def test_a_port_out_of_range_is_one_error_line():
+    done = subprocess.run([sys.executable, "-m", "nmt_cli.main", "serve", "--port", "99999"], capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and done.stderr == "error: --port must be a TCP port, 0 to 65535, not 99999\n"
+
+
 def test_a_body_that_is_not_json_is_a_422(server):
     answer = server.post("/translate", content=b"{not json", headers={"content-type": "application/json"})
     assert answer.status_code == 422 and "JSON" in answer.json()["error"]
