@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from nmt.text.flags import kind_of, load_english_words, lost_names, lost_numbers, low_confidence, untranslated_words
+from nmt.text.flags import kind_of, load_english_words, lost_numbers, low_confidence, untranslated_words
+from nmt.text.protect import missing_names
 
 
 def test_english_words_are_those_only_english_writes():
@@ -26,7 +27,7 @@ def test_numbers_lost_are_named_as_the_source_writes_them_and_a_french_form_keep
 
 
 def test_names_lost_are_those_the_translation_does_not_hold_as_words():
-    assert lost_names(["Smith", "Marie"], "Le docteur Smith a vu Mariette.") == ["Marie"]
+    assert missing_names(["Smith", "Marie"], "Le docteur Smith a vu Mariette.") == ["Marie"]
 
 
 def test_a_low_confidence_is_by_kind_of_line():

@@ -46,7 +46,7 @@ from nmt.model.shortlist import Shortlist
 from nmt.model.transformer import Transformer
 from nmt.text.casing import load_casing
 from nmt.text.conventions import NO_TYPOGRAPHY, Typography, english_titles, punctuate, render_sentence
-from nmt.text.flags import lost_names, lost_numbers, low_confidence, untranslated_words
+from nmt.text.flags import lost_numbers, low_confidence, untranslated_words
 from nmt.text.metrics import loops
 from nmt.text.protect import (
     Protected,
@@ -54,6 +54,7 @@ from nmt.text.protect import (
     first_name_spans,
     glued_kept,
     kept_first_names,
+    missing_names,
     numbers_kept,
     protect,
     titled_name_spans,
@@ -544,7 +545,7 @@ class Translator:
             flags.append("number lost: " + ", ".join(numbers))
         names = [unit.source[start:end] for unit in units
                  for start, end in first_name_spans(unit.source) + titled_name_spans(unit.source)]
-        if names := lost_names(list(dict.fromkeys(names)), text):
+        if names := missing_names(list(dict.fromkeys(names)), text):
             flags.append("name lost: " + ", ".join(names))
         floor = low_confidence(line, self.confidence_floors)
         if floor is not None and text.strip() and confidence < floor:

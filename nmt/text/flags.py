@@ -2,8 +2,7 @@
 line, each with its reason.
 
     untranslated_words("Run the tests.", "Run les tests.")             ->  ["Run"]
-    lost_numbers("It costs $1,299.", "Il coûte cher.")                   ->  ["1,299"]
-    lost_names(["Smith"], "Le docteur est là.")                          ->  ["Smith"]
+    lost_numbers("It costs $1,299.", "Il coûte cher.")                   ->  ["1299"]
 
 An English word is one the English side of the training corpora writes twenty times as often as their French side
 (ENGLISH_WORDS, counted by nmt.data.lexicon_counts): "the" and "run" are, "message", "options" and "important"
@@ -14,11 +13,10 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-from nmt.text.protect import entities
+from nmt.text.protect import entities, missing_numbers
 
 ENGLISH_WORDS = Path(__file__).with_name("english_words.txt.gz")
 WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
@@ -48,17 +46,9 @@ def untranslated_words(source: str, translation: str) -> list[str]:
 
 
 def lost_numbers(source: str, translation: str) -> list[str]:
-    """The numbers of `source` (as written there) whose digits `translation` does not hold, in order."""
-    _, digits = entities(source)
-    missing, start = [], 0
-    text = re.sub(r"\D", "", translation)
-    for number in digits:
-        found = text.find(number, start)
-        if found < 0:
-            missing.append(number)
-        else:
-            start = found + len(number)
-    return missing
+    """The digits of the numbers of `source` that `translation` does not hold, in order (the robustness report's
+    entities, nmt.text.protect.missing_numbers)."""
+    return missing_numbers(entities(source)[1], translation)
 
 
 # A translation's confidence (the mean log-probability of its tokens, EOS included) below which it is among the
@@ -78,8 +68,4 @@ def low_confidence(line: str, floors: dict | None) -> float | None:
     """The confidence under which a translation of `line` is flagged, or None where none is known."""
     return (floors or CONFIDENCE_FLOORS).get(kind_of(line))
 
-
-def lost_names(names: Sequence[str], translation: str) -> list[str]:
-    """The names of `names` that `translation` does not hold as words of their own."""
-    return [name for name in names if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", translation)]
 

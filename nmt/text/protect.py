@@ -217,16 +217,22 @@ def french_titled(match: re.Match) -> str:
     return f"{FRENCH_TITLES[match.group(1)]} {match.group(2)}"
 
 
-def numbers_kept(numbers: list[str] | tuple[str, ...], translation: str) -> int:
-    """How many of `numbers` (digit strings, in order) `translation` keeps: found as runs of its digits, each
-    after the one before (however grouped: "1,249.99" -> "1 249,99" keeps 124999)."""
-    digits, start, kept = re.sub(r"\D", "", translation), 0, 0
+def missing_numbers(numbers: Sequence[str], translation: str) -> list[str]:
+    """The digit strings of `numbers` (in order) that `translation` does not keep: each kept one is found as a run
+    of its digits after the one before (however grouped: "1,249.99" -> "1 249,99" keeps 124999)."""
+    digits, start, missing = re.sub(r"\D", "", translation), 0, []
     for number in numbers:
         found = digits.find(number, start)
         if found >= 0:
-            kept += 1
             start = found + len(number)
-    return kept
+        else:
+            missing.append(number)
+    return missing
+
+
+def numbers_kept(numbers: Sequence[str], translation: str) -> int:
+    """How many of `numbers` (digit strings, in order) `translation` keeps (missing_numbers)."""
+    return len(numbers) - len(missing_numbers(numbers, translation))
 
 
 def entities(text: str) -> tuple[list[str], list[str]]:
@@ -324,9 +330,14 @@ FIRST_NAMES = frozenset(line for line in Path(__file__).with_name("first_names.t
                         .splitlines() if line and not line.startswith("#"))
 
 
+def missing_names(names: Sequence[str], text: str) -> list[str]:
+    """The names of `names` that `text` does not hold as words of their own."""
+    return [name for name in names if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)]
+
+
 def kept_first_names(names: Sequence[str], text: str) -> int:
     """How many of `names` `text` holds, each as a word of its own."""
-    return sum(1 for name in names if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text))
+    return len(names) - len(missing_names(names, text))
 
 
 # English capitalizes these without their being names
