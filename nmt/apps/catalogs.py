@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nmt.text.protect import MAX_PLACEHOLDERS, PLACEHOLDER, PLACEHOLDER_PATTERN, insert_at_word_boundary
+from nmt.text.protect import MAX_PLACEHOLDERS, PLACEHOLDER, PLACEHOLDER_PATTERN, Protected
 
 FRENCH_PLURALS = "nplurals=2; plural=(n > 1);"
 
@@ -124,11 +124,12 @@ class Message:
         found = iter(translations)
         lines = []
         for line, originals, positions in zip(self.lines, self.originals, self.positions, strict=True):
-            if not has_words(line):
-                lines.append(put_back(line, originals, positions))
+            if not has_words(line):  # not translated: its placeholders' originals back where they were
+                lines.append(PLACEHOLDER_PATTERN.sub(lambda match, kept=originals: kept[int(match.group(1)) - 1],
+                                                     line))
                 continue
             lead, trail = line[:len(line) - len(line.lstrip())], line[len(line.rstrip()):]
-            lines.append(lead + put_back(next(found), originals, positions) + trail)
+            lines.append(lead + Protected("", originals, positions).restore(next(found)) + trail)
         text = "\n".join(lines)
         return _with_accelerator(text, self.accelerator) if self.accelerator else text
 
@@ -136,26 +137,6 @@ class Message:
 def has_words(line: str) -> bool:
     """Whether `line` holds a letter outside its placeholders: something for the model to translate."""
     return any(char.isalpha() for char in PLACEHOLDER_PATTERN.sub("", line))
-
-
-def put_back(translation: str, originals: tuple[str, ...], positions: tuple[float, ...]) -> str:
-    """`translation` with placeholder n+1 replaced by originals[n], once: one the model dropped goes back at its
-    relative position (at a word boundary), a repeated or invented one is removed."""
-    seen: set[int] = set()
-
-    def once(match: re.Match) -> str:
-        number = int(match.group(1))
-        if number > len(originals) or number in seen:
-            return ""
-        seen.add(number)
-        return "\0" + str(number) + "\0"
-
-    text = PLACEHOLDER_PATTERN.sub(once, translation)
-    for number, position in enumerate(positions, 1):
-        if number not in seen:
-            text = insert_at_word_boundary(text, f"\0{number}\0", position)
-    text = re.sub(r"  +", " ", text)
-    return re.sub("\0(\\d)\0", lambda match: originals[int(match.group(1)) - 1], text)
 
 
 def _with_accelerator(text: str, accelerator: tuple[str, str]) -> str:

@@ -18,8 +18,8 @@ import html
 import re
 from collections.abc import Callable
 
-from nmt.apps.catalogs import CatalogOptions, has_words, put_back
-from nmt.text.protect import MAX_PLACEHOLDERS, PLACEHOLDER
+from nmt.apps.catalogs import CatalogOptions, has_words
+from nmt.text.protect import MAX_PLACEHOLDERS, PLACEHOLDER, Protected
 
 NS_12 = "urn:oasis:names:tc:xliff:document:1.2"
 NS_2 = "urn:oasis:names:tc:xliff:document:2.0"
@@ -134,5 +134,5 @@ class Inline:
         translation = translations[0] if translations else self.text
         lead = self.text[:len(self.text) - len(self.text.lstrip())]
         trail = self.text[len(self.text.rstrip()):]
-        escaped = html.escape(lead + translation + trail, quote=False)
-        return put_back(escaped, self.originals, self.positions)
+        restored = Protected("", self.originals, self.positions).restore(html.escape(translation, quote=False))
+        return lead + restored + trail
