@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nmt.text.protect import BACKTICKED, CODE, EMAIL, IDENTIFIER, PATH, URL
+from nmt.text.protect import verbatim_spans
 
 TYPOGRAPHIES = ("fr", "fr-CA", "none")
 APOSTROPHES = ("keep", "straight", "curly")
@@ -309,8 +309,7 @@ def punctuate(text: str, typography: Typography, keep: tuple[str, ...] = ()) -> 
     are (links, addresses and codes the translation carries over)."""
     if not typography.active or not text:
         return text
-    spans = [match.span() for pattern in (URL, EMAIL, BACKTICKED, PATH, IDENTIFIER, CODE)
-             for match in pattern.finditer(text)]
+    spans = verbatim_spans(text, numbers=False)  # what protect would keep as written: links, addresses, code
     spans += [match.span() for kept in keep if kept for match in re.finditer(re.escape(kept), text)]
     pieces, last = [], 0
     for start, end in sorted(spans):
