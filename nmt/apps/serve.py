@@ -45,6 +45,7 @@ from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translation, Translator
 from nmt.errors import NmtError
 from nmt.text.language import detect, is_not_english
+from nmt.text.tokenizer import without_surrogates
 
 log = logging.getLogger("nmt")
 
@@ -279,11 +280,12 @@ def content_disposition(filename: str) -> str:
 
 def cleaned(text: str) -> str:
     """A request's text as the model may read it and an answer may hold it: a lone surrogate (JSON's "\\ud800",
-    which no UTF-8 holds) and the C0 controls but tab and newline replaced by U+FFFD."""
-    return CLEANED.sub("\ufffd", text)
+    which no UTF-8 holds; nmt.text.tokenizer.without_surrogates) and the C0 controls but tab and newline replaced by
+    U+FFFD."""
+    return CONTROLS.sub("\ufffd", without_surrogates(text))
 
 
-CLEANED = re.compile("[\ud800-\udfff\x00-\x08\x0b-\x1f\x7f]")
+CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 
 
 class LibreRequest(BaseModel):

@@ -404,7 +404,7 @@ class Translator:
         for index, line in enumerate(lines):
             matches = [] if prefixes and prefixes[index] else self._memory_matches(line)
             if len(matches) == 1:
-                text = punctuate(render_sentence(line, matches[0].translation, self.typography), self.typography)
+                text = self._written(line, matches[0].translation)
                 yield index, Translation(line, text, None, [(text, 0.0)], memory=matches[0].to_dict())
                 continue
             if matches:
@@ -417,8 +417,7 @@ class Translator:
                 from sacrebleu import sentence_chrf
 
                 best = max(ties[index], key=lambda match: sentence_chrf(match.translation, [translation.text]).score)
-                text = punctuate(render_sentence(translation.source, best.translation, self.typography),
-                                 self.typography)
+                text = self._written(translation.source, best.translation)
                 translation = replace(translation, text=text, nbest=[(text, 0.0)], memory=best.to_dict(),
                                       flags=[])
             elif self.fuzzy_threshold is not None and translation.text:
@@ -426,6 +425,10 @@ class Translator:
                 offered = max((offer for offer in offers if offer), key=lambda offer: offer.score, default=None)
                 translation = replace(translation, memory=offered.to_dict() if offered else None)
             yield index, translation
+
+    def _written(self, line: str, french: str) -> str:
+        """A memory's translation of `line` written as the typography says, as the model's are."""
+        return punctuate(render_sentence(line, french, self.typography), self.typography)
 
     def _memory_matches(self, line: str) -> list[Match]:
         """The exact matches of `line` that may serve it, of the first memory that has some: a line short enough
