@@ -119,6 +119,8 @@ class DecodingConfig:
         device = resolve_device(flags.device or "auto")
         precision, shortlist = decoding_mode(flags.precision, flags.shortlist, bool(flags.exact))
         backend = Backend.resolve(precision, device, exact=bool(flags.exact))
+        if flags.memory_threshold is not None and not 0 < flags.memory_threshold <= 1:
+            raise UsageError(f"--memory-threshold is a similarity between 0 and 1, not {flags.memory_threshold}")
         if flags.glossary is not None and flags.sampling is not None:
             raise UsageError("--glossary needs a beam search: drop --sampling")
         text = stored_text_defaults(checkpoint, flags.clause_split, flags.protect_names)
@@ -190,8 +192,6 @@ def memories_of(config: DecodingConfig) -> tuple:
     (any line), then the shipped interface memory (lines of SHIPPED_MEMORY_WORDS words at most)."""
     from nmt.data.memory import SHIPPED_MEMORY_WORDS, Deferred, Memory, shipped_memory
 
-    if not 0 < config.memory_threshold <= 1:
-        raise UsageError(f"--memory-threshold is a similarity between 0 and 1, not {config.memory_threshold}")
     chosen = [(Memory.read(config.memories), None)] if config.memories else []
     if config.shipped_memory:
         chosen.append((Deferred(shipped_memory), SHIPPED_MEMORY_WORDS))
