@@ -72,3 +72,15 @@ def tiny_checkpoint(tmp_path_factory, tokenizer):
     save_checkpoint(path, Checkpoint(model.config, model_weights(model), tokenizer.model_bytes,
                                      decoding={"beam_size": 2, "max_len_a": 1.0, "max_len_b": 5}))
     return path
+
+
+@pytest.fixture(scope="session")
+def tagged_checkpoint(tmp_path_factory, tiny_checkpoint):
+    """The tiny checkpoint as a model trained with register tags (`nmt train --register-tags`) says it is."""
+    from nmt.model.checkpoint import load_checkpoint
+
+    tagged = load_checkpoint(tiny_checkpoint)
+    tagged.training = {"config": {"register_tags": True}}
+    path = tmp_path_factory.mktemp("ckpt") / "tagged.pt"
+    save_checkpoint(path, tagged)
+    return path

@@ -83,21 +83,13 @@ def test_the_french_of_training_pairs_has_its_elisions_joined_and_the_identity_s
     assert registered(source, RegisterTags()).identity != registered(source, RegisterTags(seed=2)).identity
 
 
-def tagged_checkpoint(path):
-    """The tiny checkpoint as a model trained with register tags says it is."""
-    from nmt.model.checkpoint import load_checkpoint
-
-    checkpoint = load_checkpoint(path)
-    checkpoint.training = {"config": {"register_tags": True}}
-    return checkpoint
-
-
-def test_formality_defaults_to_formal_for_a_model_with_register_tags_and_auto_for_others(tiny_checkpoint):
+def test_formality_defaults_to_formal_for_a_model_with_register_tags_and_auto_for_others(tiny_checkpoint,
+                                                                                         tagged_checkpoint):
     from nmt.decoding.configuration import resolve_formality
     from nmt.errors import UsageError
     from nmt.model.checkpoint import load_checkpoint
 
-    plain, tagged = load_checkpoint(tiny_checkpoint), tagged_checkpoint(tiny_checkpoint)
+    plain, tagged = load_checkpoint(tiny_checkpoint), load_checkpoint(tagged_checkpoint)
     assert resolve_formality(tagged, None) == FORMAL
     assert resolve_formality(tagged, "informal") == INFORMAL
     assert resolve_formality(plain, None) == "auto"
@@ -106,11 +98,12 @@ def test_formality_defaults_to_formal_for_a_model_with_register_tags_and_auto_fo
         resolve_formality(plain, "formal")
 
 
-def test_every_piece_a_translator_searches_opens_with_the_tag_of_the_formality(tiny_checkpoint):
+def test_every_piece_a_translator_searches_opens_with_the_tag_of_the_formality(tagged_checkpoint):
     from nmt.decoding.translate import Translator
+    from nmt.model.checkpoint import load_checkpoint
     from tests.conftest import decoding
 
-    checkpoint = tagged_checkpoint(tiny_checkpoint)
+    checkpoint = load_checkpoint(tagged_checkpoint)
     translator = Translator.from_checkpoint(checkpoint, decoding(checkpoint))
     tokenizer = translator.tokenizer
     formal, informal = (tokenizer.register_id(REGISTER_MARKS[r]) for r in (FORMAL, INFORMAL))

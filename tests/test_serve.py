@@ -266,20 +266,15 @@ def test_prefer_formality_falls_back_to_the_model_s_choice_where_it_has_no_regis
 
 
 @pytest.mark.slow
-def test_the_formality_a_request_asks_for_is_what_the_cli_gives_for_it(tiny_checkpoint, tmp_path):
-    from nmt.model.checkpoint import load_checkpoint, save_checkpoint
-
-    tagged = load_checkpoint(tiny_checkpoint)
-    tagged.training = {"config": {"register_tags": True}}
-    save_checkpoint(tmp_path / "tagged.pt", tagged)
+def test_the_formality_a_request_asks_for_is_what_the_cli_gives_for_it(tagged_checkpoint):
     expected = {}
     for formality in ("formal", "informal", "auto"):
-        command = [sys.executable, "-m", "nmt_cli.main", "translate", "--model", str(tmp_path / "tagged.pt"), *DECODING,
+        command = [sys.executable, "-m", "nmt_cli.main", "translate", "--model", str(tagged_checkpoint), *DECODING,
                    "--formality", formality]
         done = subprocess.run(command, input="\n".join(LINES).encode() + b"\n", capture_output=True, check=True)
         expected[formality] = done.stdout.decode().splitlines()
     assert len({tuple(lines) for lines in expected.values()}) > 1  # the tag changes what this model writes
-    running = Server(tmp_path / "tagged.pt")
+    running = Server(tagged_checkpoint)
     try:
         for asked, formality in (("more", "formal"), ("less", "informal"), ("prefer_less", "informal"),
                                  ("default", "formal"), ("auto", "auto")):

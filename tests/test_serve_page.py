@@ -15,18 +15,24 @@ from tests.test_serve import Server
 pytestmark = pytest.mark.browser
 
 
-def test_the_page_translates_what_is_typed(tiny_checkpoint, tmp_path):
+def chromium():
+    """A headless Chromium through selenium, its window the size of a laptop's."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    server = Server(tiny_checkpoint)
     options = webdriver.ChromeOptions()
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=900,700"):
         options.add_argument(flag)
     options.binary_location = shutil.which("chromium") or shutil.which("google-chrome") or ""
-    driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
+    return webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
+
+
+def test_the_page_translates_what_is_typed(tiny_checkpoint, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server = Server(tiny_checkpoint)
+    driver = chromium()
     try:
         text = "A dog runs in the snow.\nTwo men are talking."
         expected = server.post("/translate", json={"q": text, "source": "en", "target": "fr"}).json()["translatedText"]
@@ -60,23 +66,12 @@ def test_the_page_translates_what_is_typed(tiny_checkpoint, tmp_path):
         assert server.stop() == 0
 
 
-def test_the_page_asks_for_the_register_chosen_where_the_model_has_register_tags(tiny_checkpoint, tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+def test_the_page_asks_for_the_register_chosen_where_the_model_has_register_tags(tagged_checkpoint):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
-    from nmt.model.checkpoint import load_checkpoint, save_checkpoint
-
-    tagged = load_checkpoint(tiny_checkpoint)
-    tagged.training = {"config": {"register_tags": True}}
-    save_checkpoint(tmp_path / "tagged.pt", tagged)
-    server = Server(tmp_path / "tagged.pt")
-    options = webdriver.ChromeOptions()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=900,700"):
-        options.add_argument(flag)
-    options.binary_location = shutil.which("chromium") or shutil.which("google-chrome") or ""
-    driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
+    server = Server(tagged_checkpoint)
+    driver = chromium()
     try:
         text = "A dog runs in the snow.\nTwo men are talking."
         driver.get(server.url + "/")
