@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nmt.errors import UsageError
-from nmt.text.conventions import Typography
 
 if TYPE_CHECKING:  # imported where used: the command line reads DecodingFlags before it imports torch
     import torch
@@ -29,6 +28,7 @@ if TYPE_CHECKING:  # imported where used: the command line reads DecodingFlags b
     from nmt.decoding.search import SearchOptions
     from nmt.model.backend import Backend
     from nmt.model.checkpoint import Checkpoint
+    from nmt.text.conventions import Typography
 
 # The longest piece of a line translated whole unless the model's decoding defaults (or --clause-split) say
 # less: sentences of Multi30k, Tatoeba and News Commentary are shorter than a tenth of this; a sentence past
@@ -96,7 +96,9 @@ class DecodingConfig:
     min_confidence: float | None = None
     alignments: bool = False
     formality: str = "auto"  # the register asked of a model trained with register tags (nmt.data.register)
-    typography: Typography = Typography()  # how numbers, dates and punctuation are written (nmt.text.conventions)
+    # how numbers, dates and punctuation are written (nmt.text.conventions, imported when resolving: every command
+    # reads DecodingFlags at start)
+    typography: Typography = field(default_factory=lambda: typography_of(DecodingFlags()))
     memories: tuple[Path, ...] = ()  # the user's translation memories, before the shipped one
     memory_threshold: float = 0.85  # a fuzzy match of theirs at this similarity or above is offered
     shipped_memory: bool = True  # the shipped interface memory serves short lines' exact matches
@@ -200,6 +202,8 @@ def memories_of(config: DecodingConfig) -> tuple:
 
 def typography_of(flags: DecodingFlags) -> Typography:
     """--typography and --apostrophe as given, else fr with the model's apostrophes."""
+    from nmt.text.conventions import Typography
+
     try:
         return Typography(flags.typography or "fr", flags.apostrophe or "keep")
     except ValueError as exc:
