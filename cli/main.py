@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import gc
 import logging
 import os
@@ -268,17 +267,32 @@ def serve(
     model: Path = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
     port: int = typer.Option(5000, "--port", help="TCP port."),
-    max_chars: int = typer.Option(20_000, "--max-chars", help="Characters of text one request may hold (413 above)."),
+    max_chars: int = typer.Option(20_000, "--char-limit", "--max-chars", help="Characters of text one request may "
+                                  "hold (413 above)."),
+    batch_limit: int = typer.Option(None, "--batch-limit", help="Texts one /translate request may hold (400 above; "
+                                    "default: any)."),
+    req_limit: int = typer.Option(None, "--req-limit", help="Requests a minute one client address may make (429 "
+                                  "with Retry-After above; default: any). A key of --api-keys has its own."),
     max_queue: int = typer.Option(2_000, "--max-queue", help="Lines that may wait; more is a 503 with Retry-After."),
-    max_batch_lines: int = typer.Option(64, "--max-batch-lines", help="Lines of queued requests decoded together."),
+    max_queue_chars: int = typer.Option(200_000, "--max-queue-chars", help="Characters that may wait; more is a "
+                                        "503 with Retry-After."),
+    max_batch_lines: int = typer.Option(64, "--max-batch-lines", help="Lines of queued requests decoded together, "
+                                        "taken in turns from each client."),
     batch_wait_ms: float = typer.Option(5.0, "--batch-wait-ms", help="How long the first request waits for others "
                                         "to share its batch."),
+    max_request_seconds: float = typer.Option(60.0, "--max-request-seconds", help="A request's lines still "
+                                              "waiting after this long are dropped (503); so are those of a client "
+                                              "that went away."),
     read_timeout: float = typer.Option(30.0, "--read-timeout", help="Seconds a client may take to send a "
-                                       "request's headers, and each part of its body (408 after)."),
+                                       "request's headers, and then its whole body (408 after)."),
     max_connections: int = typer.Option(256, "--max-connections", help="Connections served at once; more get a "
                                         "503."),
+    max_client_connections: int = typer.Option(32, "--max-client-connections", help="Connections one client "
+                                               "address may hold at once; more get a 503."),
     max_file_bytes: int = typer.Option(10_000_000, "--max-file-bytes", help="The largest file /translate_file "
                                        "takes (413 above)."),
+    max_file_jobs: int = typer.Option(4, "--max-file-jobs", help="Files and HTML requests translated at once; "
+                                      "more get a 503."),
     drain_timeout: float = typer.Option(60.0, "--drain-timeout", help="On SIGTERM or Ctrl-C, seconds the requests "
                                         "in flight have to finish before the server exits anyway."),
     max_file_seconds: float = typer.Option(600.0, "--max-file-seconds", help="A file's translation stops after "
@@ -289,77 +303,63 @@ def serve(
     max_file_ratio: int = FILE_LIMIT_OPTIONS["max_ratio"],
     api_key: str = typer.Option(None, "--api-key", envvar="NMT_API_KEY", help="Require this key (api_key in the "
                                 "body, or Authorization: Bearer) on the translation endpoints. Default $NMT_API_KEY."),
+    api_keys: Path = typer.Option(None, "--api-keys", help="Require one of the keys in this file: one a line, "
+                                  "optionally followed by its requests a minute."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr."),
     decoding: DecodingFlags = None,
 ) -> None:
     """Serve translations over HTTP: LibreTranslate's API (POST /translate, GET /languages), nmt's own
     (POST /v1/translate), /health, /metrics, /docs and a web page at /. Lines of concurrent requests are
     decoded together. SIGTERM or Ctrl-C: stop taking requests, answer those in flight, exit."""
-    import socket
-
     _configure_logging(quiet)
     try:
-        import uvicorn
-
-        from nmt.apps.serve import Engine, Server, ServeSettings, TimedHeaders, create_app
+        from nmt.apps.server.engine import Engine
+        from nmt.apps.server.limits import ApiKeys
+        from nmt.apps.server.process import listening
+        from nmt.apps.server.process import serve as serve_on
+        from nmt.apps.server.routes import ServeSettings
     except ImportError as exc:
         raise UsageError(f"nmt serve needs the serve extra ({exc.name} is missing): pip install "
                          "'nmt-transformer[serve]'") from None
-    for name, value in (("--max-chars", max_chars), ("--max-queue", max_queue), ("--max-batch-lines", max_batch_lines)):
+    for name, value in (("--char-limit", max_chars), ("--max-queue", max_queue), ("--max-batch-lines", max_batch_lines),
+                        ("--max-file-bytes", max_file_bytes), ("--max-connections", max_connections),
+                        ("--max-client-connections", max_client_connections), ("--max-file-jobs", max_file_jobs),
+                        ("--max-queue-chars", max_queue_chars), ("--batch-limit", batch_limit or 1),
+                        ("--req-limit", req_limit or 1)):
         if value < 1:
             raise UsageError(f"{name} must be at least 1, not {value}")
     if batch_wait_ms < 0:
         raise UsageError("--batch-wait-ms must not be negative")
-    if read_timeout <= 0 or drain_timeout <= 0:
-        raise UsageError("--read-timeout and --drain-timeout must be positive")
-    if max_file_bytes < 1:
-        raise UsageError(f"--max-file-bytes must be at least 1, not {max_file_bytes}")
-    if max_connections < 1:
-        raise UsageError(f"--max-connections must be at least 1, not {max_connections}")
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port must be a TCP port, 0 to 65535, not {port}")
+    for name, value in (("--read-timeout", read_timeout), ("--drain-timeout", drain_timeout),
+                        ("--max-file-seconds", max_file_seconds), ("--max-request-seconds", max_request_seconds)):
+        if value <= 0:
+            raise UsageError(f"{name} must be positive, not {value:g}")
+    keys = ApiKeys.read(api_keys, api_key)
     with collection_paused():
         from nmt.decoding.configuration import knows_registers
         from nmt.decoding.translate import Translator
 
         # one worker unless --workers says otherwise: requests are batched together already
         checkpoint, _, config = resolve_decoding([model] if model else None, decoding, workers=1)
-    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((host, port))
-    except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-
-    def load() -> Translator:
-        return Translator.from_checkpoint(checkpoint, config)
-
-    engine = Engine(load, max_lines=max_batch_lines, wait=batch_wait_ms / 1000, max_queue=max_queue)
+    listener = listening(host, port)
+    engine = Engine(lambda: Translator.from_checkpoint(checkpoint, config), max_lines=max_batch_lines,
+                    wait=batch_wait_ms / 1000, max_queue=max_queue, max_queue_chars=max_queue_chars)
     from nmt.apps.files import SERVER_LIMITS
 
     limits = file_limits(SERVER_LIMITS, max_chars=max_file_chars, max_depth=max_file_depth,
                          max_inflated=max_file_inflated, max_ratio=max_file_ratio)
-    if max_file_seconds <= 0:
-        raise UsageError("--max-file-seconds must be positive")
-    settings = ServeSettings(max_chars=max_chars, api_key=api_key, model_name=find_model(model).name,
+    settings = ServeSettings(max_chars=max_chars, api_keys=keys, model_name=find_model(model).name,
                              decoding=config.to_dict(), read_timeout=read_timeout, max_file_bytes=max_file_bytes,
                              file_limits=limits, max_file_seconds=max_file_seconds,
-                             registers=knows_registers(checkpoint))
-    server = Server(uvicorn.Config(create_app(engine, config.search, settings), log_level="error" if quiet else
-                                   "warning", lifespan="off", timeout_graceful_shutdown=drain_timeout,
-                                   http=functools.partial(TimedHeaders, timeout=read_timeout),
-                                   limit_concurrency=max_connections + 1))  # uvicorn counts the one arriving
-    engine.on_failure = lambda: setattr(server, "should_exit", True)
-    server.on_exit = lambda: setattr(engine, "draining", True)
-    engine.start()
+                             registers=knows_registers(checkpoint), req_limit=req_limit,
+                             max_request_seconds=max_request_seconds, batch_limit=batch_limit,
+                             max_file_jobs=max_file_jobs)
     if not quiet:
         mode = config.precision + (", shortlist" if config.shortlist else "")
         typer.echo(f"nmt serve: http://{host}:{port} ({mode}; loading the model; /health answers 200 once it is "
                    "loaded)", err=True)
-    server.run(sockets=[listener])  # returns once the requests in flight are answered, or --drain-timeout passed
-    engine.stop(drop_queued=True, wait=5)  # what a file job still had queued is dropped: the process exits
-    if engine.failure is not None:
-        raise NmtError(f"the model could not be loaded: {engine.failure}")
+    serve_on(engine, config.search, settings, listener, max_connections=max_connections,
+             max_client_connections=max_client_connections, drain_timeout=drain_timeout, quiet=quiet)
 
 
 @app.command()

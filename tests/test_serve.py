@@ -49,7 +49,7 @@ class Server:
         raise AssertionError("the server did not become ready")
 
     def post(self, path: str, **kwargs) -> httpx.Response:
-        return httpx.post(self.url + path, timeout=60, **kwargs)
+        return httpx.post(self.url + path, **{"timeout": 60, **kwargs})
 
     def stop(self) -> int:
         if self.process.poll() is None:
@@ -243,7 +243,7 @@ def test_v1_answers_the_cli_jsonl_records(server, cli_records):
     ("/translate", {"q": "A dog.", "source": "en", "target": "fr", "format": "markdown"}, 400, "format"),
     ("/translate", {"q": 3, "source": "en", "target": "fr"}, 422, "q"),
     ("/translate", {"source": "en", "target": "fr"}, 422, "q"),
-    ("/translate", {"q": "a" * 2001, "source": "en", "target": "fr"}, 413, "--max-chars"),
+    ("/translate", {"q": "a" * 2001, "source": "en", "target": "fr"}, 413, "--char-limit"),
     ("/translate", {"q": ["A dog."] * 61, "source": "en", "target": "fr"}, 413, "--max-queue"),  # can never fit
     ("/v1/translate", {"text": "not a list"}, 422, "text"),
     ("/v1/translate", {"text": ["A dog."], "beam": 0}, 422, "beam"),

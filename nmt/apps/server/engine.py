@@ -1,0 +1,312 @@
+"""The server's engine: one thread that owns the Translator and decodes the queued lines of all requests together.
+
+Requests put their lines on the queue, each under its client (an API key, or the address it came from). The
+engine takes the lines of one translate call in turns, one line of each client a round, until the call holds
+`max_lines` lines or `call_chars` characters, so one client's large request cannot make another's short one
+wait for more than a call; a client with lines left comes after the others at the next call. A line longer
+than LONG_LINE characters enters the queue as its sentences (pieces_of), and is answered as their
+translations joined (joined). A request whose client left, or whose time ran out, is cancelled: its lines
+still queued are dropped, and it is answered with Cancelled.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nmt.decoding.search import SearchOptions
+from nmt.decoding.translate import Translation, Translator
+from nmt.text.segment import split_sentences
+
+log = logging.getLogger("nmt")
+
+# A line longer than this is queued as its sentences (a sentence longer still as runs of this many characters
+# cut at spaces): the engine's turns are lines, and one line of 100,000 characters would hold a call for
+# minutes. The Translator translates a line sentence by sentence too, so a sentence comes back as it would.
+LONG_LINE = 1_000
+
+
+class QueueFull(Exception):
+    """More lines or characters wait than the queue holds."""
+
+
+class NotReady(Exception):
+    """The model is still loading."""
+
+
+class Cancelled(Exception):
+    """A request's translation stopped before its end: its client went away, its time ran out, or the server is
+    stopping."""
+
+
+@dataclass(eq=False)
+class Job:
+    """One request's lines on the engine's queue: `taken` of them are being or have been translated."""
+
+    lines: list[str]
+    options: SearchOptions
+    done: Callable[[list[Translation] | BaseException], None]  # called once, from the engine's thread or cancel()
+    formality: str | None = None  # formal, informal or auto; None: the server's
+    client: str = ""  # whose turn the lines take (nmt.apps.server.limits.client_of)
+    deadline: float = float("inf")  # time.monotonic() after which the lines not yet translated are dropped
+    results: list[Translation | None] = field(default_factory=list)
+    taken: int = 0
+    left: int = 0
+    answered: bool = False
+
+    def __post_init__(self):
+        self.results = [None] * len(self.lines)
+        self.left = len(self.lines)
+
+    @property
+    def chars(self) -> int:
+        """Characters of the lines not yet taken."""
+        return sum(len(line) for line in self.lines[self.taken:])
+
+    def answer(self, result: list[Translation] | BaseException) -> None:
+        if not self.answered:
+            self.answered = True
+            self.done(result)
+
+
+class Engine:
+    """The thread that owns the Translator and decodes the queued lines of all requests together, in turns."""
+
+    def __init__(self, load: Callable[[], Translator], *, max_lines: int = 64, wait: float = 0.005,
+                 max_queue: int = 2000, max_queue_chars: int = 200_000, call_chars: int = 8_000):
+        """load: builds the Translator (in the engine's thread, so the server answers while it loads).
+        max_lines, call_chars: lines and characters in one translate call (a line longer than call_chars
+        goes alone); wait: seconds the first request waits for company; max_queue, max_queue_chars: lines and
+        characters that may wait before new requests are turned away."""
+        self._load = load
+        self.max_lines, self.wait, self.max_queue = max_lines, wait, max_queue
+        self.max_queue_chars, self.call_chars = max_queue_chars, call_chars
+        self.on_batch: Callable[[int], None] = lambda lines: None  # told the size of each translate call
+        self._clients: collections.OrderedDict[str, collections.deque[Job]] = collections.OrderedDict()
+        self._waiting = 0  # lines queued and not yet taken
+        self._waiting_chars = 0
+        self._lock = threading.Condition()
+        self._stopping = False
+        self.draining = False  # set on SIGTERM, before the requests in flight are waited for
+        self.ready = threading.Event()
+        self.failure: str | None = None  # why the Translator could not be built
+        self.translator: Translator | None = None
+        self.default_formality = "auto"  # the loaded Translator's
+        self.on_failure: Callable[[], None] = lambda: None  # told when the Translator cannot be built
+        self._thread = threading.Thread(target=self._run, name="nmt-engine", daemon=True)
+
+    @property
+    def waiting(self) -> int:
+        """Lines queued and not yet taken."""
+        return self._waiting
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the server is stopping (SIGTERM): long jobs give up at their next check."""
+        return self._stopping or self.draining
+
+    def stop(self, drop_queued: bool = False, wait: float | None = None) -> None:
+        """Finish the queued lines (or, `drop_queued`, answer each queued request with Cancelled), then end
+        the thread; wait for it at most `wait` seconds (it is a daemon: the process may exit without it)."""
+        with self._lock:
+            self._stopping = True
+            dropped = [job for jobs in self._clients.values() for job in jobs] if drop_queued else []
+            for job in dropped:
+                self._unqueue(job)
+            self._lock.notify_all()
+        for job in dropped:
+            job.answer(Cancelled("the server is stopping"))
+        self._thread.join(wait)
+
+    def submit(self, lines: list[str], options: SearchOptions,
+               done: Callable[[list[Translation] | BaseException], None], formality: str | None = None,
+               client: str = "", seconds: float | None = None) -> Job:
+        """Queue `lines` for `client`; done(translations in order) is called from the engine thread once all
+        are done, or done(exception) if their translation failed or was cancelled (cancel, or `seconds` after
+        now). formality: the register asked for (None: the server's). Raises NotReady or QueueFull."""
+        if not self.ready.is_set():
+            raise NotReady
+        deadline = time.monotonic() + seconds if seconds is not None else float("inf")
+        job = Job(lines, options, done, formality, client, deadline)
+        if not lines:
+            job.answer([])
+            return job
+        with self._lock:
+            chars = job.chars
+            if self._waiting + len(lines) > self.max_queue or self._waiting_chars + chars > self.max_queue_chars:
+                raise QueueFull
+            self._clients.setdefault(client, collections.deque()).append(job)
+            self._waiting += len(lines)
+            self._waiting_chars += chars
+            self._lock.notify_all()
+        return job
+
+    def cancel(self, job: Job, why: str) -> None:
+        """Drop what `job` still has queued and answer it with Cancelled(why); lines of it in the call under way
+        are translated and forgotten."""
+        with self._lock:
+            self._unqueue(job)
+        job.answer(Cancelled(why))
+
+    def _unqueue(self, job: Job) -> None:
+        """Take `job` off the queue (the lock held)."""
+        jobs = self._clients.get(job.client)
+        if jobs is None or job not in jobs:
+            return
+        jobs.remove(job)
+        if not jobs:
+            del self._clients[job.client]
+        self._waiting -= len(job.lines) - job.taken
+        self._waiting_chars -= job.chars
+        job.taken = len(job.lines)
+
+    def _run(self) -> None:
+        try:
+            self.translator = self._load()
+        except Exception as exc:  # noqa: BLE001 - reported by /health and by `nmt serve`'s exit
+            self.failure = str(exc) or type(exc).__name__
+            self.on_failure()
+            return
+        self.default_formality = self.translator.formality
+        self.ready.set()
+        while True:
+            taken = self._take()
+            if taken is None:
+                return
+            self._translate(*taken)
+
+    def _take(self) -> tuple[SearchOptions, str | None, list[tuple[Job, int, int]]] | None:
+        """The next call's (options, formality, [(job, start, end)]), after waiting up to `wait` for more
+        lines to come: one line of each client in turn, of jobs with the first one's options and formality,
+        until the call is full. None once stopping with nothing queued."""
+        with self._lock:
+            while True:
+                while not self._clients:
+                    if self._stopping:
+                        break
+                    self._lock.wait()
+                if not self._clients:
+                    break
+                deadline = time.monotonic() + self.wait
+                while self._waiting < self.max_lines and not self._stopping:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._lock.wait(remaining)
+                for job in self._drop_late():  # answered at once: its lines are not worth waiting for
+                    job.answer(Cancelled("its time ran out"))
+                if self._clients:
+                    break
+            if not self._clients:  # stopping
+                return None
+            spans = self._fill()
+        first = spans[0][0]
+        return first.options, first.formality, spans
+
+    def _drop_late(self) -> list[Job]:
+        """Take the jobs whose deadline has passed off the queue (the lock held)."""
+        now = time.monotonic()
+        late = [job for jobs in self._clients.values() for job in jobs if job.deadline < now]
+        for job in late:
+            self._unqueue(job)
+        return late
+
+    def _fill(self) -> list[tuple[Job, int, int]]:
+        """The lines of one call, in turns (the lock held, a job queued)."""
+        first = next(iter(self._clients.values()))[0]
+        options, formality = first.options, first.formality
+        taken: dict[Job, int] = {}  # job -> lines taken for this call, from job.taken on
+        starts: dict[Job, int] = {}
+        lines, chars, served = 0, 0, []
+        while lines < self.max_lines:
+            took = False
+            for client, jobs in list(self._clients.items()):
+                job = next((job for job in jobs if job.options == options and job.formality == formality), None)
+                if job is None:
+                    continue
+                size = len(job.lines[job.taken])
+                if lines and chars + size > self.call_chars:
+                    continue
+                starts.setdefault(job, job.taken)
+                taken[job] = taken.get(job, 0) + 1
+                job.taken += 1
+                lines, chars, took = lines + 1, chars + size, True
+                self._waiting -= 1
+                self._waiting_chars -= size
+                if client not in served:
+                    served.append(client)
+                if job.taken == len(job.lines):
+                    jobs.remove(job)
+                    if not jobs:
+                        del self._clients[client]
+                if lines == self.max_lines:
+                    break
+            if not took:
+                break
+        for client in served:  # who was served waits behind who was not
+            if client in self._clients:
+                self._clients.move_to_end(client)
+        return [(job, start, start + taken[job]) for job, start in starts.items()]
+
+    def _translate(self, options: SearchOptions, formality: str | None, spans: list[tuple[Job, int, int]]) -> None:
+        spans = [(job, start, end) for job, start, end in spans if not job.answered]
+        if not spans:
+            return
+        lines = [line for job, start, end in spans for line in job.lines[start:end]]
+        owners = [(job, index) for job, start, end in spans for index in range(start, end)]
+        self.on_batch(len(lines))
+        self.translator.options = options
+        self.translator.formality = formality or self.default_formality
+        try:
+            for position, translation in self.translator.translate_as_ready(lines):
+                job, index = owners[position]
+                job.results[index] = translation
+                job.left -= 1
+                if job.left == 0:
+                    job.answer(job.results)
+        except Exception as exc:  # noqa: BLE001 - each waiting request answers with the error
+            jobs = list({job: None for job, _, _ in spans if job.left and not job.answered})
+            if len(jobs) > 1:  # one request's lines must not fail the others': each on its own
+                for job, start, end in spans:
+                    if job.left and not job.answered:
+                        self._translate(options, formality, [(job, start, end)])
+                return
+            log.error("translation failed: %s", exc)
+            for job in jobs:
+                job.answer(exc)
+
+
+def pieces_of(line: str, most: int = LONG_LINE) -> list[str]:
+    """`line` as the pieces it is queued as: itself if it has at most `most` characters, else its sentences,
+    and a sentence longer still in runs of at most `most` characters cut after a space where there is one."""
+    if len(line) <= most:
+        return [line]
+    pieces = []
+    for sentence in split_sentences(line):
+        while len(sentence) > most:
+            cut = sentence.rfind(" ", most // 2, most) + 1 or most
+            pieces.append(sentence[:cut].strip())
+            sentence = sentence[cut:].strip()
+        if sentence:
+            pieces.append(sentence)
+    return pieces or [line]
+
+
+def joined(line: str, parts: list[Translation]) -> Translation:
+    """The Translation of `line` from those of its pieces (pieces_of), in order."""
+    if len(parts) == 1:
+        return parts[0]
+    text = " ".join(part.text for part in parts if part.text)
+    scores = [part.score for part in parts if part.score is not None]
+    score = sum(scores) / len(scores) if scores else None
+    confidences = [part.confidence for part in parts if part.confidence is not None]
+    flags = list(dict.fromkeys(flag for part in parts for flag in part.flags))
+    return Translation(line, text, score, [(text, score)] if score is not None else [],
+                       confidence=sum(confidences) / len(confidences) if confidences else None, flags=flags)

@@ -1,0 +1,279 @@
+"""What one client may cost the server: connections, the time to send a request, bodies, requests a minute.
+
+TimedHeaders (uvicorn's HTTP/1.1 protocol with a deadline on a request's headers and a cap on the connections of
+one address), BoundedBodies (an ASGI wrapper: a deadline and a size limit on the whole body, an API key in the
+Authorization header checked before a byte of it is read, uploads spooled to disk), RateLimits (requests a
+minute per address and per API key, LibreTranslate's --req-limit and --api-keys).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import math
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from nmt.errors import UsageError
+
+SPOOL_BYTES = 1 << 16  # an upload's body is kept in memory up to this size, then in a temporary file
+TRACKED_CLIENTS = 65_536  # addresses and keys whose recent requests RateLimits remembers: the least recent go
+
+
+def refusal(status: int, message: str, headers: dict[str, str] | None = None) -> bytes:
+    """A whole HTTP/1.1 response with {"error": message}, the connection closed after it."""
+    body = json.dumps({"error": message})
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+    reason = {408: "Request Timeout", 429: "Too Many Requests", 503: "Service Unavailable"}.get(status, "Error")
+    return (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+            f"{extra}connection: close\r\n\r\n{body}").encode()
+
+
+class ClientConnections:
+    """Open connections by client address, at most `most` each."""
+
+    def __init__(self, most: int):
+        self.most = most
+        self.open: collections.Counter[str] = collections.Counter()
+
+    def admit(self, address: str) -> bool:
+        if self.open[address] >= self.most:
+            return False
+        self.open[address] += 1
+        return True
+
+    def release(self, address: str) -> None:
+        self.open[address] -= 1
+        if self.open[address] <= 0:
+            del self.open[address]
+
+
+class TimedHeaders(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, with a bound on the time a request's line and headers may take to arrive
+    (uvicorn has none: a client that sends a header a minute holds its connection for ever) and on the
+    connections one address holds at once. The headers have `timeout` seconds from the connection's start, or
+    on a kept-alive connection from the next request's first byte (uvicorn's keep-alive timeout closes one
+    left idle). A client late with them gets a 408 and the connection is closed; one that sent nothing is
+    closed. A connection over its address's cap gets a 503 at once. The body has its own bound, in
+    BoundedBodies. uvicorn.Config(http=functools.partial(TimedHeaders, timeout=30, connections=...))."""
+
+    def __init__(self, *args, timeout: float, connections: ClientConnections | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.headers_timeout = timeout
+        self.headers_timer: asyncio.TimerHandle | None = None
+        self.heard = False  # whether a byte of the request awaited has come
+        self.per_address = connections
+        self.counted: str | None = None  # the address this connection is counted under
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        address = self.client[0] if self.client else ""
+        if self.per_address is not None:
+            if not self.per_address.admit(address):
+                transport.write(refusal(503, f"this address has {self.per_address.most} connections open "
+                                             "(--max-client-connections)", {"Retry-After": "1"}))
+                transport.close()
+                return
+            self.counted = address
+        self._wait_for_headers()
+
+    def data_received(self, data: bytes) -> None:
+        if self.transport.is_closing():
+            return
+        if self.headers_timer is None and (self.cycle is None or self.cycle.response_complete):
+            self._wait_for_headers()  # the next request on a kept-alive connection begins
+        self.heard = True
+        super().data_received(data)
+
+    def handle_events(self) -> None:
+        cycle = self.cycle
+        super().handle_events()
+        if self.cycle is not cycle:  # a request's headers arrived
+            self._stop_waiting()
+
+    def connection_lost(self, exc) -> None:
+        self._stop_waiting()
+        if self.counted is not None:
+            self.per_address.release(self.counted)
+            self.counted = None
+        super().connection_lost(exc)
+
+    def _wait_for_headers(self) -> None:
+        self._stop_waiting()
+        self.heard = False
+        self.headers_timer = self.loop.call_later(self.headers_timeout, self._headers_late)
+
+    def _stop_waiting(self) -> None:
+        if self.headers_timer is not None:
+            self.headers_timer.cancel()
+            self.headers_timer = None
+
+    def _headers_late(self) -> None:
+        self.headers_timer = None
+        if self.transport.is_closing():
+            return
+        if self.heard:
+            self.transport.write(refusal(408, f"the request headers did not arrive within {self.headers_timeout:g} s"))
+        self.transport.close()
+
+
+class BoundedBodies:
+    """An ASGI wrapper that reads each request's body before the application sees any of it, within bounds:
+    a wrong API key in the Authorization header is a 401 and a Content-Length over the limit a 413 before a
+    byte of the body is read; a body that grows past the limit while read (chunked) is a 413 as soon as it
+    does; a body not all arrived `timeout` seconds after the headers is a 408 (a deadline on the whole body:
+    a client sending a byte a second cannot hold a connection longer). The application then reads the body
+    from memory, or for /translate_file from a temporary file past SPOOL_BYTES."""
+
+    def __init__(self, app, limit: int, timeout: float, keys: frozenset[str] = frozenset(),
+                 file_limit: int | None = None):
+        self.app, self.limit, self.timeout, self.keys = app, limit, timeout, keys
+        self.file_limit = file_limit or limit  # for /translate_file's uploads
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        bearer = bearer_key(scope)
+        if self.keys and bearer is not None and not any(secrets.compare_digest(bearer.encode(), key.encode())
+                                                        for key in self.keys):
+            return await refuse(send, 401, "a valid api_key is required")  # before the body is read
+        upload = scope["path"] == "/translate_file"
+        limit = self.file_limit if upload else self.limit
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return await refuse(send, 413, f"the request body is over {limit} bytes")
+        body = tempfile.SpooledTemporaryFile(SPOOL_BYTES if upload else limit + 1)
+        try:
+            size, deadline = 0, time.monotonic() + self.timeout
+            while True:
+                try:
+                    message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+                except asyncio.TimeoutError:
+                    return await refuse(send, 408, f"the request body did not arrive within {self.timeout:g} s")
+                if message["type"] == "http.disconnect":
+                    return None
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    return await refuse(send, 413, f"the request body is over {limit} bytes")
+                body.write(chunk)
+                if not message.get("more_body", False):
+                    break
+            body.seek(0)
+            return await self.app(scope, replayed(body, size, receive), send)
+        finally:
+            body.close()
+
+
+def replayed(body, size: int, receive):
+    """An ASGI receive that gives `body` (a file of `size` bytes) in chunks, then what `receive` gives (the
+    disconnect, when the client goes)."""
+    sent = 0
+    finished = False
+
+    async def replay():
+        nonlocal sent, finished
+        if finished:
+            return await receive()
+        chunk = body.read(1 << 16)
+        sent += len(chunk)
+        finished = sent >= size
+        return {"type": "http.request", "body": chunk, "more_body": not finished}
+
+    return replay
+
+
+async def refuse(send, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    payload = json.dumps({"error": message}).encode()
+    extra = [(name.lower().encode(), value.encode()) for name, value in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+                            (b"connection", b"close"), *extra]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def bearer_key(scope) -> str | None:
+    """The key of an `Authorization: Bearer KEY` header, or None."""
+    header = dict(scope["headers"]).get(b"authorization", b"")
+    return header[7:].decode("latin-1") if header[:7].lower() == b"bearer " else None
+
+
+@dataclass(frozen=True)
+class ApiKeys:
+    """The keys a server takes, each with its requests a minute (None: the server's --req-limit)."""
+
+    limits: dict[str, int | None]
+
+    @classmethod
+    def read(cls, path: Path | None, single: str | None = None) -> ApiKeys:
+        """The keys of `path` (one a line: the key, then optionally its requests a minute; # starts a
+        comment) and `single` (--api-key). UsageError for a file that cannot be read or a line that is wrong."""
+        limits: dict[str, int | None] = {}
+        if path is not None:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UsageError(f"cannot read the API keys in {path}: {exc}") from None
+            for number, line in enumerate(text.splitlines(), 1):
+                fields = line.split("#", 1)[0].split()
+                if not fields:
+                    continue
+                if len(fields) > 2 or (len(fields) == 2 and not fields[1].isdigit()):
+                    raise UsageError(f"{path}:{number}: write an API key, then optionally its requests a minute")
+                limits[fields[0]] = int(fields[1]) if len(fields) == 2 else None
+            if not limits:
+                raise UsageError(f"{path} holds no API key")
+        if single is not None:
+            limits.setdefault(single, None)
+        return cls(limits)
+
+    def __bool__(self) -> bool:
+        return bool(self.limits)
+
+    def find(self, given: str | None) -> str | None:
+        """The key `given` matches, compared in constant time, or None."""
+        if given is None:
+            return None
+        found = None
+        for key in self.limits:
+            if secrets.compare_digest(given.encode(), key.encode()):
+                found = key
+        return found
+
+
+class RateLimits:
+    """Requests a minute, counted over the last 60 seconds: per API key (its own limit, or `per_minute`) and
+    per client address without one (`per_minute`; None: no limit). Remembers the TRACKED_CLIENTS most recent
+    clients."""
+
+    WINDOW = 60.0
+
+    def __init__(self, per_minute: int | None, keys: ApiKeys):
+        self.per_minute, self.keys = per_minute, keys
+        self.recent: collections.OrderedDict[str, collections.deque[float]] = collections.OrderedDict()
+
+    def charge(self, client: str, key: str | None) -> float | None:
+        """Count one request of `client` (an address) or of `key` (a key ApiKeys.find found); the seconds to
+        wait before the next would be taken if this one is over the limit (not counted), else None."""
+        own = self.keys.limits.get(key) if key is not None else None
+        limit = own if own is not None else self.per_minute
+        if limit is None:
+            return None
+        who = f"key:{key}" if key is not None else f"address:{client}"
+        now = time.monotonic()
+        times = self.recent.pop(who, None) or collections.deque()
+        self.recent[who] = times
+        while times and times[0] <= now - self.WINDOW:
+            times.popleft()
+        while len(self.recent) > TRACKED_CLIENTS:
+            self.recent.popitem(last=False)
+        if len(times) >= limit:
+            return max(1.0, math.ceil(times[0] + self.WINDOW - now)) if times else self.WINDOW
+        times.append(now)
+        return None

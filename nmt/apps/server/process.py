@@ -1,0 +1,75 @@
+"""`nmt serve`'s process: the listening socket, uvicorn with the server's limits, the engine, and a stop on
+SIGTERM or Ctrl-C that answers the requests in flight first."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import signal
+import socket
+import threading
+from collections.abc import Callable
+
+import uvicorn
+
+from nmt.apps.server.engine import Engine
+from nmt.apps.server.limits import ClientConnections, TimedHeaders
+from nmt.apps.server.routes import ServeSettings, create_app
+from nmt.decoding.search import SearchOptions
+from nmt.errors import NmtError, UsageError
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, which after a graceful stop on SIGTERM or SIGINT returns instead of raising the
+    signal again: `nmt serve` then exits 0 once the requests in flight are answered. `on_exit` is told of the
+    signal first (the engine: a file job in flight stops at its next batch instead of holding the drain)."""
+
+    on_exit: Callable[[], None] = staticmethod(lambda: None)
+
+    def handle_exit(self, sig, frame) -> None:
+        self.on_exit()
+        super().handle_exit(sig, frame)
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def listening(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port; UsageError in one line where it cannot be."""
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port must be a TCP port, 0 to 65535, not {port}")
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return listener
+
+
+def serve(engine: Engine, options: SearchOptions, settings: ServeSettings, listener: socket.socket, *,
+          max_connections: int, max_client_connections: int, drain_timeout: float, quiet: bool = False) -> None:
+    """Serve on `listener` until SIGTERM or Ctrl-C, then answer the requests in flight (at most drain_timeout
+    seconds) and return; NmtError if the model could not be loaded."""
+    connections = ClientConnections(max_client_connections)
+    server = Server(uvicorn.Config(create_app(engine, options, settings), log_level="error" if quiet else "warning",
+                                   lifespan="off", timeout_graceful_shutdown=drain_timeout,
+                                   http=functools.partial(TimedHeaders, timeout=settings.read_timeout,
+                                                          connections=connections),
+                                   limit_concurrency=max_connections + 1))  # uvicorn counts the one arriving
+    engine.on_failure = lambda: setattr(server, "should_exit", True)
+    server.on_exit = lambda: setattr(engine, "draining", True)
+    engine.start()
+    server.run(sockets=[listener])  # returns once the requests in flight are answered, or drain_timeout passed
+    engine.stop(drop_queued=True, wait=5)  # what a file job still had queued is dropped: the process exits
+    if engine.failure is not None:
+        raise NmtError(f"the model could not be loaded: {engine.failure}")

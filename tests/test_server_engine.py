@@ -1,0 +1,173 @@
+"""The server's engine and limits without a model: turns between clients, cancellation, deadlines, the queue's
+characters, long lines in pieces, requests a minute and API key files (nmt.apps.server)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+from nmt.apps.server.engine import Cancelled, Engine, QueueFull, joined, pieces_of  # noqa: E402
+from nmt.apps.server.limits import ApiKeys, RateLimits  # noqa: E402
+from nmt.decoding.search import SearchOptions  # noqa: E402
+from nmt.decoding.translate import Translation  # noqa: E402
+from nmt.errors import UsageError  # noqa: E402
+
+
+class ScriptedTranslator:
+    """Translates a line to its upper case, recording each call's lines; `gate` holds each call until set."""
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+        self.options, self.formality = SearchOptions(), "auto"
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def translate_as_ready(self, lines):
+        self.calls.append(list(lines))
+        self.gate.wait(30)
+        for index, line in enumerate(lines):
+            yield index, Translation(line, line.upper(), -1.0, [(line.upper(), -1.0)], confidence=-0.5)
+
+
+class Answers:
+    def __init__(self):
+        self.got = {}
+        self.arrived = threading.Event()
+        self.count = 0
+
+    def __call__(self, name):
+        def done(result):
+            self.got[name] = result
+            self.arrived.set()
+        return done
+
+    def wait(self, *names, timeout=30):
+        deadline = time.monotonic() + timeout
+        while not all(name in self.got for name in names):
+            assert time.monotonic() < deadline, f"no answer for {names}: {self.got}"
+            time.sleep(0.01)
+
+
+@pytest.fixture
+def engine():
+    translator = ScriptedTranslator()
+    running = Engine(lambda: translator, max_lines=4, wait=0.0, max_queue=1000, max_queue_chars=10_000,
+                     call_chars=100)
+    running.start()
+    running.ready.wait(10)
+    yield running, translator
+    translator.gate.set()
+    running.stop(wait=10)
+
+
+def test_a_client_s_short_request_waits_one_call_behind_another_s_long_one(engine):
+    engine, translator = engine
+    answers = Answers()
+    translator.gate.clear()  # the first call is held while both requests queue
+    engine.submit(["first"], SearchOptions(), answers("first"), client="a")
+    deadline = time.monotonic() + 10
+    while not translator.calls:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    engine.submit([f"long {i}" for i in range(40)], SearchOptions(), answers("long"), client="a")
+    engine.submit(["short"], SearchOptions(), answers("short"), client="b")
+    translator.gate.set()
+    answers.wait("long", "short")
+    calls_before_short = next(i for i, call in enumerate(translator.calls) if "short" in call)
+    assert calls_before_short == 1  # the call right after the one under way: a turn of b's beside a's
+    assert [t.text for t in answers.got["long"]] == [f"LONG {i}" for i in range(40)]
+    assert all(len(call) <= 4 for call in translator.calls)
+
+
+def test_a_call_holds_at_most_its_characters_and_a_longer_line_goes_alone(engine):
+    engine, translator = engine
+    answers = Answers()
+    engine.submit(["x" * 60, "y" * 60, "z" * 150, "w"], SearchOptions(), answers("mixed"), client="a")
+    answers.wait("mixed")
+    assert [t.text for t in answers.got["mixed"]] == ["X" * 60, "Y" * 60, "Z" * 150, "W"]
+    assert all(sum(map(len, call)) <= 100 or len(call) == 1 for call in translator.calls)
+
+
+def test_a_cancelled_request_s_lines_are_never_translated_and_it_is_answered(engine):
+    engine, translator = engine
+    answers = Answers()
+    translator.gate.clear()
+    engine.submit(["held"], SearchOptions(), answers("held"), client="a")
+    while not translator.calls:
+        time.sleep(0.01)
+    job = engine.submit([f"gone {i}" for i in range(20)], SearchOptions(), answers("gone"), client="b")
+    engine.cancel(job, "the client went away")
+    assert isinstance(answers.got["gone"], Cancelled) and engine.waiting == 0
+    translator.gate.set()
+    answers.wait("held")
+    assert not any(line.startswith("gone") for call in translator.calls for line in call)
+
+
+def test_a_request_past_its_time_is_dropped_and_answered_cancelled(engine):
+    engine, translator = engine
+    answers = Answers()
+    translator.gate.clear()
+    engine.submit(["held"], SearchOptions(), answers("held"), client="a")
+    while not translator.calls:
+        time.sleep(0.01)
+    engine.submit(["late"], SearchOptions(), answers("late"), client="b", seconds=0.05)
+    time.sleep(0.2)
+    translator.gate.set()
+    answers.wait("held", "late")
+    assert isinstance(answers.got["late"], Cancelled)
+    assert not any("late" in call for call in translator.calls)
+
+
+def test_the_queue_counts_characters(engine):
+    engine, translator = engine
+    translator.gate.clear()
+    engine.submit(["held"], SearchOptions(), lambda result: None)
+    while not translator.calls:
+        time.sleep(0.01)
+    engine.submit(["a" * 6_000], SearchOptions(), lambda result: None, client="a")
+    with pytest.raises(QueueFull):  # 6,000 + 6,000 waiting characters: over the 10,000
+        engine.submit(["b" * 6_000], SearchOptions(), lambda result: None, client="b")
+    translator.gate.set()
+
+
+def test_a_long_line_is_queued_as_its_sentences_and_joined_back():
+    sentences = [f"This is sentence number {i} of a very long paragraph that goes on." for i in range(40)]
+    line = " ".join(sentences)
+    pieces = pieces_of(line, most=200)
+    assert len(pieces) == 40 and pieces == sentences
+    assert pieces_of("A short line.", most=200) == ["A short line."]
+    run = "word " * 100  # no sentence end: cut after a space
+    cut = pieces_of(run, most=60)
+    assert all(len(piece) <= 60 for piece in cut) and " ".join(cut) == run.strip()
+    parts = [Translation(s, s.upper(), -1.0, [(s.upper(), -1.0)], confidence=-0.2, flags=["copy"]) for s in pieces]
+    whole = joined(line, parts)
+    assert whole.source == line and whole.text == line.upper() and whole.flags == ["copy"] and whole.score == -1.0
+
+
+def test_requests_a_minute_per_address_and_per_key(tmp_path):
+    keys = tmp_path / "keys.txt"
+    keys.write_text("# our clients\nalpha 3\nbeta   # the server's limit\n", encoding="utf-8")
+    read = ApiKeys.read(keys, "gamma")
+    assert read.limits == {"alpha": 3, "beta": None, "gamma": None}
+    assert read.find("alpha") == "alpha" and read.find("alphx") is None and read.find(None) is None
+    limits = RateLimits(2, read)
+    assert [limits.charge("10.0.0.1", None) for _ in range(2)] == [None, None]
+    wait = limits.charge("10.0.0.1", None)
+    assert wait is not None and 1 <= wait <= 60
+    assert limits.charge("10.0.0.2", None) is None  # another address has its own count
+    assert [limits.charge("10.0.0.1", "alpha") for _ in range(3)] == [None] * 3  # the key's own limit
+    assert limits.charge("10.0.0.1", "alpha") is not None
+    assert RateLimits(None, read).charge("10.0.0.1", None) is None
+
+
+@pytest.mark.parametrize("text, message", [("alpha three\n", "requests a minute"), ("\n# nothing\n", "no API key"),
+                                           ("a 1 2\n", "requests a minute")])
+def test_a_wrong_api_keys_file_is_one_usage_error(tmp_path, text, message):
+    keys = tmp_path / "keys.txt"
+    keys.write_text(text, encoding="utf-8")
+    with pytest.raises(UsageError, match=message):
+        ApiKeys.read(keys)
