@@ -15,6 +15,8 @@ import pytest
 
 from tests.test_serve import Server, httpx
 
+pytestmark = pytest.mark.slow  # servers started, requests of many calls
+
 LONG = "\U0001f600" * 8_000  # one line of emoji, no sentence end: 8 pieces of 1,000 characters, 4 bytes each
 
 

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -995,3 +996,30 @@ def test_batches_read_ahead_keep_their_order_raise_their_errors_and_stop_with_th
     early.close()  # the loop stopped mid-epoch: the thread stops too, at most a few items further
     time.sleep(0.5)
     assert len(produced) <= 3 + 2 + 2
+
+
+def test_closing_the_read_ahead_waits_for_its_thread_mid_batch():
+    """A thread still building a batch at the interpreter's exit freed tensors after torch's runtime had gone
+    (exit 134, "terminate called without an active exception"): closing the loop's batches now joins it."""
+    from nmt.training.train import read_ahead
+
+    def slow_items():
+        for number in range(100):
+            time.sleep(0.2)  # a batch being collated when the loop stops
+            yield torch.full((4,), number)
+
+    ahead = read_ahead(slow_items(), 2)
+    assert int(next(ahead)[0]) == 0
+    ahead.close()
+    assert not any(thread.name == "nmt-batches" for thread in threading.enumerate())
+
+
+@pytest.mark.slow  # twenty short runs
+def test_a_short_run_that_stops_mid_epoch_always_exits_zero(corpus, tmp_path):
+    codes = []
+    for number in range(20):
+        done = subprocess.run(NMT + train_args(corpus, tmp_path / f"run{number}", "--max-steps", "2",
+                                               "--valid-every", "2", "--valid-bleu-lines", "8"),
+                              capture_output=True, text=True)
+        codes.append((done.returncode, done.stderr[-300:]))
+    assert [code for code, _ in codes] == [0] * 20, codes

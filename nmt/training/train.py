@@ -781,28 +781,34 @@ class Collated:
 
 
 def read_ahead(items: Iterator, depth: int) -> Iterator:
-    """`items`, produced up to `depth` ahead by a daemon thread; its exceptions raised here, in order. Closing
-    the returned generator (the loop stopping mid-epoch) stops the thread at its next item."""
+    """`items`, produced up to `depth` ahead by a thread; its exceptions raised here, in order. Closing the
+    returned generator (the loop stopping mid-epoch) stops the thread at its next item and waits for it: a
+    thread still building a batch when the interpreter exits frees its tensors after torch's runtime is gone
+    ("terminate called without an active exception", exit 134)."""
     import queue
 
     buffer: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
     done = object()
 
+    def offer(entry) -> bool:
+        """Put `entry` once there is room; False if the consumer stopped first."""
+        while not stop.is_set():
+            try:
+                buffer.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce() -> None:
         try:
             for item in items:
-                while not stop.is_set():
-                    try:
-                        buffer.put((item, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not offer((item, None)):
                     return
-            buffer.put((done, None))
+            offer((done, None))
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
-            buffer.put((done, exc))
+            offer((done, exc))
 
     def consume() -> Iterator:
         thread = threading.Thread(target=produce, name="nmt-batches", daemon=True)
@@ -817,6 +823,7 @@ def read_ahead(items: Iterator, depth: int) -> Iterator:
                 yield item
         finally:
             stop.set()
+            thread.join()
 
     return consume()
 
@@ -1000,45 +1007,49 @@ class _Loop:
         window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
         skipped_in_a_row = 0
         while not self.finished():
-            for group in self.epoch_groups(s["epoch"], s["batch_in_epoch"]):
-                if self.finished():
-                    break
-                loss, n_tokens, stepped = self.update(group)
-                s["batch_in_epoch"] += 1
-                if not stepped:
-                    s["skipped"] = s.get("skipped", 0) + 1
-                    skipped_in_a_row += 1
-                    if math.isfinite(loss) and self.scaler:  # the scaler finding its scale: usual at first
-                        log.info("update skipped after step %d: fp16 gradients overflowed", s["step"])
-                    else:
-                        log.warning("update skipped after step %d: the %s not finite", s["step"],
-                                    "gradients are" if math.isfinite(loss) else "loss is")
-                    if skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
-                        raise NmtError(f"{skipped_in_a_row} updates in a row were skipped (loss or gradients not "
-                                       f"finite) after step {s['step']}: stopped; last.pt holds the last save. "
-                                       "Lower --lr, or use --precision fp32")
-                    continue
-                skipped_in_a_row = 0
-                s["step"] += 1
-                window_loss += loss
-                window_tokens += n_tokens
-                window_steps += 1
-                if s["step"] % self.config.log_every == 0:
-                    elapsed = time.monotonic() - window_start
-                    self.report_progress(window_loss / window_steps, window_tokens / elapsed)
-                    window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
-                if self.config.save_every and s["step"] % self.config.save_every == 0:
-                    self.save_last()
-                if s["step"] % self.config.valid_every == 0:
-                    paused = time.monotonic()
-                    if self.validate_and_save():
-                        return self.summary("early stop")
-                    # tokens/s, --max-minutes and a decay over them count training time only
-                    window_start += time.monotonic() - paused
-                    self.trainer.started += time.monotonic() - paused
-            else:
-                s["epoch"] += 1
-                s["batch_in_epoch"] = 0
+            groups = self.epoch_groups(s["epoch"], s["batch_in_epoch"])
+            try:  # the read-ahead thread closed and joined however the epoch ends
+                for group in groups:
+                    if self.finished():
+                        break
+                    loss, n_tokens, stepped = self.update(group)
+                    s["batch_in_epoch"] += 1
+                    if not stepped:
+                        s["skipped"] = s.get("skipped", 0) + 1
+                        skipped_in_a_row += 1
+                        if math.isfinite(loss) and self.scaler:  # the scaler finding its scale: usual at first
+                            log.info("update skipped after step %d: fp16 gradients overflowed", s["step"])
+                        else:
+                            log.warning("update skipped after step %d: the %s not finite", s["step"],
+                                        "gradients are" if math.isfinite(loss) else "loss is")
+                        if skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+                            raise NmtError(f"{skipped_in_a_row} updates in a row were skipped (loss or gradients not "
+                                           f"finite) after step {s['step']}: stopped; last.pt holds the last save. "
+                                           "Lower --lr, or use --precision fp32")
+                        continue
+                    skipped_in_a_row = 0
+                    s["step"] += 1
+                    window_loss += loss
+                    window_tokens += n_tokens
+                    window_steps += 1
+                    if s["step"] % self.config.log_every == 0:
+                        elapsed = time.monotonic() - window_start
+                        self.report_progress(window_loss / window_steps, window_tokens / elapsed)
+                        window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
+                    if self.config.save_every and s["step"] % self.config.save_every == 0:
+                        self.save_last()
+                    if s["step"] % self.config.valid_every == 0:
+                        paused = time.monotonic()
+                        if self.validate_and_save():
+                            return self.summary("early stop")
+                        # tokens/s, --max-minutes and a decay over them count training time only
+                        window_start += time.monotonic() - paused
+                        self.trainer.started += time.monotonic() - paused
+                else:
+                    s["epoch"] += 1
+                    s["batch_in_epoch"] = 0
+            finally:
+                groups.close()
         if self.dist.any(bool(self.interrupted)):
             self.save_last()
             raise Interrupted(self.interrupted or signal.SIGTERM, message=(
