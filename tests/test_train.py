@@ -1023,3 +1023,32 @@ def test_a_short_run_that_stops_mid_epoch_always_exits_zero(corpus, tmp_path):
                               capture_output=True, text=True)
         codes.append((done.returncode, done.stderr[-300:]))
     assert [code for code, _ in codes] == [0] * 20, codes
+
+
+@pytest.mark.parametrize("damage, what", [("truncate", "source.bin holds"), ("flip", "source.bin is not as it"),
+                                          ("remove", "target_lengths.bin is missing"), ("meta", "meta.json")])
+def test_a_damaged_token_cache_is_one_line_before_training(corpus, tmp_path, damage, what):
+    """A truncated source.bin trained silently on pairs with empty sources; now every file's size and checksum
+    are checked when the cache opens."""
+    data = ("--src-file", str(corpus / "train.en"), "--tgt-file", str(corpus / "train.fr"), "--spm",
+            str(corpus / "spm.model"))
+    env = {"NMT_CACHE_DIR": str(tmp_path / "cache")}
+    made = nmt("prepare", *data, env=env)
+    assert made.returncode == 0, made.stderr
+    folder = Path(made.stdout.strip().splitlines()[-1])
+    source = folder / "source.bin"
+    if damage == "truncate":
+        source.write_bytes(source.read_bytes()[: source.stat().st_size // 2])
+    elif damage == "flip":
+        data_bytes = bytearray(source.read_bytes())
+        data_bytes[100] ^= 1
+        source.write_bytes(bytes(data_bytes))
+    elif damage == "remove":
+        (folder / "target_lengths.bin").unlink()
+    else:
+        (folder / "meta.json").write_text("{not json")
+    trained = nmt("train", "--prepared", str(folder), "--preset", "tiny", "--max-steps", "1", "--max-tokens", "600",
+                  "--threads", "1", "--quiet", "--out", str(tmp_path / "run"), env=env)
+    assert trained.returncode != 0
+    last = trained.stderr.strip().splitlines()[-1]
+    assert len(trained.stderr.strip().splitlines()) == 1 and "is damaged" in last and what in last, trained.stderr

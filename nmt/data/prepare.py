@@ -401,6 +401,8 @@ def _write_into(temporary: Path, source: PairSource, options: PrepareOptions, to
             "target_tokens": target_tokens, "dtype": np.dtype(dtype).name, "removed": removed,
             "held_out": len(valid), "valid_pairs": len(validation) if validation is not None else 0,
             "limits": asdict(options.limits), "workers": workers, "seconds": round(time.monotonic() - started, 1)}
+    meta["files"] = {name: {"bytes": (temporary / name).stat().st_size, "sha256": _file_digest(temporary / name)}
+                     for name in TOKEN_FILES}
     (temporary / "meta.json").write_text(json.dumps(meta, indent=1))
     _publish(temporary, folder)
     log.info("tokenized %d pairs in %.0f s (removed: %s)", pairs, meta["seconds"],
@@ -452,12 +454,55 @@ def _read_valid(folder: Path) -> tuple[list[str], list[str]]:
     return read_lines(folder / "valid.en"), read_lines(folder / "valid.fr")
 
 
+TOKEN_FILES = ("source.bin", "target.bin", "source_offsets.bin", "target_offsets.bin", "source_lengths.bin",
+               "target_lengths.bin")
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verified_meta(folder: Path) -> dict:
+    """A prepared folder's meta.json, once its token files are checked: each file's size as its counts say, and
+    its SHA-256 as written where the folder has them (folders made before they were written have sizes
+    alone). DataError in one line for a folder that is damaged: a file truncated, missing or changed."""
+
+    def damaged(what: str) -> DataError:
+        return DataError(f"the prepared corpus in {folder} is damaged ({what}): remove it and prepare it again "
+                         "(nmt prepare, or nmt train)")
+
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+        pairs, itemsize = int(meta["pairs"]), np.dtype(meta["dtype"]).itemsize
+        sizes = {"source.bin": int(meta["source_tokens"]) * itemsize,
+                 "target.bin": int(meta["target_tokens"]) * itemsize,
+                 "source_offsets.bin": (pairs + 1) * 8, "target_offsets.bin": (pairs + 1) * 8,
+                 "source_lengths.bin": pairs * 2, "target_lengths.bin": pairs * 2}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise damaged(f"meta.json: {exc}") from None
+    for name, size in sizes.items():
+        path = folder / name
+        if not path.is_file():
+            raise damaged(f"{name} is missing")
+        if path.stat().st_size != size:
+            raise damaged(f"{name} holds {path.stat().st_size} bytes, not {size}")
+    for name, written in meta.get("files", {}).items():
+        if _file_digest(folder / name) != written.get("sha256"):
+            raise damaged(f"{name} is not as it was written")
+    return meta
+
+
 class TokenCorpus:
-    """A prepared corpus, memory-mapped: `pairs(indices)` reads the token ids of those pairs alone."""
+    """A prepared corpus, memory-mapped: `pairs(indices)` reads the token ids of those pairs alone. Its files are
+    checked first (verified_meta)."""
 
     def __init__(self, folder: str | Path):
         folder = Path(folder)
-        meta = json.loads((folder / "meta.json").read_text())
+        meta = verified_meta(folder)
         dtype = np.dtype(meta["dtype"])
         self.source = np.memmap(folder / "source.bin", dtype=dtype, mode="r")
         self.target = np.memmap(folder / "target.bin", dtype=dtype, mode="r")
