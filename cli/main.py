@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import io
 import logging
 import os
 import signal
@@ -197,6 +198,9 @@ def translate(
     no_fuzzy: bool = typer.Option(False, "--no-fuzzy", help="A .po or XLIFF file: do not mark the machine "
                                   "translations for review (fuzzy; needs-review-translation)."),
     interactive: bool = typer.Option(False, "--interactive", help="Answer each line as soon as it is read."),
+    encoding: str = typer.Option(None, "--encoding", help="The input's character encoding (utf-8, utf-16, cp1252, "
+                                 "latin-1, ...). Default: a byte order mark's, a page's declaration, else UTF-8, "
+                                 "else Windows-1252 with a warning. The output is UTF-8."),
     max_file_chars: int = FILE_LIMIT_OPTIONS["max_chars"],
     max_file_depth: int = FILE_LIMIT_OPTIONS["max_depth"],
     max_file_inflated: int = FILE_LIMIT_OPTIONS["max_inflated"],
@@ -223,18 +227,19 @@ def translate(
         raise UsageError("--document reads and writes text: drop --format, --input-format and --nbest")
     if nbest > 1 and output_format != "jsonl":
         raise UsageError("--nbest above 1 needs --format jsonl (the text format keeps one line per input)")
-    from nmt.apps.files import FileLimits, check_file, looks_binary
+    from nmt.apps.files import FileLimits, check_file
 
     limits = file_limits(FileLimits(), max_chars=max_file_chars, max_depth=max_file_depth,
                          max_inflated=max_file_inflated, max_ratio=max_file_ratio)
     _configure_logging(quiet)
     source = _open_input(input)
-    if input is not None and not whole_file and input_format != "jsonl" and looks_binary(source.peek(8192)[:8192]):
-        raise UsageError(f"{input} is not a text file: it holds binary data (a picture, an archive?)")
+    newline = "\n"
+    if not whole_file:
+        source, newline = _text_input(source, input, encoding, input_format)
     data = None
     if whole_file:  # checked before the model loads: a hostile file costs no more than its reading
         data = source.read()
-        check_file(input_format, data, limits)
+        check_file(input_format, data, limits, encoding)
     with collection_paused():
         from nmt.decoding.translate import translate_document, translate_stream
 
@@ -249,12 +254,12 @@ def translate(
                 from nmt.apps.catalogs import CatalogOptions
 
                 sink.buffer.write(translate_file(input_format, data, *file_translator(translator), limits,
-                                                 CatalogOptions(overwrite=overwrite, fuzzy=not no_fuzzy)))
+                                                 CatalogOptions(overwrite=overwrite, fuzzy=not no_fuzzy), encoding))
             elif document:
                 sink.write(translate_document(translator, source.read().decode("utf-8", errors="replace")))
             else:
                 translate_stream(translator, source, sink, window=window, as_json=output_format == "jsonl",
-                                 quiet=quiet, records=input_format == "jsonl")
+                                 quiet=quiet, records=input_format == "jsonl", newline=newline)
     finally:
         if translator.withheld:
             typer.echo(f"{translator.withheld} translations below --min-confidence {config.min_confidence:g} were "
@@ -928,6 +933,31 @@ def _read_yaml(path: Path) -> dict:
     if not isinstance(values, dict):
         raise UsageError(f"config {path} must be a mapping of option names to values")
     return {k.replace("-", "_"): v for k, v in values.items()}
+
+
+def _text_input(source, path: Path | None, encoding: str | None, input_format: str):
+    """(a stream of UTF-8 lines, the line end to write) for text read a line at a time: in its encoding
+    (nmt.apps.encodings.sniff over its first 64 KiB, recoded as it is read where not UTF-8); binary data refused
+    in one line; CRLF written where its first line ends so."""
+    from nmt.apps.encodings import NotText, recoded, sniff
+    from nmt.apps.files import looks_binary
+
+    if not hasattr(source, "peek"):  # a stream handed in (a test's stdin): buffered to look at its start
+        source = io.BufferedReader(source, 65536)
+    head = source.peek(65536)[:65536]
+    named = f"{path}" if path is not None else "the input"
+    if path is not None and input_format != "jsonl" and looks_binary(head):
+        raise UsageError(f"{named} is not a text file: it holds binary data (a picture, an archive?)")
+    try:
+        found, how = sniff(head, "txt", encoding)
+    except NotText as exc:
+        raise UsageError(f"{named} is not a text file: {exc}") from None
+    if found == "cp1252" and how != "--encoding":
+        logging.getLogger("nmt").warning("%s is not UTF-8 (invalid UTF-8 and no UTF-8 sequence in its start): read "
+                                         "as Windows-1252 (Latin-1); --encoding says otherwise", named)
+    first = head.split(b"\n", 1)[0] if b"\n" in head else b""
+    newline = "\r\n" if first.endswith(b"\r") or first.endswith(b"\r\x00") else "\n"
+    return (source if found == "utf-8" else recoded(source, found)), newline
 
 
 def _open_input(path: Path | None):

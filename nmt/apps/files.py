@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.apps.catalogs import CatalogOptions
+from nmt.apps.encodings import NotText, decoded, sniff
 from nmt.errors import UsageError
 
 KINDS = {".txt": "txt", ".srt": "srt", ".html": "html", ".htm": "html", ".docx": "docx", ".md": "md",
@@ -115,60 +116,74 @@ def check_depth(text: str, limits: FileLimits) -> None:
                 raise over(limits, "max_depth", f"the markup nests deeper than {limits.max_depth} elements")
 
 
-def check_file(kind: str, data: bytes, limits: FileLimits = FileLimits()) -> None:
-    """What can be checked of a file before any model or parser: binary data where text is expected, a zip's
-    sizes and ratios and its parts' entity declarations (.docx), the nesting of a page's markup."""
+def check_file(kind: str, data: bytes, limits: FileLimits = FileLimits(), encoding: str | None = None) -> None:
+    """What can be checked of a file before any model or parser: binary data where text is expected (a
+    signature, control bytes: nmt.apps.encodings.sniff), a zip's sizes and ratios and its parts' entity
+    declarations (.docx), the nesting of a page's markup."""
     if kind == "docx":
         from nmt.apps.office import declares_entities
 
         check_zip(data, limits)
         declares_entities(data)
         return
+    article = f"a{'n' if kind[0] in 'aeiou' else ''} {kind} file"
     if looks_binary(data, markup=kind != "txt"):
-        raise FileRefused(f"not a{'n' if kind[0] in 'aeiou' else ''} {kind} file: it holds binary data (a "
-                          "picture, an archive?)")
+        raise FileRefused(f"not {article}: it holds binary data (a picture, an archive?)")
+    if kind != "xliff":  # XML: its parser reads the encoding it declares
+        try:
+            sniff(data[:65536], kind, encoding)
+        except NotText as exc:
+            raise FileRefused(f"not {article}: {exc}") from None
     if kind == "html":
         check_depth(data.decode("utf-8", errors="replace"), limits)
 
 
 def translate_file(kind: str, data: bytes, translate: Callable[[list[str]], list[str]],
                    align: Callable[[str, str], list[tuple[int, int]]], limits: FileLimits = FileLimits(),
-                   catalog: CatalogOptions = CatalogOptions()) -> bytes:
+                   catalog: CatalogOptions = CatalogOptions(), encoding: str | None = None) -> bytes:
     """A whole file of `kind` (txt, srt, html, docx, md, po, xliff) translated: a text file a line at a time, its
     line breaks kept; the others by nmt.apps.subtitles, webpages, office, markdown, catalogs and xliff (the last two
-    as `catalog` says);
-    within `limits` (check_file first)."""
-    check_file(kind, data, limits)
+    as `catalog` says); within `limits` (check_file first). Text is read in its encoding (`encoding`, else as
+    nmt.apps.encodings.sniff finds it) and written in UTF-8, with the line ends it had (CRLF or LF)."""
+    check_file(kind, data, limits, encoding)
     translate = counted(translate, limits)
     if kind == "docx":
         from nmt.apps.office import translate_docx
 
         return translate_docx(data, translate, align)
-    text = data.decode("utf-8", errors="replace")
-    if kind == "srt":
-        from nmt.apps.subtitles import translate_srt
-
-        return translate_srt(text, translate, align).encode()
-    if kind == "html":
-        from nmt.apps.webpages import translate_html
-
-        return translate_html(text, translate, align).encode()
-    if kind == "md":
-        from nmt.apps.markdown import translate_markdown
-
-        return translate_markdown(text, translate, align).encode()
-    if kind == "po":
-        from nmt.apps.catalogs import translate_po
-
-        return translate_po(text, translate, catalog).encode()
     if kind == "xliff":
         from nmt.apps.xliff import translate_xliff
 
         return translate_xliff(data, translate, catalog)
+    text = decoded(data, kind, encoding)
+    if kind in ("srt", "md", "po"):  # their readers take LF: CRLF put back after
+        crlf = "\r\n" in text.split("\n", 1)[0] + "\n" and text.count("\r\n") == text.count("\n")
+        translated = translate_structured(kind, text.replace("\r\n", "\n"), translate, align, catalog)
+        return (translated.replace("\n", "\r\n") if crlf else translated).encode()
+    if kind == "html":
+        from nmt.apps.webpages import translate_html
+
+        return translate_html(text, translate, align).encode()
     lines = text.split("\n")
     ends = ["\r" if line.endswith("\r") else "" for line in lines]
     translated = translate([line.removesuffix("\r") for line in lines])
     return "\n".join(line + end for line, end in zip(translated, ends, strict=True)).encode()
+
+
+def translate_structured(kind: str, text: str, translate: Callable[[list[str]], list[str]],
+                         align: Callable[[str, str], list[tuple[int, int]]], catalog: CatalogOptions) -> str:
+    """Subtitles, Markdown or a gettext catalog, with LF line ends, translated."""
+    if kind == "srt":
+        from nmt.apps.subtitles import translate_srt
+
+        return translate_srt(text, translate, align)
+    if kind == "md":
+        from nmt.apps.markdown import translate_markdown
+
+        return translate_markdown(text, translate, align)
+    from nmt.apps.catalogs import translate_po
+
+    return translate_po(text, translate, catalog)
 
 
 # PNG, JPEG, GIF, zip (a .docx too), PDF, an ELF program, gzip: what people give as text by mistake

@@ -566,13 +566,13 @@ class Translator:
 
 
 def translate_stream(translator: Translator, source: BinaryIO, sink: TextIO, *, window: int = 1000,
-                     as_json: bool = False, quiet: bool = False, records: bool = False) -> int:
+                     as_json: bool = False, quiet: bool = False, records: bool = False, newline: str = "\n") -> int:
     """Translate `source` line by line to `sink`, `window` lines at a time (1: answer each line at once).
     Returns the number of lines written. Lines are written in order as soon as all before them are done,
     and flushed at the end of each window; on an interruption (nmt.errors.Interrupted) the finished lines
     are flushed and the interruption goes on with their count. records: each line is a JSON object with
     "source" and optionally "prefix" (a line that is not stops the translation before its window, with
-    every line before that window written)."""
+    every line before that window written). newline: what ends each line written (the input's CRLF kept)."""
     lines = read_stream_lines(source, lambda: log.warning("invalid UTF-8 in the input was replaced by U+FFFD"))
     written, started, last_report = 0, time.monotonic(), time.monotonic()
     try:
@@ -580,7 +580,7 @@ def translate_stream(translator: Translator, source: BinaryIO, sink: TextIO, *, 
             prefixes = None
             if records:
                 chunk, prefixes = parse_records(chunk, first_number=written + 1)
-            written += _translate_window(translator, chunk, sink, as_json, prefixes)
+            written += _translate_window(translator, chunk, sink, as_json, prefixes, newline)
             now = time.monotonic()
             if not quiet and now - last_report > 5:
                 log.info("%d lines, %.1f lines/s", written, written / (now - started))
@@ -633,7 +633,7 @@ def parse_records(lines: list[str], first_number: int) -> tuple[list[str], list[
 
 
 def _translate_window(translator: Translator, chunk: list[str], sink: TextIO, as_json: bool,
-                      prefixes: list[str | None] | None = None) -> int:
+                      prefixes: list[str | None] | None = None, newline: str = "\n") -> int:
     """Write the translations of `chunk` in order; returns len(chunk)."""
     ready: dict[int, Translation] = {}
     next_line = 0
@@ -644,7 +644,7 @@ def _translate_window(translator: Translator, chunk: list[str], sink: TextIO, as
                 while next_line in ready:  # write the in-order prefix as soon as it is complete
                     done = ready.pop(next_line)
                     with held_stops():  # a stop signal waits until the line is both written and counted
-                        sink.write((done.to_json() if as_json else done.text.replace("\n", " ")) + "\n")
+                        sink.write((done.to_json() if as_json else done.text.replace("\n", " ")) + newline)
                         next_line += 1
     except Interrupted as stop:
         raise stop.after(next_line) from None

@@ -473,8 +473,10 @@ def add_file_routes(app: FastAPI, service: Service) -> None:
             return error(400, f"cannot translate {upload.filename!r}: send one of {', '.join(sorted(KINDS))}")
         if not service.engine.ready.is_set():
             return error(503, "the model is still loading", **{"Retry-After": "1"})
+        encoding = form.get("encoding")  # the file's character encoding, where no mark or declaration says it
         translated = await translated_file(service, request, kind, await upload.read(), formality,
-                                           service.client(request, given if isinstance(given, str) else None))
+                                           service.client(request, given if isinstance(given, str) else None),
+                                           encoding if isinstance(encoding, str) and encoding else None)
         if isinstance(translated, JSONResponse):
             return translated
         token = secrets.token_urlsafe(16)
@@ -496,7 +498,7 @@ def add_file_routes(app: FastAPI, service: Service) -> None:
 
 
 async def translated_file(service: Service, request: Request, kind: str, data: bytes, formality: str | None,
-                          client: str) -> bytes | JSONResponse:
+                          client: str, encoding: str | None = None) -> bytes | JSONResponse:
     """An uploaded file translated in the file pool, or the error response; it stops when its client leaves,
     its time runs out or the server stops."""
     settings, engine = service.settings, service.engine
@@ -514,7 +516,8 @@ async def translated_file(service: Service, request: Request, kind: str, data: b
     lines = functools.partial(service.lines_now, client=client, should_stop=should_stop, formality=formality)
     try:
         return await service.in_file_pool(
-            functools.partial(translate_file, kind, data, lines, service.aligned, settings.file_limits), gone, request)
+            functools.partial(translate_file, kind, data, lines, service.aligned, settings.file_limits,
+                              encoding=encoding), gone, request)
     except FileRefused as exc:
         return error(413 if exc.limit else 400, str(exc))
     except Cancelled as exc:
