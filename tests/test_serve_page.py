@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import httpx
@@ -87,6 +88,71 @@ def test_the_page_asks_for_the_register_chosen_where_the_model_has_register_tags
             driver.find_element(By.ID, "go").click()
             WebDriverWait(driver, 30).until(lambda _, shown=french: shown.text.strip())
             assert french.text == expected, choice
+    finally:
+        driver.quit()
+        assert server.stop() == 0
+
+
+def test_the_page_translates_as_you_type_counts_copies_offers_alternatives_and_takes_dropped_files(tiny_checkpoint,
+                                                                                                  tmp_path):
+    """What a LibreTranslate user expects of the page: the French as the typing pauses, the detected language,
+    a character count against --char-limit, copy, alternatives to click, Ctrl+Enter, a file dropped on the page,
+    and the same on a phone's screen (no sideways scrolling)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server = Server(tiny_checkpoint, "--char-limit", "300")
+    driver = chromium()
+    try:
+        driver.get(server.url + "/")
+        driver.execute_script("window.copied = []; navigator.clipboard.writeText = async (text) => "
+                              "{ window.copied.push(text); };")  # what Copy hands the clipboard, read back
+        text = "A dog runs in the snow."
+        body = {"q": text, "source": "en", "target": "fr", "alternatives": 3}
+        expected = server.post("/translate", json=body).json()
+        box, french = driver.find_element(By.ID, "english"), driver.find_element(By.ID, "french")
+        box.clear()
+        box.send_keys(text)  # no click: translated once the typing pauses
+        WebDriverWait(driver, 30).until(lambda _: french.text == expected["translatedText"])
+        assert driver.find_element(By.ID, "count").text == f"{len(text)} / 300"
+        WebDriverWait(driver, 30).until(lambda _: driver.find_element(By.ID, "detected").text.startswith(
+            "detected: English"))
+        driver.find_element(By.ID, "copy").click()
+        WebDriverWait(driver, 10).until(lambda _: driver.execute_script("return window.copied.length") == 1)
+        assert driver.execute_script("return window.copied[0]") == expected["translatedText"]
+        choices = driver.find_elements(By.CSS_SELECTOR, "#alternatives button")
+        assert [choice.text for choice in choices] == expected["alternatives"]
+        if choices:  # the tiny model's beam may find no other hypothesis
+            choices[0].click()
+            assert french.text == expected["alternatives"][0]
+        driver.find_element(By.ID, "live").click()  # typing no longer translates; Ctrl+Enter does
+        box.send_keys(Keys.CONTROL, Keys.END)
+        box.send_keys(" Two men are talking.")
+        time.sleep(1.5)
+        assert french.text in [expected["translatedText"], *expected["alternatives"]]
+        box.send_keys(Keys.CONTROL, Keys.ENTER)
+        both = server.post("/translate", json={**body, "q": text + " Two men are talking."}).json()
+        WebDriverWait(driver, 30).until(lambda _: french.text == both["translatedText"])
+        box.send_keys("x" * 300)
+        count = driver.find_element(By.ID, "count")
+        assert "over" in count.get_attribute("class") and not driver.find_element(By.ID, "go").is_enabled()
+        dropped = (Path(__file__).parent / "files" / "dialogue.srt").read_text(encoding="utf-8")
+        driver.execute_script("""
+            const data = new DataTransfer();
+            data.items.add(new File([arguments[0]], "dialogue.srt", {type: "application/x-subrip"}));
+            document.getElementById("drop").dispatchEvent(new DragEvent("drop", {dataTransfer: data, bubbles: true,
+                                                                                cancelable: true}));""", dropped)
+        link = driver.find_element(By.ID, "download")
+        WebDriverWait(driver, 120).until(lambda _: link.is_displayed())
+        assert link.text == "Download dialogue.fr.srt" and "-->" in httpx.get(link.get_attribute("href")).text
+        shots = os.environ.get("NMT_SCREENSHOT", str(tmp_path / "page.png"))
+        driver.save_screenshot(shots.replace(".png", "-wide.png"))
+        driver.set_window_size(390, 844)  # a phone
+        assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+        english_box, french_box = box.rect, french.rect
+        assert french_box["y"] > english_box["y"] + english_box["height"] - 1  # one pane above the other
+        driver.save_screenshot(shots.replace(".png", "-phone.png"))
     finally:
         driver.quit()
         assert server.stop() == 0
