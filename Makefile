@@ -34,9 +34,9 @@ $(STAMP): pyproject.toml
 test: setup
 	$(BIN)/python -m pytest -n 2
 
-# Everything, as CI runs it: the slow tests and those that check catalogs with GNU gettext (Debian's gettext) too,
-# then the web page in a browser.
-test-all: setup
+# Everything, as CI runs it: the lint, the slow tests and those that check catalogs with GNU gettext (Debian's
+# gettext) too, then the web page in a browser.
+test-all: setup lint
 	@command -v msgfmt >/dev/null && command -v xgettext >/dev/null || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q gettext >/dev/null; }
 	$(BIN)/python -m pytest -m "not browser"

@@ -1072,10 +1072,22 @@ EXIT_AT_ONCE = ("translate",)
 
 
 def main() -> None:
-    """typer reports bad usage itself (exit 2) and Ctrl-C outside `interruptible` as "Aborted!" (exit 1);
-    nmt's own errors here, and any other exception as one line too."""
+    """Bad usage as one line (exit 2), Ctrl-C outside `interruptible` as "Aborted!" (exit 1), nmt's own errors,
+    and any other exception as one line too."""
     try:
-        app()
+        try:
+            code = app(standalone_mode=False)  # click's errors come here, to be written in one line
+        except typer.TyperException as exc:  # click's (typer's copy): a usage error, or help asked by no arguments
+            context = getattr(exc, "ctx", None)
+            if context is None or type(exc).__name__ == "NoArgsIsHelpError":
+                exc.show()
+            else:
+                print(f"error: {exc.format_message()} (see {context.command_path} --help)", file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            print("Aborted!", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
     except SystemExit as exc:
         if exc.code in (None, 0) and len(sys.argv) > 1 and sys.argv[1] in EXIT_AT_ONCE:
             try:

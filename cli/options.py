@@ -20,15 +20,14 @@ from typing import Literal
 import typer
 
 from nmt.decoding.configuration import DecodingFlags
-
-# --precision's values (nmt.model.backend.PRECISIONS, which imports torch)
-PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8", "int8_bf16", "int8_fp32")
+from nmt.model import PRECISIONS
 
 PRECISION_HELP = ("fp32, bf16 (CPUs with bf16 support, GPUs), fp16 (CUDA), int8 (CPU, dynamic quantization of the "
                   "linear layers with torchao) or int8_bf16 (CPU, int8 weights with bf16 activations: the fastest at "
                   "batch 1 on CPUs with native bf16), int8_fp32 (x86 CPU, int8 weights and GEMMs with fp32 "
-                  "activations) or auto (the default: the fastest measured for this device, int8_bf16 with AMX, "
-                  "int8_fp32 on other x86 CPUs, fp32 elsewhere, fp16 on CUDA).")
+                  "activations) or auto (the default: the fastest measured for this device whose translations do not "
+                  "change with the lines batched beside them: bf16 with AMX, int8_fp32 on other x86 CPUs, fp32 "
+                  "elsewhere, fp16 on CUDA).")
 SHORTLIST_HELP = ("Score only the target tokens of the model's lexical shortlist for each sentence (see `nmt "
                   "shortlist`): faster, with slightly different translations (within 0.1 BLEU on the general "
                   "model's test sets). Default: on for beam search on a CPU in int8 or bf16 where the model has "
@@ -73,7 +72,7 @@ DECODING_OPTIONS = {
                                       "emoji (models trained since nmt has them).")),
     "clause_split": (int, typer.Option(None, "--clause-split", help="Cut a sentence longer than N sentencepiece "
                                        "tokens at clause punctuation (then at word starts) and translate the pieces "
-                                       "apart. Default: the model's (shipped: 32), else 128.")),
+                                       "apart. Default: the model's (general: 128; captions: 32), else 128.")),
     "protect_names": (bool, typer.Option(None, "--protect-names/--no-protect-names", help="Also put names "
                                          "(capitalized words the model's vocabulary holds only in pieces) behind "
                                          "placeholders, so that they come through as written. Default: the model's, "

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import torch
 
 from nmt.errors import UsageError
+from nmt.model import PRECISIONS  # one list for the library and the command line
 
 log = logging.getLogger("nmt")
 
-PRECISIONS = ("fp32", "bf16", "fp16", "int8", "int8_bf16", "int8_fp32", "auto")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.float32,
           "int8_bf16": torch.bfloat16, "int8_fp32": torch.float32}
 

@@ -71,7 +71,7 @@ HEADER = KERNELS / "nmt_kernels.h"
 # it does not know) gets the second set, AVX2, which every CPU with Machine.vector_units runs
 FLAG_SETS = (["-O3", "-march=native", "-mprefer-vector-width=512"], ["-O3", "-mavx2", "-mfma"])
 # every build: the library exports what nmt_kernels.h declares and nothing else
-COMMON_FLAGS = ["-fvisibility=hidden", "-shared", "-fPIC"]
+COMMON_FLAGS = ["-fvisibility=hidden", "-shared", "-fPIC", "-Wall", "-Wextra"]  # no warning on gcc (tested)
 HEAD_DIM_STEP = 16  # the kernel's vectors: head dimensions that are a multiple of it
 QUERY_DTYPES = (torch.bfloat16, torch.float32)
 
