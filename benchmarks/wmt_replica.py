@@ -108,7 +108,7 @@ def data_share(folder: Path, steps: int) -> dict:
     from nmt.data.prepare import TokenCorpus
     from nmt.model.config import ModelConfig
     from nmt.model.transformer import Transformer
-    from nmt.training.train import EpochBatches
+    from nmt.training.loop import EpochBatches
 
     corpus = TokenCorpus(folder)
     tracemalloc.start()

@@ -157,7 +157,7 @@ DATA_OPTIONS = {
 }
 
 # How `nmt prepare` and `nmt train` tokenize a corpus, declared once so that both make the same cache; None
-# where not given: nmt.training.train.TrainConfig's defaults apply to both
+# where not given: nmt.training.config.TrainConfig's defaults apply to both
 PREPARATION_OPTIONS = {
     "vocab_size": typer.Option(None, "--vocab-size", help="Sentencepiece pieces. Default 8000."),
     "spm": typer.Option(None, "--spm", help="Use this sentencepiece model instead of training one."),
@@ -597,7 +597,7 @@ def train(
     """Train a Transformer; rerunning the same command resumes from OUT/last.pt."""
     given = {k: v for k, v in context.params.items() if k not in ("config_file", "quiet") and v is not None}
     _configure_logging(quiet, progress=True)
-    from nmt.training.train import TrainConfig
+    from nmt.training.config import TrainConfig
     from nmt.training.train import train as run_training
 
     values = {}
@@ -655,7 +655,7 @@ def prepare(
             spm_model = Path(spm).read_bytes()
         except OSError as exc:
             raise UsageError(f"cannot read the sentencepiece model {spm}: {exc.strerror}") from None
-    from nmt.training.train import TrainConfig
+    from nmt.training.config import TrainConfig
 
     # the names of `nmt train`'s options (TrainConfig) and, where not given, its defaults: both make one cache
     given = dict(data=data, src_file=src_file, tgt_file=tgt_file, hf_dataset=hf_dataset, hf_config=hf_config,
@@ -760,7 +760,7 @@ def average(
                              "checkpoints instead of their weights (one checkpoint: its moving average alone)."),
 ) -> None:
     """Average the weights of several checkpoints (e.g. OUT/step*.pt of one run)."""
-    from nmt.training.train import average_checkpoints
+    from nmt.training.averaging import average_checkpoints
 
     if valid is None:
         average_checkpoints(checkpoints, out, ema)

@@ -17,7 +17,9 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from nmt.errors import UsageError
-from nmt.training.train import TrainConfig, Trainer, _Loop
+from nmt.training.config import TrainConfig
+from nmt.training.loop import Loop
+from nmt.training.train import Trainer
 
 out, src, tgt, spm = sys.argv[1:5]
 options = dict(zip(sys.argv[5::2], sys.argv[6::2], strict=True))  # --option value ...
@@ -85,8 +87,8 @@ def with_default_device_meta(method):
     return on_meta
 
 
-_Loop.update = with_default_device_meta(_Loop.update)
-_Loop.finished = with_default_device_meta(_Loop.finished)
+Loop.update = with_default_device_meta(Loop.update)
+Loop.finished = with_default_device_meta(Loop.finished)
 try:
     trainer.run()
 except UsageError as exc:

@@ -124,7 +124,7 @@ def test_one_vocabulary_across_commands_with_the_old_names_still_accepted(tiny_c
     --src/--tgt) still work, unlisted."""
     import typer
 
-    from nmt.training.train import TrainConfig
+    from nmt.training.config import TrainConfig
     from nmt_cli.main import app
 
     commands = typer.main.get_command(app).commands

@@ -28,18 +28,13 @@ from nmt.data.prepare import PrepareOptions, TokenCorpus, holds_out, keep_mask, 
 from nmt.data.sources import DataSpec, FilterSpec, training_source
 from nmt.errors import DataError, Interrupted, NmtError, UsageError
 from nmt.model.checkpoint import load_checkpoint
+from nmt.training.averaging import write_slim_resume_point
+from nmt.training.config import TrainConfig
+from nmt.training.distributed import lock_run_folder
+from nmt.training.loop import Loop
 from nmt.training.plot import chained
-from nmt.training.train import (
-    TrainConfig,
-    Trainer,
-    _Loop,
-    inverse_sqrt,
-    linear_decay,
-    linear_decay_in_time,
-    lock_run_folder,
-    paper_peak_lr,
-    write_slim_resume_point,
-)
+from nmt.training.schedule import inverse_sqrt, linear_decay, linear_decay_in_time, paper_peak_lr
+from nmt.training.train import Trainer
 
 NMT = [sys.executable, "-m", "nmt_cli.main"]
 
@@ -252,7 +247,7 @@ def test_ema_is_saved_in_every_checkpoint_resumed_exactly_and_averaged_on_reques
 def test_the_moving_average_moves_by_its_decay_towards_the_weights():
     from nmt.model.config import ModelConfig
     from nmt.model.transformer import Transformer
-    from nmt.training.train import MovingAverage
+    from nmt.training.loop import MovingAverage
 
     model = Transformer(ModelConfig.preset("tiny", vocab_size=50))
     average = MovingAverage(model, 0.5)
@@ -355,8 +350,8 @@ def test_yaml_numbers_without_a_dot_are_numbers(corpus, tmp_path):
 
 def test_save_every_writes_last_between_validations(corpus, tmp_path, monkeypatch):
     saved_at = []
-    save_last = _Loop.save_last
-    monkeypatch.setattr(_Loop, "save_last", lambda loop: (saved_at.append(loop.state["step"]), save_last(loop)))
+    save_last = Loop.save_last
+    monkeypatch.setattr(Loop, "save_last", lambda loop: (saved_at.append(loop.state["step"]), save_last(loop)))
     config = TrainConfig(out=str(tmp_path / "run"), src_file=str(corpus / "train.en"),
                          tgt_file=str(corpus / "train.fr"), spm=str(corpus / "spm.model"), preset="tiny", max_steps=5,
                          max_tokens=800, save_every=2, valid_every=1000, keep_last=0, threads=1)
@@ -367,7 +362,7 @@ def test_save_every_writes_last_between_validations(corpus, tmp_path, monkeypatc
 def interrupt_during_update(monkeypatch, step: int, times: int = 1) -> None:
     """Ctrl-C (`times` of it) in the middle of update `step`: after its forward pass drew its dropout masks,
     before the optimizer moved."""
-    loss = _Loop.loss
+    loss = Loop.loss
 
     def loss_then_signal(loop, batch):
         result = loss(loop, batch)
@@ -376,7 +371,7 @@ def interrupt_during_update(monkeypatch, step: int, times: int = 1) -> None:
                 os.kill(os.getpid(), signal.SIGINT)
         return result
 
-    monkeypatch.setattr(_Loop, "loss", loss_then_signal)
+    monkeypatch.setattr(Loop, "loss", loss_then_signal)
 
 
 def test_ctrl_c_stops_at_a_step_boundary_and_the_resume_is_exact(corpus, tmp_path, monkeypatch):
@@ -456,7 +451,7 @@ def test_ranks_that_do_not_share_the_run_folder_all_refuse_before_training(corpu
     assert result.returncode != 0
     for rank in (0, 1):
         assert f"rank {rank}: 1 of 2 ranks do not see the run folder" in result.stderr
-    assert "nmt/training/train.py" not in result.stderr  # no traceback through nmt (torchrun prints its own)
+    assert "nmt/training/" not in result.stderr  # no traceback through nmt (torchrun prints its own)
     assert not (tmp_path / "run" / "last.pt").exists() and not (tmp_path / "run-rank1").exists()
 
 
@@ -695,24 +690,24 @@ def test_yaml_config_with_flag_overrides_and_fine_tuning_from_a_checkpoint(corpu
 
 
 def test_auto_training_precision_is_bf16_only_where_the_cpu_computes_in_it(monkeypatch):
-    import nmt.training.train
+    import nmt.training.config
     from nmt.model.backend import Machine
-    from nmt.training.train import training_precision
+    from nmt.training.config import training_precision
 
     def kind(*flags: str) -> Machine:
         return Machine(flags=frozenset(flags), onednn_bf16=False, int_mm=True)
 
     cpu = torch.device("cpu")
-    monkeypatch.setattr(nmt.training.train, "machine", lambda: kind("avx512f", "avx512_bf16"))  # AMD Zen 4
+    monkeypatch.setattr(nmt.training.config, "machine", lambda: kind("avx512f", "avx512_bf16"))  # AMD Zen 4
     assert training_precision("auto", cpu) == "bf16"
-    monkeypatch.setattr(nmt.training.train, "machine", lambda: kind("avx512f", "avx512_vnni"))  # Xeon without bf16
+    monkeypatch.setattr(nmt.training.config, "machine", lambda: kind("avx512f", "avx512_vnni"))  # Xeon without bf16
     assert training_precision("auto", cpu) == "fp32"
     assert training_precision("bf16", cpu) == "bf16"
 
 
 def test_an_update_with_a_loss_or_gradients_not_finite_is_skipped_and_counted_and_many_in_a_row_stop(
         corpus, tmp_path, monkeypatch):
-    loss = _Loop.loss
+    loss = Loop.loss
     poisoned = {"batches": set(), "gradients": set()}
 
     def loss_of(loop, batch):
@@ -723,7 +718,7 @@ def test_an_update_with_a_loss_or_gradients_not_finite_is_skipped_and_counted_an
             value.register_hook(lambda gradient: gradient * float("inf"))
         return value, tokens
 
-    monkeypatch.setattr(_Loop, "loss", loss_of)
+    monkeypatch.setattr(Loop, "loss", loss_of)
 
     def config(out: str) -> TrainConfig:
         return TrainConfig(out=str(tmp_path / out), src_file=str(corpus / "train.en"),
@@ -800,7 +795,7 @@ def test_prepare_and_train_with_the_same_data_options_share_one_cache(corpus, tm
 
 
 def test_tokens_per_update_sets_the_accumulation_from_the_number_of_ranks():
-    from nmt.training.train import batches_per_update
+    from nmt.training.config import batches_per_update
 
     config = TrainConfig(out="x", data="multi30k", max_steps=1, max_tokens=4096, tokens_per_update=32768)
     assert [batches_per_update(config, world) for world in (1, 2, 8, 6)] == [8, 4, 1, 1]  # 6: 24,576, -25%
@@ -912,7 +907,7 @@ def test_an_update_weighs_every_target_token_alike_whichever_batch_it_is_in(tmp_
     import types
 
     from nmt.model.loss import TranslationLoss
-    from nmt.training.train import Distributed
+    from nmt.training.distributed import Distributed
     from tests.conftest import tiny_model
 
     model = tiny_model(vocab_size=50).train()
@@ -925,7 +920,7 @@ def test_an_update_weighs_every_target_token_alike_whichever_batch_it_is_in(tmp_
     optimizer.register_step_pre_hook(
         lambda *_: captured.append({n: p.grad.clone() for n, p in model.named_parameters()}))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-    loop = _Loop(trainer, model, TranslationLoss(model), optimizer, scheduler, None, {"step": 0}, None, None, None)
+    loop = Loop(trainer, model, TranslationLoss(model), optimizer, scheduler, None, {"step": 0}, None, None, None)
     rng = np.random.default_rng(0)
     short = ([rng.integers(4, 50, 3)], [rng.integers(4, 50, 2)])  # 3 target tokens with EOS
     long = ([rng.integers(4, 50, 12) for _ in range(3)], [rng.integers(4, 50, 8) for _ in range(3)])  # 27
@@ -959,7 +954,7 @@ def test_the_compiled_step_trains_as_the_eager_one_and_compiles_once_for_every_l
 def test_the_wmt14_configs_take_their_tokens_an_update_on_one_and_eight_gpus(name):
     import yaml
 
-    from nmt.training.train import batches_per_update
+    from nmt.training.config import batches_per_update
 
     values = yaml.safe_load((Path(__file__).parent.parent / "configs" / f"{name}.yaml").read_text())
     config = TrainConfig(out="x", **values)
@@ -971,7 +966,7 @@ def test_the_wmt14_configs_take_their_tokens_an_update_on_one_and_eight_gpus(nam
 
 
 def test_batches_read_ahead_keep_their_order_raise_their_errors_and_stop_with_the_loop():
-    from nmt.training.train import read_ahead
+    from nmt.training.loop import read_ahead
 
     produced = []
 
@@ -1001,7 +996,7 @@ def test_batches_read_ahead_keep_their_order_raise_their_errors_and_stop_with_th
 def test_closing_the_read_ahead_waits_for_its_thread_mid_batch():
     """A thread still building a batch at the interpreter's exit freed tensors after torch's runtime had gone
     (exit 134, "terminate called without an active exception"): closing the loop's batches now joins it."""
-    from nmt.training.train import read_ahead
+    from nmt.training.loop import read_ahead
 
     def slow_items():
         for number in range(100):

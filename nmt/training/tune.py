@@ -26,7 +26,7 @@ from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator
 from nmt.model.checkpoint import Checkpoint, cast_weights, save_checkpoint
 from nmt.text.metrics import score
-from nmt.training.train import averaged_checkpoint, load_for_averaging
+from nmt.training.averaging import averaged_checkpoint, load_for_averaging
 
 log = logging.getLogger("nmt")
 

@@ -1,0 +1,164 @@
+"""Several processes (torchrun) training one model: this process's rank and the collectives (Distributed), the
+device it trains on, and the checks that every rank shares the run folder and reads the same inputs."""
+
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from nmt.errors import UsageError
+
+log = logging.getLogger("nmt")
+
+
+@dataclass
+class Distributed:
+    """This process's rank among `world_size` (torchrun's environment); collectives run on `device`, the
+    device the loop trains on (NCCL takes CUDA tensors only)."""
+
+    device: torch.device = torch.device("cpu")
+    rank: int = 0
+    world_size: int = 1
+    group: object = None  # every rank, with the collectives' timeout (the default group has the join's)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_environment(cls, device: torch.device, timeout_minutes: float = 30, backend: str | None = None,
+                         join_minutes: float = 360) -> Distributed:
+        """Join the process group torchrun describes (NCCL on CUDA, gloo on a CPU, or `backend`), with
+        `timeout_minutes` for any collective to wait (the ranks wait at barriers for rank 0's validation and
+        checkpoints). NCCL takes one GPU a process: more processes on a machine than GPUs is refused. A lone
+        process under torchrun joins only where `backend` is given (to try the backend and DDP on one GPU)."""
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        if world_size == 1 and (backend is None or "MASTER_ADDR" not in os.environ):
+            return cls(device)
+        import datetime
+
+        import torch.distributed as dist
+
+        backend = backend or ("nccl" if device.type == "cuda" else "gloo")
+        if backend == "nccl" and device.type != "cuda":
+            raise UsageError("--dist-backend nccl needs CUDA devices; on CPUs the ranks use gloo")
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        if backend == "nccl" and local > torch.cuda.device_count():
+            raise UsageError(f"{local} processes on this machine but {torch.cuda.device_count()} visible GPU(s): NCCL "
+                             "needs a GPU for each (--nproc_per_node at most the GPUs; --dist-backend gloo shares "
+                             "them, slowly)")
+        if not dist.is_initialized():
+            # The join waits `join_minutes` for the slowest machine to prepare its corpus (hours, on a cold
+            # node-local cache; a machine that died before joining is only noticed then): the default group has
+            # that timeout, and the run's collectives go through a group of every rank that waits
+            # `timeout_minutes`.
+            dist.init_process_group(backend=backend, timeout=datetime.timedelta(minutes=join_minutes),
+                                    device_id=device if backend == "nccl" else None)
+        group = dist.new_group(timeout=datetime.timedelta(minutes=timeout_minutes), backend=backend)
+        log.info("joined the process group: rank %d of %d, %s on %s", dist.get_rank(), world_size, backend, device)
+        return cls(device, dist.get_rank(), world_size, group)
+
+    def close(self) -> None:
+        """Leave the process group (at every exit: a group torn down by the interpreter's exit can abort)."""
+        if self.group is not None and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank when `flag` is true on one of them."""
+        return self.count(flag) > 0
+
+    def count(self, flag: bool) -> int:
+        """On every rank, the number of ranks where `flag` is true."""
+        if self.world_size == 1:
+            return int(flag)
+        tensor = torch.tensor([int(flag)], device=self.device)
+        torch.distributed.all_reduce(tensor, group=self.group)
+        return int(tensor.item())
+
+    def gathered(self, value) -> list:
+        """Every rank's `value` (a picklable object), in rank order, on every rank."""
+        if self.world_size == 1:
+            return [value]
+        values = [None] * self.world_size
+        torch.distributed.all_gather_object(values, value, group=self.group)
+        return values
+
+    def from_main(self, value):
+        """Rank 0's `value` (a picklable object), on every rank."""
+        if self.world_size == 1:
+            return value
+        holder = [value]
+        torch.distributed.broadcast_object_list(holder, src=0, group=self.group, device=self.device)
+        return holder[0]
+
+
+def training_device() -> torch.device:
+    """CUDA device LOCAL_RANK, taken modulo the devices this process sees (a launcher that gives each
+    process one GPU makes it device 0), and made the current one; else the CPU."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+    torch.cuda.set_device(device)  # where NCCL and torch's own CUDA allocations of this rank go
+    return device
+
+
+def check_shared_folder(out: Path, dist: Distributed) -> None:
+    """Every rank sees the run folder that rank 0 writes to (--out on a file system all machines share):
+    rank 0 leaves a fresh token in it, and a rank that reads another (a node-local --out) refuses, on every
+    rank at once, before anything is resumed or trained."""
+    if dist.world_size == 1:
+        return
+    token_file = out / ".run-token"
+    token = None
+    if dist.is_main:
+        import uuid
+
+        token = uuid.uuid4().hex
+        temporary = token_file.with_name(f".run-token.tmp{os.getpid()}")
+        temporary.write_text(token)
+        temporary.replace(token_file)
+    token = dist.from_main(token)
+    try:
+        seen = token_file.read_text()
+    except OSError:
+        seen = None
+    strangers = dist.count(seen != token)
+    if strangers:
+        raise UsageError(f"{strangers} of {dist.world_size} ranks do not see the run folder {out} that rank 0 writes "
+                         "to: --out must be one folder that every machine shares (a network file system)")
+
+
+def check_same_inputs(dist: Distributed, digests: dict[str, str | None]) -> None:
+    """Every rank resumes the same last.pt and reads the same tokenizer and corpus (a stale network file system
+    or a machine's own cache can hand one rank another): each `digests` value against rank 0's, on every rank,
+    refused on every rank at once with what differs."""
+    gathered = dist.gathered(digests)
+    differing = sorted({name for other in gathered for name in digests if other[name] != gathered[0][name]})
+    if differing:
+        ranks = [rank for rank, other in enumerate(gathered) if other != gathered[0]]
+        raise UsageError(f"ranks {', '.join(map(str, ranks))} read another {' and '.join(differing)} than rank 0: "
+                         "every machine must see the same files (--out and the cache on one shared file system, "
+                         "or identical copies)")
+
+
+def lock_run_folder(out: Path):
+    """Hold OUT/.lock for as long as this process lives (the returned file stays open), so that a second
+    `nmt train` on the same folder is refused instead of mixing its checkpoints and metrics with this one's;
+    then remove the temporary files that killed saves left (no other process writes here)."""
+    import fcntl
+
+    handle = open(out / ".lock", "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise UsageError(f"another nmt train is using {out}: wait for it to end, or train into another --out") \
+            from None
+    for stale in out.glob(".*.tmp*"):
+        stale.unlink(missing_ok=True)
+    return handle

@@ -1,0 +1,510 @@
+"""The step loop of a run (Loop): batches of each epoch read ahead on a thread, the update with accumulation
+and precision, the moving average of the weights, validation, checkpoints and the stop at a step boundary."""
+
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from nmt.data.batching import collate, token_batches
+from nmt.data.corpus import ParallelText
+from nmt.data.prepare import TokenCorpus
+from nmt.decoding.search import SearchOptions
+from nmt.decoding.translate import Translator  # at start, not at the first validation: code changed mid-run stays out
+from nmt.errors import DataError, Interrupted, NmtError, signal_name, stop_signals_handled_by
+from nmt.model.checkpoint import Checkpoint, model_weights, save_checkpoint
+from nmt.model.loss import TranslationLoss
+from nmt.model.transformer import Transformer
+from nmt.text.metrics import score
+from nmt.text.tokenizer import Tokenizer
+
+log = logging.getLogger("nmt")
+
+MAX_SKIPPED_IN_A_ROW = 50  # updates skipped for a loss or gradients that are not finite, before giving up
+COMPILED_LENGTH_MULTIPLE = 8  # --compile: lengths padded to it, so no length recompiles the step for alignment
+PREFETCH_UPDATES = 2  # updates whose batches a thread reads and collates ahead of the step
+VALID_MAX_TOKENS = 8192  # padded tokens in a validation batch, at most
+
+
+Batch = tuple[list[list[int]], list[list[int]]]  # source and target token ids of the sentences in a batch
+
+
+def tokenized_pairs(pairs: ParallelText, tokenizer: Tokenizer) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids of the pairs with both sides non-empty (the validation set's loss is computed on them)."""
+    source, target = tokenizer.encode_batch(pairs.source), tokenizer.encode_batch(pairs.target)
+    kept = [(s, t) for s, t in zip(source, target, strict=True) if s and t]
+    if not kept:
+        raise DataError(f"the validation set has no pair with text on both sides ({len(pairs)} pairs)")
+    return [s for s, _ in kept], [t for _, t in kept]
+
+
+class EpochBatches:
+    """Each epoch's token-budget batches of a prepared corpus (nmt.data.batching), from its stored lengths; the
+    last epoch's are kept, since the first is asked for twice (its length, then its steps)."""
+
+    def __init__(self, corpus: TokenCorpus, max_tokens: int, seed: int):
+        self.corpus, self.max_tokens, self.seed = corpus, max_tokens, seed
+        self._epoch, self._batches = None, []
+
+    def of(self, epoch: int) -> list:
+        if self._epoch != epoch:
+            self._batches = token_batches(self.corpus.source_lengths, self.corpus.target_lengths, self.max_tokens,
+                                          self.seed, epoch)
+            self._epoch = epoch
+        return self._batches
+
+
+class MovingAverage:
+    """An exponential moving average of a model's weights (Polyak averaging; fairseq's --ema-decay): after
+    each update, average <- d * average + (1 - d) * weights, with d = min(decay, (1 + n) / (10 + n)) at
+    update n so that a run from random weights is not held to them. Kept as a second model in eval mode,
+    which validation decodes with; its weights are saved in every checkpoint (`Checkpoint.ema`)."""
+
+    def __init__(self, model: Transformer, decay: float, weights: dict[str, torch.Tensor] | None = None):
+        import copy
+
+        self.decay = decay
+        self.model = copy.deepcopy(model).eval().requires_grad_(False)
+        if weights is not None:
+            self.model.load_state_dict(weights)
+        else:
+            log.info("--ema %g: the moving average starts from the weights the run starts with", decay)
+        self.averaged = [p for p in self.model.parameters()]
+        self.live = [p for p in model.parameters()]
+
+    @torch.no_grad()
+    def update(self, step: int) -> None:
+        """Move the average towards the weights after update `step` (counted from 1)."""
+        decay = min(self.decay, (1 + step) / (10 + step))
+        torch._foreach_lerp_(self.averaged, [p.detach() for p in self.live], 1 - decay)
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        return model_weights(self.model)
+
+
+@dataclass
+class Collated:
+    """A batch as the step takes it: source (B, S), target input and output (B, T) ids, and its target tokens
+    (EOS included)."""
+
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    n_tokens: int
+
+
+def read_ahead(items: Iterator, depth: int) -> Iterator:
+    """`items`, produced up to `depth` ahead by a thread; its exceptions raised here, in order. Closing the
+    returned generator (the loop stopping mid-epoch) stops the thread at its next item and waits for it: a
+    thread still building a batch when the interpreter exits frees its tensors after torch's runtime is gone
+    ("terminate called without an active exception", exit 134)."""
+    import queue
+
+    buffer: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def offer(entry) -> bool:
+        """Put `entry` once there is room; False if the consumer stopped first."""
+        while not stop.is_set():
+            try:
+                buffer.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not offer((item, None)):
+                    return
+            offer((done, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            offer((done, exc))
+
+    def consume() -> Iterator:
+        thread = threading.Thread(target=produce, name="nmt-batches", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item, error = buffer.get()
+                if error is not None:
+                    raise error
+                if item is done:
+                    return
+                yield item
+        finally:
+            stop.set()
+            thread.join()
+
+    return consume()
+
+
+def to_random_state(value):
+    version, internal, gauss = value
+    return (version, tuple(internal), gauss)
+
+
+class Loop:
+    """The step loop of one run; holds what the steps share."""
+
+    def __init__(self, trainer, model, wrapped, optimizer, scheduler, tokenizer, state, valid, valid_ids, batches):
+        self.trainer, self.config, self.dist = trainer, trainer.config, trainer.dist
+        self.model, self.wrapped, self.optimizer, self.scheduler = model, wrapped, optimizer, scheduler
+        self.tokenizer, self.state, self.valid, self.valid_ids = tokenizer, state, valid, valid_ids
+        self.batches = batches
+        self.model_config = model.config
+        self.device = trainer.device
+        self.interrupted = 0  # the signal that asked the run to stop at the next step boundary
+        self.norm_sum, self.norm_count = torch.zeros((), device=self.device), 0  # gradient norms before clipping
+        self.scaler = torch.amp.GradScaler("cuda") if trainer.precision == "fp16" else None
+        # validation's batches: a --max-tokens raised to fill a GPU for training would not fit beside it
+        self.valid_tokens = min(self.config.max_tokens, VALID_MAX_TOKENS)
+        self.stop_voted = None  # whether some rank wanted to stop, as of the last update (finished())
+        if self.scaler and trainer.scaler_state:
+            self.scaler.load_state_dict(trainer.scaler_state)
+
+    def autocast(self):
+        if self.trainer.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.trainer.precision == "bf16" else torch.float16
+        return torch.autocast(self.device.type, dtype=dtype)
+
+    def epoch_groups(self, epoch: int, first: int = 0) -> Iterator[list[Collated]]:
+        """This rank's batches of one epoch, collated, `update_freq` to an update, from update `first` on (a
+        resumed epoch skips the updates done without reading their batches); every rank gets as many. Read and
+        collated PREFETCH_UPDATES updates ahead on a thread of their own (pinned on CUDA), so that the step
+        never waits for the host to build its next batch."""
+        indices = self.batches.of(epoch)
+        world, size = self.dist.world_size, self.trainer.update_freq
+        mine = indices[: len(indices) // world * world][self.dist.rank :: world]
+        corpus = self.batches.corpus
+
+        def groups() -> Iterator[list[Collated]]:
+            for start in range(first * size, len(mine), size):
+                yield [self.collated(corpus.pairs(batch)) for batch in mine[start : start + size]]
+
+        return read_ahead(groups(), PREFETCH_UPDATES)
+
+    def collated(self, batch: Batch) -> Collated:
+        """A batch's token ids as the step takes them: padded (to 8 under --compile), pinned on CUDA."""
+        c = self.model_config
+        src, tgt_in, tgt_out = collate(batch[0], batch[1], c.pad_id, c.bos_id, c.eos_id,
+                                       COMPILED_LENGTH_MULTIPLE if self.config.compile else 1)
+        if self.device.type == "cuda":  # the copies from pinned memory overlap the device's work
+            src, tgt_in, tgt_out = src.pin_memory(), tgt_in.pin_memory(), tgt_out.pin_memory()
+        return Collated(src, tgt_in, tgt_out, sum(map(len, batch[1])) + len(batch[1]))  # targets with EOS
+
+    def loss(self, batch: Collated) -> tuple[torch.Tensor, int]:
+        """The batch's loss summed over its target tokens, and their number (counted on the host)."""
+        pinned = self.device.type == "cuda"  # collated() pinned them: the copies need not be waited for
+        src, tgt_in, tgt_out = (t.to(self.device, non_blocking=pinned) for t in (batch.src, batch.tgt_in,
+                                                                                batch.tgt_out))
+        with self.autocast():
+            loss_sum = self.wrapped(src, tgt_in, tgt_out)  # nmt.model.loss: the logits never all at once
+        return loss_sum, batch.n_tokens
+
+    def finished(self) -> bool:
+        """Whether to stop before the next update, the same on every rank. The step and epoch budgets are the
+        same everywhere; the clock and signals are not: they are counted across ranks by the all-reduce each
+        update already makes (its one host sync), or here before the first update."""
+        s, c = self.state, self.config
+        over = (c.max_steps and s["step"] >= c.max_steps) or (c.max_epochs and s["epoch"] >= c.max_epochs)
+        over = over or s["step"] >= self.trainer.schedule.get("total", math.inf)  # a linear decay's rate is 0 there
+        if self.stop_voted is None:
+            self.stop_voted = self.dist.any(self.wants_to_stop())
+        return bool(over or self.stop_voted)
+
+    def wants_to_stop(self) -> bool:
+        """This rank's own reasons to stop: training time spent, or a signal."""
+        c = self.config
+        return bool(c.max_minutes and self.trainer.elapsed() >= 60 * c.max_minutes or self.interrupted)
+
+    def update(self, group: list[Collated]) -> tuple[float, int, bool]:
+        """One optimizer step over a group of batches (gradient accumulation): the loss per target token over
+        every rank, the target tokens of every rank, and whether the step was taken.
+
+        The gradient is that of the loss summed over the update's target tokens on all ranks, divided by their
+        number (the paper's and fairseq's normalization: every token weighs the same, whichever micro-batch or
+        rank it is in). Each backward pass takes its batch's summed loss over a constant; DDP averages the
+        ranks' gradients; the token count travels in the all-reduce the update makes anyway, and the gradients
+        are scaled by it (and by the clip) on the device. An update whose loss is not finite on some rank is
+        skipped by all of them; with fp16, so is one whose gradients overflow (the loss scaler's own skip), and
+        the scheduler stays in step with the optimizer."""
+        self.wrapped.train()
+        scaler = self.scaler
+        constant = self.config.max_tokens * len(group)  # keeps the backward's values near a per-token mean's
+        total_loss, total_tokens = torch.zeros((), device=self.device), 0
+        for k, batch in enumerate(group):
+            sync = k == len(group) - 1 or self.dist.group is None
+            with contextlib.nullcontext() if sync else self.wrapped.no_sync():  # all-reduce once per step
+                loss_sum, n_tokens = self.loss(batch)
+                scaled = loss_sum / constant
+                (scaler.scale(scaled) if scaler else scaled).backward()
+            total_loss += loss_sum.detach().float()
+            total_tokens += n_tokens
+        if scaler:
+            scaler.unscale_(self.optimizer)
+        gradients = [p.grad for p in self.model.parameters() if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm(gradients)  # of the rank-averaged gradients, before normalizing
+        # (loss, target tokens, loss not finite, gradients not finite, a rank wants to stop, rank 0's clock):
+        # the update's one all-reduce and its one host sync
+        clock = self.trainer.local_elapsed() if self.dist.is_main else 0.0
+        flags = torch.stack([total_loss, torch.full((), float(total_tokens), device=self.device),
+                             (~torch.isfinite(total_loss)).float(), (~torch.isfinite(norm)).float(),
+                             torch.full((), float(self.wants_to_stop()), device=self.device),
+                             torch.full((), clock, device=self.device)]).double()
+        if self.dist.group is not None:
+            torch.distributed.all_reduce(flags, group=self.dist.group)
+        to_tokens = self.dist.world_size * constant / flags[1]  # gradients of the mean loss per target token
+        norm = norm * to_tokens
+        factor = to_tokens
+        if self.config.clip_norm > 0:
+            factor = factor * (self.config.clip_norm / (norm + 1e-6)).clamp(max=1.0)
+        torch._foreach_mul_(gradients, factor.float())
+        loss_sum, tokens, bad_loss, bad_gradients, stop, clock = flags.tolist()
+        self.trainer.agreed_elapsed = clock
+        self.stop_voted = stop > 0
+        mean_loss = loss_sum / tokens
+        self.rate = self.optimizer.param_groups[0]["lr"]  # the rate of this update, for the log
+        stepped = not (bad_loss or bad_gradients)
+        if stepped:
+            self.optimizer.step()
+            self.scheduler.step()
+            if self.trainer.average is not None:
+                self.trainer.average.update(self.state["step"] + 1)
+            self.norm_sum += norm.detach().float()  # summed on the device, read when the progress line is written
+            self.norm_count += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        if scaler:
+            if bad_loss:  # as the scaler does for overflowing gradients: a smaller scale next time
+                scaler.update(scaler.get_scale() * scaler.get_backoff_factor())
+            else:  # unscale_ recorded whether the gradients overflowed: the scale backs off, or grows in time
+                scaler.update()
+        return mean_loss, int(tokens), stepped
+
+    def run(self) -> dict:
+        with self.stops_at_step_boundaries():
+            return self._run()
+
+    @contextlib.contextmanager
+    def stops_at_step_boundaries(self) -> Iterator[None]:
+        """Ctrl-C, SIGTERM and SIGHUP stop the run after the update in progress, with last.pt saved there, so
+        that rerunning resumes exactly; a second Ctrl-C stops at once, keeping the last save. A second SIGTERM
+        or SIGHUP is the same request again (a scheduler such as SLURM signals every process, and torchrun
+        passes its own on to the workers): the save goes on. (Only the main thread can take signals; elsewhere
+        they keep their handlers.)"""
+        self.interrupted = 0
+
+        def stop(signal_number, frame):
+            if self.interrupted and signal_number == signal.SIGINT:
+                raise Interrupted(signal_number, message=f"interrupted by {signal_name(signal_number)} again: "
+                                  f"stopped at once; {self.trainer.out / 'last.pt'} holds the last save")
+            if self.interrupted:
+                log.warning("%s again: already stopping after this update (Ctrl-C twice stops at once)",
+                            signal_name(signal_number))
+                return
+            self.interrupted = signal_number
+            log.warning("%s: stopping after this update to save last.pt (Ctrl-C again: stop at once, without "
+                        "saving)", signal_name(signal_number))
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        with stop_signals_handled_by(stop):
+            yield
+
+    def _run(self) -> dict:
+        s = self.state
+        window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
+        skipped_in_a_row = 0
+        while not self.finished():
+            groups = self.epoch_groups(s["epoch"], s["batch_in_epoch"])
+            try:  # the read-ahead thread closed and joined however the epoch ends
+                for group in groups:
+                    if self.finished():
+                        break
+                    loss, n_tokens, stepped = self.update(group)
+                    s["batch_in_epoch"] += 1
+                    if not stepped:
+                        s["skipped"] = s.get("skipped", 0) + 1
+                        skipped_in_a_row += 1
+                        if math.isfinite(loss) and self.scaler:  # the scaler finding its scale: usual at first
+                            log.info("update skipped after step %d: fp16 gradients overflowed", s["step"])
+                        else:
+                            log.warning("update skipped after step %d: the %s not finite", s["step"],
+                                        "gradients are" if math.isfinite(loss) else "loss is")
+                        if skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+                            raise NmtError(f"{skipped_in_a_row} updates in a row were skipped (loss or gradients not "
+                                           f"finite) after step {s['step']}: stopped; last.pt holds the last save. "
+                                           "Lower --lr, or use --precision fp32")
+                        continue
+                    skipped_in_a_row = 0
+                    s["step"] += 1
+                    window_loss += loss
+                    window_tokens += n_tokens
+                    window_steps += 1
+                    if s["step"] % self.config.log_every == 0:
+                        elapsed = time.monotonic() - window_start
+                        self.report_progress(window_loss / window_steps, window_tokens / elapsed)
+                        window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
+                    if self.config.save_every and s["step"] % self.config.save_every == 0:
+                        self.save_last()
+                    if s["step"] % self.config.valid_every == 0:
+                        paused = time.monotonic()
+                        if self.validate_and_save():
+                            return self.summary("early stop")
+                        # tokens/s, --max-minutes and a decay over them count training time only
+                        window_start += time.monotonic() - paused
+                        self.trainer.started += time.monotonic() - paused
+                else:
+                    s["epoch"] += 1
+                    s["batch_in_epoch"] = 0
+            finally:
+                groups.close()
+        if self.dist.any(bool(self.interrupted)):
+            self.save_last()
+            raise Interrupted(self.interrupted or signal.SIGTERM, message=(
+                f"interrupted by {signal_name(self.interrupted or signal.SIGTERM)} at step {s['step']}: saved "
+                f"{self.trainer.out / 'last.pt'} there; rerun the same command to resume"))
+        if s["step"] % self.config.valid_every != 0:
+            self.validate_and_save()
+        return self.summary("budget reached")
+
+    def report_progress(self, loss: float, tokens_per_second: float) -> None:
+        if not self.dist.is_main:
+            return
+        s, c = self.state, self.config
+        elapsed = self.trainer.elapsed()
+        remaining = []
+        if c.max_steps:
+            remaining.append(elapsed / s["step"] * (c.max_steps - s["step"]))
+        if c.max_minutes:
+            remaining.append(60 * c.max_minutes - elapsed)
+        eta = f" | ETA {min(remaining) / 60:.0f} min" if remaining else ""
+        lr = self.rate
+        log.info("step %d | epoch %d | loss %.3f | lr %.2e | %.0f tgt tok/s%s", s["step"], s["epoch"] + 1, loss, lr,
+                 tokens_per_second, eta)  # every rank's tokens, counted in the update's all-reduce
+        record = {"step": s["step"], "epoch": s["epoch"] + 1, "train_loss": round(loss, 4), "lr": lr,
+                  "tokens_per_s": round(tokens_per_second)}
+        if s.get("skipped"):
+            record["skipped_updates"] = s["skipped"]  # since the run began
+        if self.scaler:
+            record["loss_scale"] = self.scaler.get_scale()
+        if self.norm_count:
+            record["grad_norm"] = round(self.norm_sum.item() / self.norm_count, 4)  # mean over the window
+            self.norm_sum.zero_()
+            self.norm_count = 0
+        if self.device.type == "cuda":
+            record["gpu_memory_gib"] = round(torch.cuda.max_memory_allocated(self.device) / 2**30, 2)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self.append_metrics(record)
+
+    def append_metrics(self, record: dict) -> None:
+        record["elapsed_s"] = round(self.trainer.local_elapsed(), 1)
+        with open(self.trainer.out / "metrics.jsonl", "a") as file:
+            file.write(json.dumps(record) + "\n")
+
+    def validate(self, model: Transformer) -> tuple[float, float]:
+        """Validation loss (per target token) and greedy BLEU of `model`."""
+        valid_loss = self.validate_loss(model)
+        translator = Translator(model, self.tokenizer, SearchOptions(beam_size=1), self.valid_tokens,
+                                cuda_graphs=False)  # graphs captured for each batch shape would stay in memory
+        hypotheses = [t.text for t in translator.translate(self.valid.source)]
+        return valid_loss, score(hypotheses, self.valid.target).bleu
+
+    def validate_loss(self, model: Transformer) -> float:
+        """Cross-entropy per target token of the validation pairs under `model` (no label smoothing)."""
+        model.eval()
+        c = self.model_config
+        criterion = TranslationLoss(model)  # the logits a chunk at a time, as in training
+        total, count = 0.0, 0
+        sources, targets = self.valid_ids
+        with torch.no_grad():
+            for batch in token_batches([len(s) for s in sources], [len(t) for t in targets], self.valid_tokens, 0, 0):
+                src, tgt_in, tgt_out = collate([sources[i] for i in batch], [targets[i] for i in batch], c.pad_id,
+                                               c.bos_id, c.eos_id)
+                total += criterion(src.to(self.device), tgt_in.to(self.device), tgt_out.to(self.device)).item()
+                count += int((tgt_out != c.pad_id).sum())
+        return total / max(count, 1)
+
+    def random_states(self) -> list[dict]:
+        """Every rank's random generators (dropout's, the data order's), gathered on every rank: a resume on
+        as many ranks gives each its own back, and is exact. A collective: every rank calls it."""
+        mine = {"torch": torch.get_rng_state(), "python": random.getstate()}
+        if self.device.type == "cuda":
+            mine["cuda"] = torch.cuda.get_rng_state(self.device)
+        return self.dist.gathered(mine)
+
+    def checkpoint(self, random_states: list[dict] | None = None) -> Checkpoint:
+        """The run as it stands; with the training state to resume from where every rank's `random_states`
+        are given (random_states())."""
+        s = self.state
+        s["elapsed"] = self.trainer.local_elapsed()  # rank 0's, which saves
+        train_state = None
+        if random_states is not None:
+            train_state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                           "torch_rng": random_states[0]["torch"], "python_rng": random_states[0]["python"],
+                           "rank_rng": random_states, "progress": dict(s), "schedule": dict(self.trainer.schedule)}
+            if self.scaler:
+                train_state["scaler"] = self.scaler.state_dict()
+            if "cuda" in random_states[0]:
+                train_state["cuda_rng"] = random_states[0]["cuda"]
+        summary = {"step": s["step"], "epoch": s["epoch"] + 1, "best_bleu": round(s["best_bleu"], 2),
+                   "hours": round(s["elapsed"] / 3600, 2), "data": self.config.data or self.config.src_file
+                   or self.config.hf_dataset or self.config.prepared}
+        average = self.trainer.average
+        return Checkpoint(self.model.config, model_weights(self.model), self.tokenizer.model_bytes,
+                          training={"config": self.config.to_dict(), "summary": summary}, train_state=train_state,
+                          ema=average.weights() if average is not None else None)
+
+    def save_last(self) -> None:
+        """last.pt, written by rank 0 with every rank's random states (every rank calls it)."""
+        random_states = self.random_states()
+        if self.dist.is_main:
+            save_checkpoint(self.trainer.out / "last.pt", self.checkpoint(random_states))
+
+    def validate_and_save(self) -> bool:
+        """Validate, write checkpoints; True when early stopping says stop (on every rank)."""
+        stop = False
+        s = self.state
+        if self.dist.is_main:
+            average = self.trainer.average
+            record = {"step": s["step"], "epoch": s["epoch"] + 1}
+            if average is not None:  # the average is what is scored and chosen; the weights' loss beside it
+                record["valid_loss_weights"] = round(self.validate_loss(self.model), 4)
+            valid_loss, bleu = self.validate(average.model if average is not None else self.model)
+            improved = bleu > s["best_bleu"]
+            s["bad_validations"] = 0 if improved else s["bad_validations"] + 1
+            s["best_bleu"] = max(s["best_bleu"], bleu)
+            log.info("validation at step %d: loss %.3f, greedy BLEU %.2f%s%s", s["step"], valid_loss, bleu,
+                     " of the moving average" if average is not None else "", " (best)" if improved else "")
+            self.append_metrics({**record, "valid_loss": round(valid_loss, 4), "valid_bleu": round(bleu, 2)})
+            snapshot = self.checkpoint()
+            out = self.trainer.out
+            if improved:
+                save_checkpoint(out / "best.pt", snapshot)
+            if self.config.keep_last:
+                save_checkpoint(out / f"step{s['step']:07d}.pt", snapshot)
+                for old in sorted(out.glob("step*.pt"))[: -self.config.keep_last]:
+                    old.unlink()
+            stop = bool(self.config.patience) and s["bad_validations"] >= self.config.patience
+        self.save_last()
+        return self.dist.any(stop)
+
+    def summary(self, reason: str) -> dict:
+        s = self.state
+        log.info("finished (%s) at step %d, best validation BLEU %.2f", reason, s["step"], s["best_bleu"])
+        return {"step": s["step"], "best_bleu": s["best_bleu"], "reason": reason}
