@@ -56,10 +56,30 @@ def listening(host: str, port: int) -> socket.socket:
     return listener
 
 
+def keep_large_buffers_returnable() -> None:
+    """glibc's malloc serves a block over 128 KiB from its own mapping, returned on free, until a free raises that
+    threshold: after a burst of uploads (asyncio reads 256 KiB at a time) the heap then kept 70 MB it no longer
+    used. A fixed threshold keeps it at 128 KiB. Elsewhere than glibc: nothing."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "mallopt"):
+            libc.mallopt(M_MMAP_THRESHOLD, 128 * 1024)
+    except OSError:
+        pass
+
+
+M_MMAP_THRESHOLD = -3  # mallopt(3)
+
+
 def serve(engine: Engine, options: SearchOptions, settings: ServeSettings, listener: socket.socket, *,
           max_connections: int, max_client_connections: int, drain_timeout: float, quiet: bool = False) -> None:
     """Serve on `listener` until SIGTERM or Ctrl-C, then answer the requests in flight (at most drain_timeout
     seconds) and return; NmtError if the model could not be loaded."""
+    keep_large_buffers_returnable()
     connections = ClientConnections(max_client_connections)
     server = Server(uvicorn.Config(create_app(engine, options, settings), log_level="error" if quiet else "warning",
                                    lifespan="off", timeout_graceful_shutdown=drain_timeout,
