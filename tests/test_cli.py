@@ -14,7 +14,7 @@ import pytest
 from nmt import __version__
 from nmt.data.corpus import load_embedded
 from nmt.model.checkpoint import load_checkpoint
-from nmt_cli.main import collection_paused
+from nmt_cli.common import collection_paused
 
 # the console script pip installed beside this interpreter (the real entry point, not a module call)
 NMT = shutil.which("nmt", path=str(Path(sys.executable).parent)) or "nmt"

@@ -64,7 +64,7 @@ def nmt(*args, env=None):
     from nmt_cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
-    handler = logging.StreamHandler(err)  # the records _configure_logging would write to stderr
+    handler = logging.StreamHandler(err)  # the records configure_logging would write to stderr
     logging.getLogger("nmt").addHandler(handler)
     argv, threads, code = sys.argv, torch.get_num_threads(), 0
     sys.argv = ["nmt", *args]
