@@ -11,7 +11,7 @@ from pathlib import Path
 from nmt.apps.shipped import is_model_name, model_path
 from nmt.decoding.configuration import DecodingFlags, search_options
 from nmt.decoding.search import SearchOptions
-from nmt.model.backend import machine
+from nmt.model.machine import machine
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 ROOT = Path(__file__).resolve().parent.parent

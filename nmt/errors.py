@@ -20,6 +20,15 @@ class UsageError(NmtError):
     exit_code = 2
 
 
+class FileRefused(UsageError):
+    """A file over one of its limits (nmt.apps.files.FileLimits; `limit` names the field), or one its parser cannot
+    read: exit code 2, or HTTP 413 (a limit) and 400 from the server."""
+
+    def __init__(self, message: str, limit: str | None = None):
+        super().__init__(message)
+        self.limit = limit
+
+
 class CheckpointError(UsageError):
     """A model file that is missing, unreadable, foreign, unsafe or of a newer format."""
 

@@ -78,7 +78,7 @@ def test_a_doctor_and_their_name_are_one_placeholder_that_comes_back_in_french_w
 
 
 def test_a_name_after_a_title_is_protected_but_not_an_office_nor_a_possessive():
-    from nmt.text.protect import titled_name_spans
+    from nmt.text.names import titled_name_spans
 
     def names(text):
         return [text[start:end] for start, end in titled_name_spans(text)]

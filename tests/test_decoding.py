@@ -344,7 +344,7 @@ def test_auto_precision_picks_the_fastest_batch_independent_mode_for_the_cpu_kin
 
 
 def test_cpu_flags_are_read_from_proc_cpuinfo_on_linux():
-    from nmt.model.backend import cpu_flags
+    from nmt.model.machine import cpu_flags
 
     if not Path("/proc/cpuinfo").exists():
         pytest.skip("no /proc/cpuinfo on this system")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nmt.text.flags import kind_of, load_english_words, lost_numbers, low_confidence, untranslated_words
-from nmt.text.protect import missing_names
+from nmt.text.names import missing_names
 
 
 def test_english_words_are_those_only_english_writes():

@@ -27,3 +27,41 @@ def test_every_module_lives_in_a_layer_with_a_docstring():
     assert not loose
     for package in LAYERS[1:]:
         assert ast.get_docstring(ast.parse((NMT / package / "__init__.py").read_text())), package
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Each nmt module's nmt modules imported, at its top or inside a function (a lazy import is still a tie)."""
+    graph = {}
+    for path in sorted(NMT.rglob("*.py")):
+        name = ".".join(("nmt", *path.relative_to(NMT).with_suffix("").parts)).removesuffix(".__init__")
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("nmt"):
+                targets.add(node.module)
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names if alias.name.startswith("nmt."))
+        graph[name] = {target for target in targets if target != name}
+    return graph
+
+
+def test_no_two_modules_import_each_other_in_a_circle():
+    """backend and native, files and office, protect and casing did (issue 82): each circle is a module that
+    does two jobs. A package's __init__ is no member of a circle (importing nmt.model.x imports nmt.model)."""
+    graph = module_imports()
+    circles = []
+    for start in graph:
+        seen, path = set(), [start]
+
+        def walk(module: str) -> None:
+            for target in sorted(graph.get(module, ())):
+                if target == start:
+                    circles.append(" -> ".join([*path, start]))
+                elif target not in seen and target in graph and not target.endswith(("nmt", "__init__")) \
+                        and target.count(".") > 1:
+                    seen.add(target)
+                    path.append(target)
+                    walk(target)
+                    path.pop()
+
+        walk(start)
+    assert not circles, circles[:5]

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from nmt.model import native
-from nmt.model.backend import machine
+from nmt.model.machine import machine
 
 COMPILER = native.c_compiler()
 pytestmark = [pytest.mark.skipif(shutil.which(COMPILER) is None, reason=f"no C compiler ({COMPILER})"),
@@ -236,7 +236,7 @@ def test_a_cache_folder_of_another_user_is_not_used(monkeypatch, tmp_path):
 
 
 def test_no_kernels_without_avx2_or_avx512(monkeypatch):
-    from nmt.model.backend import Machine
+    from nmt.model.machine import Machine
 
     def with_flags(flags: str) -> Machine:
         return Machine(flags=frozenset(flags.split()), onednn_bf16=False, int_mm=True)

@@ -1,15 +1,8 @@
 import pytest
 
-from nmt.text.casing import Casing
-from nmt.text.protect import (
-    case_normalized,
-    entities,
-    glued_kept,
-    is_title_case,
-    kept_first_names,
-    name_spans,
-    protect,
-)
+from nmt.text.casing import Casing, case_normalized, is_title_case
+from nmt.text.names import kept_first_names, name_spans
+from nmt.text.protect import entities, glued_kept, protect
 
 
 def test_entities_go_behind_numbered_placeholders_and_come_back():

@@ -691,7 +691,7 @@ def test_yaml_config_with_flag_overrides_and_fine_tuning_from_a_checkpoint(corpu
 
 def test_auto_training_precision_is_bf16_only_where_the_cpu_computes_in_it(monkeypatch):
     import nmt.training.config
-    from nmt.model.backend import Machine
+    from nmt.model.machine import Machine
     from nmt.training.config import training_precision
 
     def kind(*flags: str) -> Machine:

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nmt.errors import FileRefused
 from nmt.text.protect import MAX_PLACEHOLDERS, PLACEHOLDER, PLACEHOLDER_PATTERN, Protected
 
 FRENCH_PLURALS = "nplurals=2; plural=(n > 1);"
@@ -45,8 +46,6 @@ def translate_po(text: str, translate: Callable[[list[str]], list[str]],
                  options: CatalogOptions = CatalogOptions()) -> str:
     """A .pot or .po catalog's text, its entries translated into French (see the module docstring)."""
     import polib
-
-    from nmt.apps.files import FileRefused
 
     try:
         catalog = polib.pofile(text, wrapwidth=78)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from nmt.apps.catalogs import CatalogOptions
 from nmt.apps.encodings import NotText, decoded, sniff
-from nmt.errors import UsageError
+from nmt.errors import FileRefused
 
 KINDS = {".txt": "txt", ".srt": "srt", ".html": "html", ".htm": "html", ".docx": "docx", ".md": "md",
          ".markdown": "md", ".po": "po", ".pot": "po", ".xlf": "xliff", ".xliff": "xliff"}
@@ -47,14 +47,6 @@ class FileLimits:
 
 
 SERVER_LIMITS = FileLimits(max_chars=500_000, max_depth=128, max_inflated=64 * 2**20, max_ratio=100)
-
-
-class FileRefused(UsageError):
-    """A file over one of its FileLimits (`limit` names the field), or one its parser cannot read."""
-
-    def __init__(self, message: str, limit: str | None = None):
-        super().__init__(message)
-        self.limit = limit
 
 
 OPTIONS = {"max_chars": "--max-file-chars", "max_depth": "--max-file-depth", "max_inflated": "--max-file-inflated",

@@ -22,7 +22,7 @@ import re
 import zipfile
 from collections.abc import Callable, Iterator
 
-from nmt.errors import UsageError
+from nmt.errors import FileRefused, UsageError
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 PLAIN_RUN_CHILDREN = {W + "rPr", W + "t"}  # a run of formatting and text alone
@@ -37,8 +37,6 @@ def translate_docx(document: bytes, translate: Callable[[list[str]], list[str]],
     except ImportError:
         raise UsageError("Word documents need python-docx: pip install 'nmt-transformer[docx]'") from None
     from lxml import etree
-
-    from nmt.apps.files import FileRefused
 
     try:
         declares_entities(document)
@@ -79,8 +77,6 @@ def declares_entities(document: bytes) -> None:
     "billion laughs" needs them): python-docx's parser leaves entities unresolved (resolve_entities=False),
     and libxml2 caps their amplification, but neither should be reached. Called after nmt.apps.files.check_zip
     has bounded what the parts inflate to."""
-    from nmt.apps.files import FileRefused
-
     try:
         archive = zipfile.ZipFile(io.BytesIO(document))
     except (zipfile.BadZipFile, ValueError, EOFError) as exc:

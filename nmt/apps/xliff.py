@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 
 from nmt.apps.catalogs import CatalogOptions, has_words
+from nmt.errors import FileRefused
 from nmt.text.protect import MAX_PLACEHOLDERS, PLACEHOLDER, Protected
 
 NS_12 = "urn:oasis:names:tc:xliff:document:1.2"
@@ -31,8 +32,6 @@ def translate_xliff(data: bytes, translate: Callable[[list[str]], list[str]],
                     options: CatalogOptions = CatalogOptions()) -> bytes:
     """An XLIFF file's units translated into French (see the module docstring)."""
     from lxml import etree
-
-    from nmt.apps.files import FileRefused
 
     if b"<!DOCTYPE" in data[:65536] or b"<!ENTITY" in data[:65536]:
         raise FileRefused("cannot read the XLIFF file: it declares a document type or entities (an entity bomb?)")

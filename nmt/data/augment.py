@@ -28,7 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from nmt.data.corpus import PairSource, ParallelText
-from nmt.text.protect import PLACEHOLDER, SMALL_WORDS
+from nmt.text.casing import SMALL_WORDS
+from nmt.text.protect import PLACEHOLDER
 
 AUGMENT_VERSION = 3  # part of the prepared corpus's identity: change it when the variants change
 

@@ -44,21 +44,12 @@ from nmt.model.backend import Backend
 from nmt.model.checkpoint import Checkpoint
 from nmt.model.shortlist import Shortlist
 from nmt.model.transformer import Transformer
-from nmt.text.casing import load_casing
+from nmt.text.casing import case_normalized, load_casing
 from nmt.text.conventions import NO_TYPOGRAPHY, Typography, english_titles, punctuate, render_sentence
 from nmt.text.flags import lost_numbers, low_confidence, untranslated_words
 from nmt.text.metrics import loops
-from nmt.text.protect import (
-    Protected,
-    case_normalized,
-    first_name_spans,
-    glued_kept,
-    kept_first_names,
-    missing_names,
-    numbers_kept,
-    protect,
-    titled_name_spans,
-)
+from nmt.text.names import first_name_spans, kept_first_names, missing_names, titled_name_spans
+from nmt.text.protect import Protected, glued_kept, numbers_kept, protect
 from nmt.text.register import FORMALITIES, register_of
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
 from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer, without_surrogates

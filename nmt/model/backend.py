@@ -15,7 +15,6 @@ the machine again or tells the mode from a module's class or a tensor's dtype.
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass
 
@@ -23,63 +22,12 @@ import torch
 
 from nmt.errors import UsageError
 from nmt.model import PRECISIONS  # one list for the library and the command line
+from nmt.model.machine import Machine, machine
 
 log = logging.getLogger("nmt")
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.float32,
           "int8_bf16": torch.bfloat16, "int8_fp32": torch.float32}
-
-
-@dataclass(frozen=True)
-class Machine:
-    """What this machine can do (machine(): probed once)."""
-
-    flags: frozenset[str]  # the CPU's instruction-set flags as Linux lists them (empty elsewhere)
-    onednn_bf16: bool  # oneDNN (torch's mkldnn) is built in and finds bf16 arithmetic
-    int_mm: bool  # torch._int_mm runs on the CPU, its int32 sums exact on the extreme values
-
-    @property
-    def vnni(self) -> bool:
-        """int8 products in one instruction (AVX-512 VNNI, AVX-VNNI)."""
-        return bool({"avx512_vnni", "avx_vnni"} & self.flags)
-
-    @property
-    def vector_units(self) -> bool:
-        """The vectors nmt's C kernels are written for: AVX-512 (16 floats) or AVX2 with FMA (8 floats)."""
-        return "avx512f" in self.flags or {"avx2", "fma"} <= self.flags
-
-
-@functools.cache
-def machine() -> Machine:
-    """This machine's Machine, probed on first use."""
-    return Machine(flags=frozenset(cpu_flags()), onednn_bf16=onednn_bf16(), int_mm=int_mm_exact())
-
-
-def cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("flags"):
-                    return set(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return set()
-
-
-def onednn_bf16() -> bool:
-    try:
-        return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
-
-
-def int_mm_exact() -> bool:
-    try:
-        extreme = torch.tensor([[127, -127] * 32, [-127, 127] * 32], dtype=torch.int8)
-        exact = extreme.int() @ extreme.int().t()
-        return bool(torch.equal(torch._int_mm(extreme, extreme.t().contiguous()), exact))
-    except RuntimeError:  # a torch without _int_mm on CPU
-        return False
 
 
 # What `--precision auto` picks on a CPU, by the first of these instruction sets its flags name: of the modes

@@ -61,7 +61,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from nmt.model.backend import machine
+from nmt.model.machine import machine
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.model.backend import machine
+from nmt.model.machine import machine
 from nmt.model.native import int8_linear_kernel
 
 # At or below this many rows the int8 kernel wins (measured on a 2-core AVX-512 EPYC; see benchmarks/).

@@ -28,12 +28,12 @@ from __future__ import annotations
 import gzip
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from nmt.text.protect import SMALL_WORDS, is_all_caps, is_title_case
+from nmt.text.names import FIRST_NAMES
 
 TABLE = Path(__file__).with_name("casing.txt.gz")
 MIN_WORD_COUNT = 2  # a lower-case word seen once may be a typo
@@ -107,3 +107,73 @@ def casing_table(words: Counter, pairs: Counter) -> list[str]:
 def write_casing(lines: list[str], path: Path) -> None:
     """casing_table's lines as load_casing reads them, the same bytes for the same lines."""
     path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode("utf-8"), mtime=0))
+
+
+def is_all_caps(text: str) -> bool:
+    """Whether `text` is written in capitals: at least two words and no lowercase letter."""
+    letters = [char for char in text if char.isalpha()]
+    return len(text.split()) >= 2 and len(letters) >= 4 and all(char.isupper() for char in letters)
+
+
+SMALL_WORDS = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "and", "or", "but", "with", "without", "by",
+               "from", "as", "into", "under", "over", "about", "up"}
+
+
+def is_title_case(text: str) -> bool:
+    """Whether `text` is a heading or menu item in Title Case: every word but the small ones ("of", "the")
+    capitalized, at least two of them ("Open File"; a sentence full of names still has a verb in lower
+    case)."""
+    content = [word for word in text.split() if any(char.isalpha() for char in word)
+               and word.lower() not in SMALL_WORDS]
+    return len(content) >= 2 and all(word[0].isupper() for word in content) and not is_all_caps(text)
+
+
+def is_capitals_word(text: str) -> bool:
+    """Whether `text` is one word in capitals, of at least four letters ("WARNING", "SAVE!")."""
+    letters = [char for char in text if char.isalpha()]
+    return len(text.split()) == 1 and len(letters) >= 4 and all(char.isupper() for char in letters)
+
+
+def is_acronym(word: str) -> bool:
+    """Whether `word` is written in capitals, with two letters or more ("MIDI", "DC25", "BOSH")."""
+    letters = [char for char in word if char.isalpha()]
+    return len(letters) >= 2 and all(char.isupper() for char in letters)
+
+
+def case_normalized(sentence: str, casing: Casing | None = None,
+                    is_word: Callable[[str], bool] | None = None) -> tuple[str, bool]:
+    """(`sentence` in sentence case if it is in capitals or Title Case, whether it was in capitals): the translation
+    of a sentence in capitals goes back to capitals. In Title Case a word that `casing` says English writes
+    capitalized (nmt.text.casing: "Steve Jobs", "Wall Street", but not "Open File") keeps its capital, and so do a
+    first name (FIRST_NAMES), the word after it (a family name) and an acronym ("Provides LADSPA Effects"); without
+    `casing` the other words are lowered. In capitals a word gets a capital where `casing` says the same of it, and
+    so does a first name ("ASK MARIE AT WALL STREET" -> "Ask Marie at Wall Street"): models trained with
+    nmt.data.augment's case variants do without this. A line of one word in capitals is a sentence in capitals where
+    `is_word` (the vocabulary holds it lower-cased as one piece: "WARNING", not "NATO" or "UNESCO", which the model
+    knows as they are)."""
+
+    def first_name(word: str) -> bool:
+        return word.strip(".,;:!?()\"'’").capitalize() in FIRST_NAMES
+
+    def keeps_capital(words: list[str], index: int) -> bool:  # in Title Case
+        word = words[index]
+        return (index == 0 or first_name(word) or first_name(words[index - 1]) or is_acronym(word)
+                or (casing is not None and casing.keeps_capital(words, index)))
+
+    def capitalized(word: str) -> str:  # '"MARIE,"' -> '"Marie,"'; "10KM" -> "10km"
+        first = next((i for i, char in enumerate(word) if char.isalnum()), 0)
+        return word[:first] + word[first:first + 1].upper() + word[first + 1:].lower()
+
+    letters = sentence.strip(".,;:!?()\"'’").lower()
+    capitals = is_all_caps(sentence) or (is_word is not None and is_capitals_word(sentence) and is_word(letters))
+    if capitals:
+        words = [capitalized(word) for word in sentence.split(" ")]
+        lowered = " ".join(word if first_name(word) or (casing is not None and casing.keeps_capital(words, i))
+                           else word.lower() for i, word in enumerate(words))
+    elif is_title_case(sentence):
+        words = sentence.split(" ")
+        lowered = " ".join(word if keeps_capital(words, i) else word.lower() for i, word in enumerate(words))
+    else:
+        return sentence, False
+    first = next((i for i, char in enumerate(lowered) if char.isalpha()), 0)
+    return lowered[:first] + lowered[first:first + 1].upper() + lowered[first + 1:], capitals

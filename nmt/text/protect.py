@@ -18,11 +18,12 @@ loses one is translated again with the numbers behind placeholders (`strict`; nm
 the 640 news:dev lines with digits, BLEU 24.87 -> 25.60 and numbers kept 1,017 -> 1,019 of 1,019; on the 139 of
 news-commentary:dev_newsdiscuss 22.11 -> 22.90, 162 -> 164 of 165; robustness:dev and :test BLEU 57.25 -> 58.30
 and 54.68 -> 55.93, every entity intact. Times with a.m./p.m., amounts with a scale and units glued to a number
-still go behind placeholders that come back in French (RENDERINGS). First names (FIRST_NAMES: "Bob", "Marie") go
-to the model as text too, and a translation that loses one is translated again with it behind a placeholder.
+still go behind placeholders that come back in French (GLUED_RENDERINGS, written by nmt.text.typography). First
+names (nmt.text.names: "Bob", "Marie") go to the model as text too, and a translation that loses one is
+translated again with it behind a placeholder.
 
-Also here: the entities as the robustness report counts them (`entities`), and casing: ALL-CAPS input is
-translated in sentence case and the translation put back in capitals (`case_normalized`).
+Also here: the entities as the robustness report counts them (`entities`). Neighbours: nmt.text.names (names and
+titles), nmt.text.typography (French renderings), nmt.text.casing (capitals and Title Case).
 """
 
 from __future__ import annotations
@@ -31,11 +32,22 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nmt.text.names import TITLED_PERSON, first_name_spans, french_titled, name_spans, titled_name_spans
+from nmt.text.typography import (
+    FRENCH_ORDINAL_MARK,
+    SINGULAR_BEFORE_DECADE,
+    french_decade,
+    french_money,
+    french_ordinal,
+    french_time,
+    french_unit,
+    plural_article,
+)
+
 if TYPE_CHECKING:
-    from nmt.text.casing import Casing
+    pass
 
 PLACEHOLDER = "\u2985{}\u2986"  # ⦅1⦆: white parentheses, which ordinary text does not use
 MAX_PLACEHOLDERS = 9
@@ -82,17 +94,8 @@ GLUED_UNIT = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)?)(km|kg|cm|mm|mg|ml|kW|MW|G
 # An ordinal as English writes it (2nd, 21st, 9th); in a date ("November 9th", "the 20th of December") French
 # writes the day as a number ("9 novembre"), the first as "1er"
 ORDINAL = re.compile(r"(?<![\w.])(\d+)(?:st|nd|rd|th)(?![\w-])", re.IGNORECASE)
-MONTH = (r"(?:January|February|March|April|May|June|July|August|September|October|November|December"
-         r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)")
-MONTH_BEFORE = re.compile(MONTH + r"\.?\s+(?:the\s+)?(?:\d+(?:st|nd|rd|th)?\s*(?:,|&|and|to|-)\s*(?:the\s+)?)*$")
-MONTH_AFTER = re.compile(r"\s+(?:of\s+)?" + MONTH + r"\b")
-# The mark a French ordinal carries after its digits (2e, 1er, 1re, 2nde, 3ème, 4ᵉ)
-FRENCH_ORDINAL_MARK = r"(?:e|er|re|ère|ème|eme|è|ᵉ|nde?)(?!\w)"
 # A decade as English writes it (1980s, '90s, 70s; not mid-1990s, which French words otherwise)
 DECADE = re.compile(r"(?<![\w.'\u2019-])['\u2019]?(\d{0,2}\d0)s(?![\w-])")
-CURRENCIES = {"$": ("dollar", "de "), "\u20ac": ("euro", "d'"), "\u00a3": ("livre", "de ")}
-SCALES = {"bn": "milliard", "m": "million", "mn": "million", "tn": "billion"}
-FRENCH_UNITS = {"GB": "Go", "MB": "Mo", "TB": "To"}
 EMOJI_JOINERS = "\u200d\ufe0f"
 
 
@@ -136,51 +139,6 @@ def verbatim_spans(text: str, numbers: bool = True, glued: bool = False) -> list
     return sorted(spans)
 
 
-def french_time(match: re.Match) -> str | None:
-    """CLOCK_TIME's match as French writes a time ("7 h", "13 h", "10 h 30"); None for an hour over 12."""
-    hour, minutes, half = int(match.group(1)), match.group(2), match.group(3).lower()
-    if not 1 <= hour <= 12:
-        return None
-    hour = hour % 12 + (12 if half == "p" else 0)
-    return f"{hour} h" + (f" {minutes}" if minutes and minutes != "00" else "")
-
-
-def french_number(digits: str) -> str:
-    """An English number as French writes it: 2.5 -> 2,5 (a comma with one to two digits after it, as in 2,5,
-    is taken for a decimal point only where it cannot be a thousands separator)."""
-    if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", digits):
-        whole, _, fraction = digits.partition(".")
-        return whole.replace(",", "\u202f") + ("," + fraction if fraction else "")
-    return digits.replace(".", ",")
-
-
-def french_money(match: re.Match) -> str:
-    currency, before = CURRENCIES[match.group(1)]
-    amount, scale = match.group(2), SCALES[match.group(3)]
-    thousands = re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", amount)
-    plural = "s" if float(amount.replace(",", "") if thousands else amount.replace(",", ".")) >= 2 else ""
-    return f"{french_number(amount)} {scale}{plural} {before}{currency}s"
-
-
-def french_unit(match: re.Match) -> str:
-    return f"{french_number(match.group(1))} {FRENCH_UNITS.get(match.group(2), match.group(2))}"
-
-
-def french_ordinal(match: re.Match) -> str:
-    """ORDINAL's match as French writes it: "2e", "1er"; in a date the day alone ("9"), the first "1er"."""
-    digits = match.group(1)
-    if digits.lstrip("0") == "1":
-        return "1er"
-    in_date = (MONTH_BEFORE.search(match.string, 0, match.start())
-               or MONTH_AFTER.match(match.string, match.end()))
-    return digits if in_date else f"{digits}e"
-
-
-def french_decade(match: re.Match) -> str:
-    """DECADE's match as French writes it: "années 1980", "années 90"."""
-    return f"années {match.group(1)}"
-
-
 # Numbers with an English ending left to the model, and what the retry of a translation that kept the ending
 # renders them as
 GLUED_RENDERINGS: tuple[tuple[re.Pattern, Callable[[re.Match], str]], ...] = (
@@ -205,16 +163,6 @@ def glued_kept(glued: Sequence[tuple[str, str]], translation: str) -> int:
 # A pattern of an English form and what its placeholder comes back as in French (None: as written)
 RENDERINGS: tuple[tuple[re.Pattern, Callable[[re.Match], str | None]], ...] = (
     (CLOCK_TIME, french_time), (MONEY_SCALE, french_money), (GLUED_UNIT, french_unit))
-
-# A doctor or professor and their name, behind a placeholder that comes back as French writes them ("le Dr Smith",
-# "le docteur Smith", "le professeur Martin"): the model took "Dr." for a word ("Le dîner est ici.") and copied
-# "Doctor"
-TITLED_PERSON = re.compile(r"(?<![\w.])(Dr|Doctor|Prof|Professor)\.? ([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?)(?![\w'’-])")
-FRENCH_TITLES = {"Dr": "le Dr", "Doctor": "le docteur", "Prof": "le professeur", "Professor": "le professeur"}
-
-
-def french_titled(match: re.Match) -> str:
-    return f"{FRENCH_TITLES[match.group(1)]} {match.group(2)}"
 
 
 def missing_numbers(numbers: Sequence[str], translation: str) -> list[str]:
@@ -283,21 +231,6 @@ class Protected:
         return re.sub(r" {2,}", " ", text).strip()
 
 
-# The article the model writes before a placeholder it takes for a singular noun, where it comes back as a
-# decade (french_decade): "dans la ⦅1⦆" -> "dans la années 1980" -> "dans les années 1980"; "en ⦅1⦆", as a year
-# takes it, is "dans les" before a decade
-SINGULAR_BEFORE_DECADE = re.compile(r"\b(de la|à la|à l['\u2019]|du|au|la|le|de|l['\u2019]|en)\s*(?=années \d)",
-                                    re.IGNORECASE)
-PLURAL_ARTICLES = {"de la": "des", "à la": "aux", "à l'": "aux", "à l\u2019": "aux", "du": "des", "au": "aux",
-                   "la": "les", "le": "les", "de": "des", "l'": "les", "l\u2019": "les", "en": "dans les"}
-
-
-def plural_article(match: re.Match) -> str:
-    article = match.group(1)
-    plural = PLURAL_ARTICLES[article.lower()]
-    return (plural.capitalize() if article[0].isupper() else plural) + " "
-
-
 # A sentence's closing punctuation, with the quotes and brackets after it: an entity that stood at the end of
 # the source goes before it ("in Room 4B." -> "en salle 4B.", not "en salle. 4B")
 CLOSING = re.compile(r"\s?[.!?\u2026:;]+[\"'\u00bb\u201d)\]]*$")
@@ -316,94 +249,6 @@ def insert_at_word_boundary(text: str, entity: str, position: float) -> str:
     if cut == end and closing:
         return f"{text[:end].rstrip()} {entity}{text[end:]}".strip()
     return f"{text[:cut]} {entity} {text[cut:]}".strip()
-
-
-# A capitalized word (with a lower-case letter: not an acronym), hyphens and name apostrophes (O'Brien)
-# inside; an apostrophe before a lower-case letter ends it: a contraction or possessive (I'd, He's, Tom's)
-CAPITALIZED = re.compile(r"(?<![\w'\u2019-])[^\W\d_a-z](?:[\w-]|['\u2019](?![a-z]))*")
-
-
-# First names a translation keeps as written: the model translated some ("Bob will fix the bug." -> "Un garçon
-# réparera..."). They go to the model as text; a translation that loses one is translated again with it behind a
-# placeholder (nmt.decoding.translate). The list leaves out names that are also English words (Will, Grace).
-FIRST_NAMES = frozenset(line for line in Path(__file__).with_name("first_names.txt").read_text(encoding="utf-8")
-                        .splitlines() if line and not line.startswith("#"))
-
-
-def missing_names(names: Sequence[str], text: str) -> list[str]:
-    """The names of `names` that `text` does not hold as words of their own."""
-    return [name for name in names if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)]
-
-
-def kept_first_names(names: Sequence[str], text: str) -> int:
-    """How many of `names` `text` holds, each as a word of its own."""
-    return len(names) - len(missing_names(names, text))
-
-
-# English capitalizes these without their being names
-CALENDAR_WORDS = frozenset(
-    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June July August "
-    "September October November December".split())
-
-
-def name_spans(sentence: str, is_rare: Callable[[str], bool]) -> list[tuple[int, int]]:
-    """(start, end) of the names in `sentence` as far as its spelling tells: runs of capitalized words that
-    `is_rare` (words the model's vocabulary holds only in pieces), not days or months nor the plural of a
-    word it holds whole, joined by a space or a hyphen, without a possessive's or contraction's ending
-    (Okonkwo's). The sentence's first word counts only in a run of two or more, where it is a first name
-    rather than a capital any sentence has."""
-
-    def is_name(word: str) -> bool:
-        if not any(char.islower() for char in word) or word.rstrip("s") in CALENDAR_WORDS or not is_rare(word):
-            return False
-        return not (word.endswith("s") and len(word) > 3 and not is_rare(word[:-1]))  # a plural: Sundays, Indians
-
-    words = [match for match in CAPITALIZED.finditer(sentence) if is_name(match.group())]
-    spans: list[list[int]] = []
-    for match in words:
-        if spans and sentence[spans[-1][1]:match.start()] in (" ", "-"):
-            spans[-1][1] = match.end()
-        else:
-            spans.append([match.start(), match.end()])
-    first = next((match.start() for match in re.finditer(r"\S", sentence)), 0)
-    return [(start, end) for start, end in spans
-            if start != first or " " in sentence[start:end] or "-" in sentence[start:end]]
-
-
-# Words after a first name that make it a place, which French translates ("Charles University" -> "l'Université
-# Charles", "Charles Bridge" -> "le pont Charles")
-PLACE_WORDS = frozenset(
-    "University College School Institute Foundation Hospital Street Square Avenue Road Bridge Park Hall Center "
-    "Centre Station Airport Church Cathedral Palace Museum Theatre Theater Stadium Library Prize Award".split())
-
-
-# A title before a name, abbreviated or not ("Mrs. White", "Doctor Smith"): the words after it are a name even
-# where they are English words ("White" came out "Blanche"), a possessive's 's left out; not an office ("Mr
-# President", "Mr Commissioner": Europarl's every other line), which French translates ("Monsieur le Président")
-TITLED_NAME = re.compile(r"(?<![\w.])(?:Mr|Mrs|Ms|Miss|Dr|Prof|Doctor|Professor)\.?"
-                         r" ([A-Z][\w-]*(?:['’](?!s\b)[\w-]+)*(?: [A-Z][\w-]*(?:['’](?!s\b)[\w-]+)*)?)(?![\w-])")
-OFFICES = frozenset("President Vice-President Speaker Chairman Chairwoman Chair Commissioner Minister Secretary "
-                    "Ambassador Mayor Governor Justice Deputy Rapporteur Prime High Member Members Director".split())
-
-
-def titled_name_spans(sentence: str) -> list[tuple[int, int]]:
-    """(start, end) of the names after a title (TITLED_NAME) in `sentence`, not an office's."""
-    return [match.span(1) for match in TITLED_NAME.finditer(sentence) if match.group(1).split(" ")[0] not in OFFICES]
-
-
-def first_name_spans(sentence: str) -> list[tuple[int, int]]:
-    """(start, end) of the first names of FIRST_NAMES in `sentence`, capitalized as names are, with the
-    capitalized word right after one: its family name ("Marie Dupont", "John Smith"; "George Washington" of
-    "George Washington University")."""
-    words = list(CAPITALIZED.finditer(sentence))
-    spans: list[tuple[int, int]] = []
-    for match, following in zip(words, words[1:] + [None] if words else [], strict=True):
-        if match.group() not in FIRST_NAMES or (spans and match.start() < spans[-1][1]):
-            continue
-        family = (following is not None and sentence[match.end():following.start()] == " "
-                  and following.group() not in CALENDAR_WORDS and following.group() not in PLACE_WORDS)
-        spans.append((match.start(), following.end() if family else match.end()))
-    return spans
 
 
 def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | None = None,
@@ -463,71 +308,3 @@ def contains(outer: tuple[int, int], inner: tuple[int, int]) -> bool:
     return outer[0] <= inner[0] and inner[1] <= outer[1]
 
 
-def is_all_caps(text: str) -> bool:
-    """Whether `text` is written in capitals: at least two words and no lowercase letter."""
-    letters = [char for char in text if char.isalpha()]
-    return len(text.split()) >= 2 and len(letters) >= 4 and all(char.isupper() for char in letters)
-
-
-SMALL_WORDS = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "and", "or", "but", "with", "without", "by",
-               "from", "as", "into", "under", "over", "about", "up"}
-
-
-def is_title_case(text: str) -> bool:
-    """Whether `text` is a heading or menu item in Title Case: every word but the small ones ("of", "the")
-    capitalized, at least two of them ("Open File"; a sentence full of names still has a verb in lower
-    case)."""
-    content = [word for word in text.split() if any(char.isalpha() for char in word)
-               and word.lower() not in SMALL_WORDS]
-    return len(content) >= 2 and all(word[0].isupper() for word in content) and not is_all_caps(text)
-
-
-def is_capitals_word(text: str) -> bool:
-    """Whether `text` is one word in capitals, of at least four letters ("WARNING", "SAVE!")."""
-    letters = [char for char in text if char.isalpha()]
-    return len(text.split()) == 1 and len(letters) >= 4 and all(char.isupper() for char in letters)
-
-
-def is_acronym(word: str) -> bool:
-    """Whether `word` is written in capitals, with two letters or more ("MIDI", "DC25", "BOSH")."""
-    letters = [char for char in word if char.isalpha()]
-    return len(letters) >= 2 and all(char.isupper() for char in letters)
-
-
-def case_normalized(sentence: str, casing: Casing | None = None,
-                    is_word: Callable[[str], bool] | None = None) -> tuple[str, bool]:
-    """(`sentence` in sentence case if it is in capitals or Title Case, whether it was in capitals): the translation
-    of a sentence in capitals goes back to capitals. In Title Case a word that `casing` says English writes
-    capitalized (nmt.text.casing: "Steve Jobs", "Wall Street", but not "Open File") keeps its capital, and so do a
-    first name (FIRST_NAMES), the word after it (a family name) and an acronym ("Provides LADSPA Effects"); without
-    `casing` the other words are lowered. In capitals a word gets a capital where `casing` says the same of it, and
-    so does a first name ("ASK MARIE AT WALL STREET" -> "Ask Marie at Wall Street"): models trained with
-    nmt.data.augment's case variants do without this. A line of one word in capitals is a sentence in capitals where
-    `is_word` (the vocabulary holds it lower-cased as one piece: "WARNING", not "NATO" or "UNESCO", which the model
-    knows as they are)."""
-
-    def first_name(word: str) -> bool:
-        return word.strip(".,;:!?()\"'’").capitalize() in FIRST_NAMES
-
-    def keeps_capital(words: list[str], index: int) -> bool:  # in Title Case
-        word = words[index]
-        return (index == 0 or first_name(word) or first_name(words[index - 1]) or is_acronym(word)
-                or (casing is not None and casing.keeps_capital(words, index)))
-
-    def capitalized(word: str) -> str:  # '"MARIE,"' -> '"Marie,"'; "10KM" -> "10km"
-        first = next((i for i, char in enumerate(word) if char.isalnum()), 0)
-        return word[:first] + word[first:first + 1].upper() + word[first + 1:].lower()
-
-    letters = sentence.strip(".,;:!?()\"'’").lower()
-    capitals = is_all_caps(sentence) or (is_word is not None and is_capitals_word(sentence) and is_word(letters))
-    if capitals:
-        words = [capitalized(word) for word in sentence.split(" ")]
-        lowered = " ".join(word if first_name(word) or (casing is not None and casing.keeps_capital(words, i))
-                           else word.lower() for i, word in enumerate(words))
-    elif is_title_case(sentence):
-        words = sentence.split(" ")
-        lowered = " ".join(word if keeps_capital(words, i) else word.lower() for i, word in enumerate(words))
-    else:
-        return sentence, False
-    first = next((i for i, char in enumerate(lowered) if char.isalpha()), 0)
-    return lowered[:first] + lowered[first:first + 1].upper() + lowered[first + 1:], capitals

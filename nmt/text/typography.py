@@ -1,4 +1,5 @@
-"""French typography of a translation the model wrote.
+"""French typography of a translation the model wrote: elisions joined, and the French renderings of times, numbers,
+amounts, units, ordinals and decades that nmt.text.protect and nmt.text.conventions put in.
 
     joined_elisions("l' Union et qu' il")   ->  "l'Union et qu'il"
 
@@ -10,6 +11,12 @@ from __future__ import annotations
 
 import re
 
+# a month's name before an ordinal ("May 3rd") or after it ("the 3rd of May"): a date, not a rank
+MONTH = (r"(?:January|February|March|April|May|June|July|August|September|October|November|December"
+         r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)")
+MONTH_BEFORE = re.compile(MONTH + r"\.?\s+(?:the\s+)?(?:\d+(?:st|nd|rd|th)?\s*(?:,|&|and|to|-)\s*(?:the\s+)?)*$")
+MONTH_AFTER = re.compile(r"\s+(?:of\s+)?" + MONTH + r"\b")
+
 # An elided word (l', d', qu', jusqu', ...) and the spaces after it, before a letter; not a letter quoted
 # ("la lettre 'l' est"): the elided word starts a word
 ELIDED_THEN_SPACE = re.compile(
@@ -20,3 +27,78 @@ ELIDED_THEN_SPACE = re.compile(
 def joined_elisions(text: str) -> str:
     """`text` without the spaces after its elided words."""
     return ELIDED_THEN_SPACE.sub(r"\1", text)
+
+
+# The mark a French ordinal carries after its digits (2e, 1er, 1re, 2nde, 3ème, 4ᵉ)
+FRENCH_ORDINAL_MARK = r"(?:e|er|re|ère|ème|eme|è|ᵉ|nde?)(?!\w)"
+
+
+CURRENCIES = {"$": ("dollar", "de "), "\u20ac": ("euro", "d'"), "\u00a3": ("livre", "de ")}
+
+
+SCALES = {"bn": "milliard", "m": "million", "mn": "million", "tn": "billion"}
+
+
+FRENCH_UNITS = {"GB": "Go", "MB": "Mo", "TB": "To"}
+
+
+def french_time(match: re.Match) -> str | None:
+    """CLOCK_TIME's match as French writes a time ("7 h", "13 h", "10 h 30"); None for an hour over 12."""
+    hour, minutes, half = int(match.group(1)), match.group(2), match.group(3).lower()
+    if not 1 <= hour <= 12:
+        return None
+    hour = hour % 12 + (12 if half == "p" else 0)
+    return f"{hour} h" + (f" {minutes}" if minutes and minutes != "00" else "")
+
+
+def french_number(digits: str) -> str:
+    """An English number as French writes it: 2.5 -> 2,5 (a comma with one to two digits after it, as in 2,5,
+    is taken for a decimal point only where it cannot be a thousands separator)."""
+    if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", digits):
+        whole, _, fraction = digits.partition(".")
+        return whole.replace(",", "\u202f") + ("," + fraction if fraction else "")
+    return digits.replace(".", ",")
+
+
+def french_money(match: re.Match) -> str:
+    currency, before = CURRENCIES[match.group(1)]
+    amount, scale = match.group(2), SCALES[match.group(3)]
+    thousands = re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", amount)
+    plural = "s" if float(amount.replace(",", "") if thousands else amount.replace(",", ".")) >= 2 else ""
+    return f"{french_number(amount)} {scale}{plural} {before}{currency}s"
+
+
+def french_unit(match: re.Match) -> str:
+    return f"{french_number(match.group(1))} {FRENCH_UNITS.get(match.group(2), match.group(2))}"
+
+
+def french_ordinal(match: re.Match) -> str:
+    """ORDINAL's match as French writes it: "2e", "1er"; in a date the day alone ("9"), the first "1er"."""
+    digits = match.group(1)
+    if digits.lstrip("0") == "1":
+        return "1er"
+    in_date = (MONTH_BEFORE.search(match.string, 0, match.start())
+               or MONTH_AFTER.match(match.string, match.end()))
+    return digits if in_date else f"{digits}e"
+
+
+def french_decade(match: re.Match) -> str:
+    """DECADE's match as French writes it: "années 1980", "années 90"."""
+    return f"années {match.group(1)}"
+
+
+# The article the model writes before a placeholder it takes for a singular noun, where it comes back as a
+# decade (french_decade): "dans la ⦅1⦆" -> "dans la années 1980" -> "dans les années 1980"; "en ⦅1⦆", as a year
+# takes it, is "dans les" before a decade
+SINGULAR_BEFORE_DECADE = re.compile(r"\b(de la|à la|à l['\u2019]|du|au|la|le|de|l['\u2019]|en)\s*(?=années \d)",
+                                    re.IGNORECASE)
+
+
+PLURAL_ARTICLES = {"de la": "des", "à la": "aux", "à l'": "aux", "à l\u2019": "aux", "du": "des", "au": "aux",
+                   "la": "les", "le": "les", "de": "des", "l'": "les", "l\u2019": "les", "en": "dans les"}
+
+
+def plural_article(match: re.Match) -> str:
+    article = match.group(1)
+    plural = PLURAL_ARTICLES[article.lower()]
+    return (plural.capitalize() if article[0].isupper() else plural) + " "

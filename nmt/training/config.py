@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import torch
 
 from nmt.errors import UsageError
-from nmt.model.backend import machine
 from nmt.model.config import PRESETS, ModelConfig
+from nmt.model.machine import machine
 from nmt.training.schedule import DECAYS
 
 log = logging.getLogger("nmt")

@@ -1,0 +1,111 @@
+"""Names in English text: first names (first_names.txt), capitalized words the vocabulary holds only in pieces,
+a name after a title ("Dr. Smith", not "Mr President"), and a doctor's or professor's title as French writes it;
+whether a translation kept them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+# A doctor or professor and their name, behind a placeholder that comes back as French writes them ("le Dr Smith",
+# "le docteur Smith", "le professeur Martin"): the model took "Dr." for a word ("Le dîner est ici.") and copied
+# "Doctor"
+TITLED_PERSON = re.compile(r"(?<![\w.])(Dr|Doctor|Prof|Professor)\.? ([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?)(?![\w'’-])")
+
+
+FRENCH_TITLES = {"Dr": "le Dr", "Doctor": "le docteur", "Prof": "le professeur", "Professor": "le professeur"}
+
+
+def french_titled(match: re.Match) -> str:
+    return f"{FRENCH_TITLES[match.group(1)]} {match.group(2)}"
+
+
+# A capitalized word (with a lower-case letter: not an acronym), hyphens and name apostrophes (O'Brien)
+# inside; an apostrophe before a lower-case letter ends it: a contraction or possessive (I'd, He's, Tom's)
+CAPITALIZED = re.compile(r"(?<![\w'\u2019-])[^\W\d_a-z](?:[\w-]|['\u2019](?![a-z]))*")
+
+
+# First names a translation keeps as written: the model translated some ("Bob will fix the bug." -> "Un garçon
+# réparera..."). They go to the model as text; a translation that loses one is translated again with it behind a
+# placeholder (nmt.decoding.translate). The list leaves out names that are also English words (Will, Grace).
+FIRST_NAMES = frozenset(line for line in Path(__file__).with_name("first_names.txt").read_text(encoding="utf-8")
+                        .splitlines() if line and not line.startswith("#"))
+
+
+def missing_names(names: Sequence[str], text: str) -> list[str]:
+    """The names of `names` that `text` does not hold as words of their own."""
+    return [name for name in names if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)]
+
+
+def kept_first_names(names: Sequence[str], text: str) -> int:
+    """How many of `names` `text` holds, each as a word of its own."""
+    return len(names) - len(missing_names(names, text))
+
+
+# English capitalizes these without their being names
+CALENDAR_WORDS = frozenset(
+    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June July August "
+    "September October November December".split())
+
+
+def name_spans(sentence: str, is_rare: Callable[[str], bool]) -> list[tuple[int, int]]:
+    """(start, end) of the names in `sentence` as far as its spelling tells: runs of capitalized words that
+    `is_rare` (words the model's vocabulary holds only in pieces), not days or months nor the plural of a
+    word it holds whole, joined by a space or a hyphen, without a possessive's or contraction's ending
+    (Okonkwo's). The sentence's first word counts only in a run of two or more, where it is a first name
+    rather than a capital any sentence has."""
+
+    def is_name(word: str) -> bool:
+        if not any(char.islower() for char in word) or word.rstrip("s") in CALENDAR_WORDS or not is_rare(word):
+            return False
+        return not (word.endswith("s") and len(word) > 3 and not is_rare(word[:-1]))  # a plural: Sundays, Indians
+
+    words = [match for match in CAPITALIZED.finditer(sentence) if is_name(match.group())]
+    spans: list[list[int]] = []
+    for match in words:
+        if spans and sentence[spans[-1][1]:match.start()] in (" ", "-"):
+            spans[-1][1] = match.end()
+        else:
+            spans.append([match.start(), match.end()])
+    first = next((match.start() for match in re.finditer(r"\S", sentence)), 0)
+    return [(start, end) for start, end in spans
+            if start != first or " " in sentence[start:end] or "-" in sentence[start:end]]
+
+
+# Words after a first name that make it a place, which French translates ("Charles University" -> "l'Université
+# Charles", "Charles Bridge" -> "le pont Charles")
+PLACE_WORDS = frozenset(
+    "University College School Institute Foundation Hospital Street Square Avenue Road Bridge Park Hall Center "
+    "Centre Station Airport Church Cathedral Palace Museum Theatre Theater Stadium Library Prize Award".split())
+
+
+# A title before a name, abbreviated or not ("Mrs. White", "Doctor Smith"): the words after it are a name even
+# where they are English words ("White" came out "Blanche"), a possessive's 's left out; not an office ("Mr
+# President", "Mr Commissioner": Europarl's every other line), which French translates ("Monsieur le Président")
+TITLED_NAME = re.compile(r"(?<![\w.])(?:Mr|Mrs|Ms|Miss|Dr|Prof|Doctor|Professor)\.?"
+                         r" ([A-Z][\w-]*(?:['’](?!s\b)[\w-]+)*(?: [A-Z][\w-]*(?:['’](?!s\b)[\w-]+)*)?)(?![\w-])")
+
+
+OFFICES = frozenset("President Vice-President Speaker Chairman Chairwoman Chair Commissioner Minister Secretary "
+                    "Ambassador Mayor Governor Justice Deputy Rapporteur Prime High Member Members Director".split())
+
+
+def titled_name_spans(sentence: str) -> list[tuple[int, int]]:
+    """(start, end) of the names after a title (TITLED_NAME) in `sentence`, not an office's."""
+    return [match.span(1) for match in TITLED_NAME.finditer(sentence) if match.group(1).split(" ")[0] not in OFFICES]
+
+
+def first_name_spans(sentence: str) -> list[tuple[int, int]]:
+    """(start, end) of the first names of FIRST_NAMES in `sentence`, capitalized as names are, with the
+    capitalized word right after one: its family name ("Marie Dupont", "John Smith"; "George Washington" of
+    "George Washington University")."""
+    words = list(CAPITALIZED.finditer(sentence))
+    spans: list[tuple[int, int]] = []
+    for match, following in zip(words, words[1:] + [None] if words else [], strict=True):
+        if match.group() not in FIRST_NAMES or (spans and match.start() < spans[-1][1]):
+            continue
+        family = (following is not None and sentence[match.end():following.start()] == " "
+                  and following.group() not in CALENDAR_WORDS and following.group() not in PLACE_WORDS)
+        spans.append((match.start(), following.end() if family else match.end()))
+    return spans
