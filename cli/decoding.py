@@ -310,7 +310,7 @@ def attention(
     source = translator.tokenizer.encode(text.strip())
     if not source or len(source) >= translator.max_piece_tokens:
         raise UsageError(f"--text must be one sentence of 1 to {translator.max_piece_tokens - 1} pieces")
-    target = translator._search_batch([source])[0][0].tokens
+    target = translator.search_tokens([source])[0][0].tokens
     weights = cross_attention(translator.model, source, target)
     pieces = translator.tokenizer.processor.id_to_piece
     layers = weights.size(0)

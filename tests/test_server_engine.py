@@ -26,6 +26,10 @@ class ScriptedTranslator:
         self.gate = threading.Event()
         self.gate.set()
 
+    def with_options(self, options, formality):
+        self.options, self.formality = options, formality
+        return self
+
     def translate_as_ready(self, lines):
         self.calls.append(list(lines))
         self.gate.wait(30)

@@ -16,6 +16,7 @@ pieces' translations are joined with spaces.
 from __future__ import annotations
 
 import contextlib
+import copy
 import ctypes
 import itertools
 import json
@@ -330,6 +331,20 @@ class Translator:
             pieces.append(ids[start:end])
             start = end
         return pieces
+
+    def with_options(self, options: SearchOptions, formality: str | None = None) -> Translator:
+        """This translator searching with `options` (and, given, in the register `formality`): a copy that shares the
+        model, decoders and tokenizer, for one call (the server's requests each bring theirs)."""
+        chosen = copy.copy(self)
+        chosen.options = options
+        if formality is not None:
+            chosen.formality = formality
+        return chosen
+
+    def search_tokens(self, sources: list[list[int]]) -> list[list]:
+        """The search's hypotheses (nmt.decoding.search.Hypothesis, best first) for sources given as token ids, as
+        they are: no sentence split, placeholders or casing (`nmt attention` draws what the model did)."""
+        return self._search_batch(sources)
 
     def _search_batch(self, sources: list[list[int]], prefixes: list[list[int]] | None = None,
                       terms: list[list[list[int]]] | None = None):

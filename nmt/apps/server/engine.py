@@ -262,10 +262,9 @@ class Engine:
         lines = [line for job, start, end in spans for line in job.lines[start:end]]
         owners = [(job, index) for job, start, end in spans for index in range(start, end)]
         self.on_batch(len(lines))
-        self.translator.options = options
-        self.translator.formality = formality or self.default_formality
+        translator = self.translator.with_options(options, formality or self.default_formality)
         try:
-            for position, translation in self.translator.translate_as_ready(lines):
+            for position, translation in translator.translate_as_ready(lines):
                 job, index = owners[position]
                 job.results[index] = translation
                 job.left -= 1
