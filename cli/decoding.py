@@ -98,7 +98,7 @@ def translate(
         data = source.read()
         check_file(input_format, data, limits, encoding)
     with collection_paused():
-        from nmt.decoding.translate import translate_document, translate_stream
+        from nmt.decoding.streams import translate_document, translate_stream
 
         translator, config = load_translator(model, decoding)
     window = 1 if interactive or (input is None and sys.stdin.isatty()) else 1000

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from nmt.data.corpus import load_embedded
 from nmt.decoding.configuration import DecodingFlags, search_options
 from nmt.decoding.search import Hypothesis, SearchOptions
-from nmt.decoding.translate import Translator, translate_document, translate_stream
+from nmt.decoding.streams import translate_document, translate_stream
+from nmt.decoding.translate import Translator
 from nmt.errors import Interrupted, NmtError, UsageError
 from nmt.model.checkpoint import load_checkpoint
 from tests.conftest import decoding

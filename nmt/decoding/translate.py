@@ -15,32 +15,28 @@ pieces' translations are joined with spaces.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import ctypes
-import itertools
 import json
 import logging
 import math
 import multiprocessing
 import signal
-import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, BinaryIO, TextIO
+from typing import TYPE_CHECKING
 
 import torch
 
 from nmt.data.batching import pad_sources, sorted_batches
-from nmt.data.corpus import read_stream_lines
 from nmt.decoding.alignment import align
 from nmt.decoding.configuration import MAX_PIECE_TOKENS, DecodingConfig, DecodingFlags, can_fork, memories_of
 from nmt.decoding.constraints import Glossary, constrained_search
 from nmt.decoding.inference import build_decoders, cast_for_inference
 from nmt.decoding.search import SearchOptions, search
-from nmt.errors import Interrupted, NmtError, UsageError, held_stops
+from nmt.errors import NmtError, UsageError
 from nmt.model.backend import Backend
 from nmt.model.checkpoint import Checkpoint
 from nmt.model.shortlist import Shortlist
@@ -53,7 +49,7 @@ from nmt.text.names import first_name_spans, kept_first_names, missing_names, ti
 from nmt.text.protect import Protected, glued_kept, numbers_kept, protect
 from nmt.text.register import FORMALITIES, register_of
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
-from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer, without_surrogates
+from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer
 from nmt.text.typography import joined_elisions
 
 if TYPE_CHECKING:
@@ -571,89 +567,6 @@ class Translator:
         return flags
 
 
-def translate_stream(translator: Translator, source: BinaryIO, sink: TextIO, *, window: int = 1000,
-                     as_json: bool = False, quiet: bool = False, records: bool = False, newline: str = "\n") -> int:
-    """Translate `source` line by line to `sink`, `window` lines at a time (1: answer each line at once).
-    Returns the number of lines written. Lines are written in order as soon as all before them are done,
-    and flushed at the end of each window; on an interruption (nmt.errors.Interrupted) the finished lines
-    are flushed and the interruption goes on with their count. records: each line is a JSON object with
-    "source" and optionally "prefix" (a line that is not stops the translation before its window, with
-    every line before that window written). newline: what ends each line written (the input's CRLF kept)."""
-    lines = read_stream_lines(source, lambda: log.warning("invalid UTF-8 in the input was replaced by U+FFFD"))
-    written, started, last_report = 0, time.monotonic(), time.monotonic()
-    try:
-        while chunk := list(itertools.islice(lines, window)):
-            prefixes = None
-            if records:
-                chunk, prefixes = parse_records(chunk, first_number=written + 1)
-            written += _translate_window(translator, chunk, sink, as_json, prefixes, newline)
-            now = time.monotonic()
-            if not quiet and now - last_report > 5:
-                log.info("%d lines, %.1f lines/s", written, written / (now - started))
-                last_report = now
-    except Interrupted as stop:
-        raise stop.after(written) from None
-    return written
-
-
 def normalized(text: str) -> str:
     """Letters and digits alone, lowercased: what a copied source has in common with the source."""
     return "".join(char for char in text.lower() if char.isalnum())
-
-
-def translate_document(translator: Translator, text: str) -> str:
-    """Running text translated paragraph by paragraph: paragraphs are separated by blank lines, and a
-    paragraph's lines (wrapped at any width) are joined into one text that nmt.text.segment splits into
-    sentences. The French keeps the paragraphs and every blank line between them, one line a paragraph."""
-    blocks: list[list[str]] = []  # paragraphs (their lines) and runs of blank lines ([""] each)
-    for line in text.split("\n"):
-        line = line.rstrip("\r")
-        if not line.strip():
-            blocks.append([""])
-        elif blocks and blocks[-1] != [""]:
-            blocks[-1].append(line.strip())
-        else:
-            blocks.append([line.strip()])
-    if text.endswith("\n") and blocks and blocks[-1] == [""]:
-        blocks.pop()  # the final newline ends the last line, it is not a blank line
-    paragraphs = [" ".join(block) for block in blocks if block != [""]]
-    translated = iter(t.text for t in translator.translate(paragraphs))
-    return "".join(("" if block == [""] else next(translated)) + "\n" for block in blocks)
-
-
-def parse_records(lines: list[str], first_number: int) -> tuple[list[str], list[str | None]]:
-    """(sources, prefixes) of JSON lines {"source": ..., "prefix": ...} ("prefix" optional); UsageError
-    naming the first line that is not one (numbered from first_number)."""
-    sources, prefixes = [], []
-    for number, line in enumerate(lines, first_number):
-        try:
-            record = json.loads(line)
-            source, prefix = record["source"], record.get("prefix")
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise UsageError(f"input line {number}: not a JSON object with a source") from None
-        if not isinstance(source, str) or not isinstance(prefix, str | None):
-            raise UsageError(f"input line {number}: source and prefix must be strings")
-        sources.append(without_surrogates(source))  # JSON's "\ud800", which no output could write
-        prefixes.append(without_surrogates(prefix) if prefix else prefix)
-    return sources, prefixes
-
-
-def _translate_window(translator: Translator, chunk: list[str], sink: TextIO, as_json: bool,
-                      prefixes: list[str | None] | None = None, newline: str = "\n") -> int:
-    """Write the translations of `chunk` in order; returns len(chunk)."""
-    ready: dict[int, Translation] = {}
-    next_line = 0
-    try:
-        with contextlib.closing(translator.translate_as_ready(chunk, prefixes)) as translations:
-            for index, translation in translations:
-                ready[index] = translation
-                while next_line in ready:  # write the in-order prefix as soon as it is complete
-                    done = ready.pop(next_line)
-                    with held_stops():  # a stop signal waits until the line is both written and counted
-                        sink.write((done.to_json() if as_json else done.text.replace("\n", " ")) + newline)
-                        next_line += 1
-    except Interrupted as stop:
-        raise stop.after(next_line) from None
-    finally:
-        sink.flush()
-    return len(chunk)
