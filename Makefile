@@ -125,7 +125,7 @@ VALID_PAIRS = $(BIN)/python -c "from nmt.data.corpus import parse_test_set as t;
 	sets = [t(name) for name in '$(2)'.split(',')]; \
 	open('$(1)/valid.en', 'w').writelines(l + '\n' for s in sets for l in s.source[:300]); \
 	open('$(1)/valid.fr', 'w').writelines(l + '\n' for s in sets for l in s.target[:300])"
-LANDMARK = $(BIN)/python -c "from nmt.training.train import write_slim_resume_point as w; \
+LANDMARK = $(BIN)/python -c "from nmt.training.averaging import write_slim_resume_point as w; \
 	s = w('$(1)/last.pt', '$(2)').train_state['progress']; \
 	print(f'$(2): update {s[\"step\"]}, {s[\"elapsed\"] / 60:.1f} training minutes')"
 GENERAL_RUN := runs/general
