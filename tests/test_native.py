@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.model import native
+from nmt.model import native, native_ops
 from nmt.model.machine import machine
 
 COMPILER = native.c_compiler()
@@ -21,8 +21,8 @@ pytestmark = [pytest.mark.skipif(shutil.which(COMPILER) is None, reason=f"no C c
 
 
 # What nmt.model.native keeps once loaded: the library and the kernels bound to it
-CACHED = (native.library, native.best_kernel, native.beam_top_k_kernel, native.sentence_logits_int7_kernel,
-          native.int8_linear_kernel, native.dropout_kernel, native.cross_entropy_kernel)
+CACHED = (native.library, native_ops.best_kernel, native_ops.beam_top_k_kernel, native_ops.sentence_logits_int7_kernel,
+          native_ops.int8_linear_kernel, native_ops.dropout_kernel, native_ops.cross_entropy_kernel)
 
 
 def forget_the_build() -> None:
@@ -43,14 +43,14 @@ def build(request, monkeypatch):
 
 @pytest.fixture
 def cross_kernel(build):
-    found = native.cross_attention_kernel()
+    found = native_ops.cross_attention_kernel()
     assert found is not None, "a C compiler and AVX-512 or AVX2 are present, so the kernels must build"
     return found
 
 
 @pytest.fixture
 def kernel(build):
-    found = native.self_attention_kernel()
+    found = native_ops.self_attention_kernel()
     assert found is not None, "a C compiler and AVX-512 or AVX2 are present, so the kernels must build"
     return found
 
@@ -94,7 +94,7 @@ def test_cross_kernel_equals_masked_attention_in_float32(cross_kernel, sentences
 @pytest.mark.parametrize("width", [1, 17, 3008])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_log_softmax_kernel_equals_torch(build, width, dtype):
-    log_softmax = native.log_softmax_kernel()
+    log_softmax = native_ops.log_softmax_kernel()
     assert log_softmax is not None
     logits = torch.randn(5, width, generator=torch.Generator().manual_seed(width)).mul(4).to(dtype)
     logits[0, -1] = -float("inf")  # a forbidden token stays forbidden (row 0 of width 1: NaN, as torch)
@@ -112,7 +112,7 @@ def test_log_softmax_kernel_equals_torch(build, width, dtype):
 @pytest.mark.parametrize("with_ids", [True, False])
 def test_sentence_logits_kernel_puts_each_sentences_own_logits_after_the_shared(build, beam, counts, dim, dtype,
                                                                               with_bias, with_ids):
-    bind = native.sentence_logits_kernel()
+    bind = native_ops.sentence_logits_kernel()
     assert bind is not None
     generator = torch.Generator().manual_seed(beam)
     pieces, shared, width = sum(counts) + 3, 21, 21 + max(counts) + 7
@@ -140,7 +140,7 @@ def test_sentence_logits_kernel_puts_each_sentences_own_logits_after_the_shared(
 
 
 def test_sentence_logits_kernel_refuses_what_would_read_outside_its_tensors(build):
-    bind = native.sentence_logits_kernel()
+    bind = native_ops.sentence_logits_kernel()
     weights, starts, counts = torch.randn(10, 16).bfloat16(), torch.tensor([0, 4]), torch.tensor([4, 6])
     for bad in [(weights.float(), None, starts, counts), (weights, None, starts.int(), counts.int()),
                 (weights, torch.zeros(3), starts, counts),  # not a bias per piece
@@ -247,7 +247,7 @@ def test_no_kernels_without_avx2_or_avx512(monkeypatch):
     monkeypatch.setattr(native, "machine", lambda: with_flags("fpu sse2 avx f16c"))
     native.library.cache_clear()
     try:
-        assert native.library() is None and native.self_attention_kernel() is None
+        assert native.library() is None and native_ops.self_attention_kernel() is None
     finally:
         native.library.cache_clear()
 
@@ -256,7 +256,7 @@ def test_nmt_native_0_turns_the_kernel_off(monkeypatch):
     monkeypatch.setenv("NMT_NATIVE", "0")
     native.library.cache_clear()
     try:
-        assert native.self_attention_kernel() is None
+        assert native_ops.self_attention_kernel() is None
     finally:
         native.library.cache_clear()
 
@@ -277,7 +277,7 @@ def test_kernels_report_scratch_memory_they_cannot_allocate(build):
 def test_int7_sentence_logits_kernel_gives_each_own_token_its_exact_int8_logit(build):
     """Each row quantized to 7 bits on its own scale, times each own token's int8 weights (stored + 128),
     exact int32 sums scaled back by the row's and the token's scales, plus bias: as torch computes it."""
-    bind = native.sentence_logits_int7_kernel()
+    bind = native_ops.sentence_logits_int7_kernel()
     if bind is None:
         pytest.skip("no AVX2 build of the kernels")
     generator = torch.Generator().manual_seed(4)
@@ -309,7 +309,7 @@ def test_layer_norm_kernel_is_as_exact_as_float32_allows_row_by_row(build, width
     torch's float32 one, on adversarial rows: large means with small spreads (where a float32 mean is off by
     spread-sized amounts), spreads from 1e-3 to 1e4, a constant row, widths that are no whole number of
     vectors (AVX-512's 16 and AVX2's 8); a row's result is the same alone and among others."""
-    bind = native.layer_norm_kernel()
+    bind = native_ops.layer_norm_kernel()
     assert bind is not None
     torch.manual_seed(5)
     norm = torch.nn.LayerNorm(width)
@@ -340,7 +340,7 @@ def test_layers_kernels_refuse_sizes_no_scratch_memory_holds(build):
 def test_best_kernel_equals_torch_max(build, width):
     """decode_best (greedy search's choice on a CPU) as torch.max(dim=-1): values and indices, the first of
     equal values, a row's first NaN, rows of -inf, widths not a whole number of vectors."""
-    best = native.best_kernel.__wrapped__()  # this build's library, not the cached function's
+    best = native_ops.best_kernel.__wrapped__()  # this build's library, not the cached function's
     assert best is not None
     generator = torch.Generator().manual_seed(width)
     rows = torch.randn(6, width, generator=generator).log_softmax(dim=-1)
@@ -359,7 +359,7 @@ def test_log_softmax_rest_kernel_equals_the_shortlist_normalization_in_torch(bui
     """decode_log_softmax_rest against nmt.model.flat_decoder's less_the_rest over log_softmax: each row's
     list normalized, less the estimated mass of what the list leaves out (the sampled logits plus their
     sentence's rest bias, -inf where a sampled id is in the list); an owner outside rest_bias is refused."""
-    kernel = native.log_softmax_rest_kernel()
+    kernel = native_ops.log_softmax_rest_kernel()
     assert kernel is not None
     generator = torch.Generator().manual_seed(6)
     rows, width, sampled, sentences = 6, 37, 12, 3
@@ -386,7 +386,7 @@ def test_beam_top_k_kernel_equals_topk_over_the_sums(build, sentences, width, vo
     """decode_beam_top_k (beam search's candidates on a CPU) as torch.topk over scores + log-probabilities:
     the same values, best first, each index naming its value (of equal values the larger first); a sentence
     with fewer candidates above -inf than k gets -inf at distinct indices of its own."""
-    kernel = native.beam_top_k_kernel.__wrapped__()
+    kernel = native_ops.beam_top_k_kernel.__wrapped__()
     assert kernel is not None
     generator = torch.Generator().manual_seed(vocab)
     log_probs = torch.randn(sentences * width, vocab, generator=generator).log_softmax(dim=1)
@@ -416,7 +416,7 @@ def test_the_int8_product_computes_torchs_integers_in_every_build(build, bits):
     loaded = native.library()
     if not native.products_built(loaded, bits):
         pytest.skip(f"no {bits}-bit products in this build (8 bits need AVX-512 VNNI)")
-    kernel = native.int8_linear_kernel()
+    kernel = native_ops.int8_linear_kernel()
     generator = torch.Generator().manual_seed(5)
     for inputs, outputs in ((4, 1), (36, 17), (260, 1000)):
         weight = torch.randn(outputs, inputs, generator=generator)
@@ -534,7 +534,7 @@ def test_train_dropout_drops_p_scales_the_rest_and_draws_a_mask_per_seed(build, 
     """train_dropout (issue 64): the share dropped is p, the rest is scaled, the same seed draws the same mask
     (backward's), another seed another; the mask does not depend on how the work is split between threads;
     neighbouring units are drawn independently."""
-    dropout = native.dropout_kernel()
+    dropout = native_ops.dropout_kernel()
     assert dropout is not None
     dropped, scale = round(0.1 * 2**16), 2**16 / (2**16 - round(0.1 * 2**16))
     x = torch.randn(1021, 1023).to(dtype)  # no size of whole vectors: the tail is drawn as well
@@ -562,7 +562,7 @@ def test_train_dropout_drops_p_scales_the_rest_and_draws_a_mask_per_seed(build, 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("width", [8000, 37])
 def test_train_cross_entropy_equals_torch_in_value_and_gradient(build, dtype, width):
-    kernel = native.cross_entropy_kernel()
+    kernel = native_ops.cross_entropy_kernel()
     assert kernel is not None
     torch.manual_seed(0)
     logits = (4 * torch.randn(333, width)).to(dtype)

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from nmt.model.config import ModelConfig
-from nmt.model.native import beam_top_k_kernel, best_kernel
+from nmt.model.native_ops import beam_top_k_kernel, best_kernel
 from nmt.model.shortlist import TOP_K_CHUNK
 
 

@@ -34,8 +34,8 @@ from torch import Tensor, nn
 
 from nmt.model.backend import Backend
 from nmt.model.cache import DecoderState, cached_attention, source_lengths
-from nmt.model.native import (
-    HEAD_DIM_STEP,
+from nmt.model.native import HEAD_DIM_STEP
+from nmt.model.native_ops import (
     EncoderLayers,
     Int8Layers,
     LayersStep,

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.model.native import TRAINING_DTYPES, cross_entropy_kernel
+from nmt.model.native_ops import TRAINING_DTYPES, cross_entropy_kernel
 from nmt.model.transformer import Transformer
 
 CHUNK_TOKENS = 1024

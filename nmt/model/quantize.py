@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.model.machine import machine
-from nmt.model.native import int8_linear_kernel
+from nmt.model.native_ops import int8_linear_kernel
 
 # At or below this many rows the int8 kernel wins (measured on a 2-core AVX-512 EPYC; see benchmarks/).
 INT8_KERNEL_MAX_ROWS = 16

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from nmt.model.attention import attention_backends, cache_dtype, inference_attention
 from nmt.model.cache import CrossAttention, DecoderState, SelfAttention, cached_attention
 from nmt.model.config import ModelConfig
-from nmt.model.native import TRAINING_DTYPES, dropout_kernel
+from nmt.model.native_ops import TRAINING_DTYPES, dropout_kernel
 
 INITIAL_CACHE_LENGTH = 16
 
