@@ -143,31 +143,13 @@ def train(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
     """Train a Transformer; rerunning the same command resumes from OUT/last.pt."""
-    given = {k: v for k, v in context.params.items() if k not in ("config_file", "quiet") and v is not None}
     configure_logging(quiet, progress=True)
     from nmt.training.config import TrainConfig
     from nmt.training.train import train as run_training
 
-    values = {}
-    if config_file is not None:
-        values = read_yaml(config_file)
-        if "prepared" in given:  # the folder replaces the data options the file gives (they made it)
-            for key in ("data", "src_file", "tgt_file", "hf_dataset", "hf_config", "streaming", "augment",
-                        "augment_swap", "register_tags"):
-                values.pop(key, None)
-    values.update(given)
-    fields = TrainConfig.__dataclass_fields__
-    for name, value in values.items():  # YAML 1.1 reads 1e-3 (no dot) as a string
-        if isinstance(value, str) and name in fields and "float" in str(fields[name].type):
-            try:
-                values[name] = float(value)
-            except ValueError:
-                raise UsageError(f"{name} in {config_file} must be a number, not {value!r}") from None
-    values["out"] = str(out)
-    unknown = set(values) - set(fields)
-    if unknown:
-        raise UsageError(f"unknown training options in {config_file}: {', '.join(sorted(unknown))}")
-    run_training(TrainConfig(**values))
+    flags = {name: value for name, value in context.params.items() if name not in ("config_file", "quiet", "out")}
+    run_training(TrainConfig.merged(str(out), flags, read_yaml(config_file) if config_file else None,
+                                    str(config_file)))
 
 
 def prepare(

@@ -1047,3 +1047,16 @@ def test_a_damaged_token_cache_is_one_line_before_training(corpus, tmp_path, dam
     assert trained.returncode != 0
     last = trained.stderr.strip().splitlines()[-1]
     assert len(trained.stderr.strip().splitlines()) == 1 and "is damaged" in last and what in last, trained.stderr
+
+
+def test_the_flags_given_go_over_the_config_file_over_the_defaults():
+    from_file = {"data": "multi30k", "lr": "1e-3", "max_steps": 100, "warmup": 10}
+    merged = TrainConfig.merged("runs/x", {"max_steps": 5, "seed": None}, from_file, "run.yaml")
+    assert (merged.max_steps, merged.lr, merged.warmup, merged.data, merged.out) == (5, 1e-3, 10, "multi30k", "runs/x")
+    assert merged.seed == TrainConfig(out="x", data="multi30k", max_steps=1).seed  # not given: the default
+    prepared = TrainConfig.merged("runs/x", {"prepared": "cache/abc", "max_steps": 1}, from_file, "run.yaml")
+    assert prepared.data is None and prepared.prepared == "cache/abc"  # the folder stands for the file's data
+    with pytest.raises(UsageError, match="unknown training options in run.yaml: colour"):
+        TrainConfig.merged("runs/x", {"max_steps": 1}, {**from_file, "colour": "red"}, "run.yaml")
+    with pytest.raises(UsageError, match="lr in run.yaml must be a number"):
+        TrainConfig.merged("runs/x", {"max_steps": 1}, {**from_file, "lr": "fast"}, "run.yaml")

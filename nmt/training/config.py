@@ -125,6 +125,36 @@ class TrainConfig:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def merged(cls, out: str, flags: dict, file_values: dict | None = None, file_name: str = "the config file"
+               ) -> TrainConfig:
+        """The run's configuration from the flags given (`nmt train`'s, None where not given) over a YAML file's
+        values (`--config`) over the defaults. A --prepared folder replaces the data options the file gives (they
+        made it); a number YAML 1.1 read as a string ("1e-3") is read as a number; an option TrainConfig does not
+        have is a UsageError naming the file."""
+        given = {name: value for name, value in flags.items() if value is not None}
+        values = dict(file_values or {})
+        if "prepared" in given:
+            for name in PREPARED_REPLACES:
+                values.pop(name, None)
+        values.update(given)
+        known = cls.__dataclass_fields__
+        unknown = set(values) - set(known)
+        if unknown:
+            raise UsageError(f"unknown training options in {file_name}: {', '.join(sorted(unknown))}")
+        for name, value in values.items():
+            if isinstance(value, str) and "float" in str(known[name].type):
+                try:
+                    values[name] = float(value)
+                except ValueError:
+                    raise UsageError(f"{name} in {file_name} must be a number, not {value!r}") from None
+        return cls(**{**values, "out": str(out)})
+
+
+# The data options a --prepared folder stands for (a config file's are dropped when the flag names a folder)
+PREPARED_REPLACES = ("data", "src_file", "tgt_file", "hf_dataset", "hf_config", "streaming", "augment",
+                     "augment_swap", "register_tags")
+
 
 def training_precision(precision: str | None, device: torch.device) -> str:
     """--precision, with auto resolved: bf16 autocast where the hardware computes in bf16 (CUDA with bf16, a
