@@ -121,6 +121,9 @@ def train(
     max_minutes: float = typer.Option(None, "--max-minutes", help="Stop after this much training time."),
     valid_every: int = typer.Option(None, "--valid-every", help="Validate and save every N steps. Default 1000."),
     save_every: int = typer.Option(None, "--save-every", help="Also write last.pt (to resume from) every N steps."),
+    checkpoint_every: int = typer.Option(None, "--checkpoint-every", help="Also write stepN.pt (the --keep-last "
+                                         "kept, for nmt average) every N steps, as the paper averages checkpoints "
+                                         "written at a fixed interval. Default: at validations only."),
     patience: int = typer.Option(None, "--patience", help="Stop after N validations without a better BLEU."),
     valid_bleu_lines: int = typer.Option(None, "--valid-bleu-lines", help="Validate on the first N validation pairs "
                                          "only. Default all."),

@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -963,6 +964,23 @@ def test_the_wmt14_configs_take_their_tokens_an_update_on_one_and_eight_gpus(nam
         assert gpus * accumulated * config.max_tokens == config.tokens_per_update
     with pytest.raises(UsageError, match="--max-tokens 8192"):  # 2 x 8 GPUs: it says what fits
         batches_per_update(config, 16)
+    # the paper's recipe: no clipping; the checkpoints averaged, written at a fixed interval, span the end of the run
+    assert config.clip_norm == 0
+    span = config.checkpoint_every * config.keep_last
+    assert config.checkpoint_every < config.valid_every and 0.03 <= span / config.max_steps <= 0.08
+    average = re.search(r"nmt average (\S+) --output", (Path(__file__).parent.parent / "configs" / f"{name}.yaml")
+                        .read_text())
+    assert average, "the config says how to average its checkpoints, with nmt average's own option"
+
+
+def test_step_checkpoints_are_written_every_n_steps_between_validations(corpus, tmp_path):
+    run = tmp_path / "run"
+    done = nmt(*train_args(corpus, run, "--max-steps", "7", "--checkpoint-every", "2", "--valid-every", "100",
+                           "--keep-last", "3"))
+    assert done.returncode == 0, done.stderr
+    assert sorted(path.name for path in run.glob("step*.pt")) == ["step0000004.pt", "step0000006.pt",
+                                                                   "step0000007.pt"]  # 7: the run's end validates
+    assert load_checkpoint(run / "step0000006.pt").training["summary"]["step"] == 6
 
 
 def test_batches_read_ahead_keep_their_order_raise_their_errors_and_stop_with_the_loop():

@@ -66,6 +66,7 @@ class TrainConfig:
     max_minutes: float | None = None
     valid_every: int = 1000
     save_every: int | None = None  # last.pt every N steps, besides at each validation
+    checkpoint_every: int | None = None  # step*.pt (for averaging) every N steps too, not only at validations
     reset_schedule: bool = False  # on resume, take --lr and --warmup as given instead of the stored ones
     valid_bleu_lines: int | None = None  # validate on the first N pairs only
     patience: int = 0  # validations without a better BLEU before stopping; 0: never
@@ -103,7 +104,7 @@ class TrainConfig:
         if self.update_freq is not None and self.tokens_per_update is not None:
             raise UsageError("give --update-freq or --tokens-per-update, not both: the second sets the first")
         for name in ("valid_every", "update_freq", "tokens_per_update", "max_tokens", "log_every", "save_every",
-                     "warmup", "max_len",
+                     "checkpoint_every", "warmup", "max_len",
                      "d_model", "n_heads", "d_ff", "encoder_layers", "decoder_layers"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):

@@ -360,6 +360,10 @@ class Loop:
                         elapsed = time.monotonic() - window_start
                         self.report_progress(window_loss / window_steps, window_tokens / elapsed)
                         window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
+                    every = self.config.checkpoint_every
+                    if every and s["step"] % every == 0 and s["step"] % self.config.valid_every != 0 \
+                            and self.dist.is_main:
+                        self.save_step(self.checkpoint())  # a validation writes its own
                     if self.config.save_every and s["step"] % self.config.save_every == 0:
                         self.save_last()
                     if s["step"] % self.config.valid_every == 0:
@@ -476,6 +480,14 @@ class Loop:
         if self.dist.is_main:
             save_checkpoint(self.trainer.out / "last.pt", self.checkpoint(random_states))
 
+    def save_step(self, snapshot: Checkpoint) -> None:
+        """stepN.pt (rank 0), the last --keep-last of them kept: what `nmt average` averages."""
+        if self.dist.is_main and self.config.keep_last:
+            out = self.trainer.out
+            save_checkpoint(out / f"step{self.state['step']:07d}.pt", snapshot)
+            for old in sorted(out.glob("step*.pt"))[: -self.config.keep_last]:
+                old.unlink()
+
     def validate_and_save(self) -> bool:
         """Validate, write checkpoints; True when early stopping says stop (on every rank)."""
         stop = False
@@ -496,10 +508,7 @@ class Loop:
             out = self.trainer.out
             if improved:
                 save_checkpoint(out / "best.pt", snapshot)
-            if self.config.keep_last:
-                save_checkpoint(out / f"step{s['step']:07d}.pt", snapshot)
-                for old in sorted(out.glob("step*.pt"))[: -self.config.keep_last]:
-                    old.unlink()
+            self.save_step(snapshot)
             stop = bool(self.config.patience) and s["bad_validations"] >= self.config.patience
         self.save_last()
         return self.dist.any(stop)
