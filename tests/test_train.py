@@ -1078,3 +1078,14 @@ def test_the_flags_given_go_over_the_config_file_over_the_defaults():
         TrainConfig.merged("runs/x", {"max_steps": 1}, {**from_file, "colour": "red"}, "run.yaml")
     with pytest.raises(UsageError, match="lr in run.yaml must be a number"):
         TrainConfig.merged("runs/x", {"max_steps": 1}, {**from_file, "lr": "fast"}, "run.yaml")
+
+
+def test_a_launcher_that_gives_each_process_one_gpu_is_accepted():
+    """torchrun on 8 GPUs, or a launcher that makes one GPU visible to each of 8 processes (SLURM's
+    --gpus-per-task 1): both train; 8 processes that share 4 visible GPUs do not."""
+    from nmt.training.distributed import check_gpus_per_process
+
+    check_gpus_per_process(8, 8)
+    check_gpus_per_process(8, 1)  # was refused: "8 processes on this machine but 1 visible GPU(s)"
+    with pytest.raises(UsageError, match="8 processes on this machine but 4 visible GPUs"):
+        check_gpus_per_process(8, 4)

@@ -47,11 +47,8 @@ class Distributed:
         backend = backend or ("nccl" if device.type == "cuda" else "gloo")
         if backend == "nccl" and device.type != "cuda":
             raise UsageError("--dist-backend nccl needs CUDA devices; on CPUs the ranks use gloo")
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        if backend == "nccl" and local > torch.cuda.device_count():
-            raise UsageError(f"{local} processes on this machine but {torch.cuda.device_count()} visible GPU(s): NCCL "
-                             "needs a GPU for each (--nproc_per_node at most the GPUs; --dist-backend gloo shares "
-                             "them, slowly)")
+        if backend == "nccl":
+            check_gpus_per_process(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), torch.cuda.device_count())
         if not dist.is_initialized():
             # The join waits `join_minutes` for the slowest machine to prepare its corpus (hours, on a cold
             # node-local cache; a machine that died before joining is only noticed then): the default group has
@@ -95,6 +92,16 @@ class Distributed:
         holder = [value]
         torch.distributed.broadcast_object_list(holder, src=0, group=self.group, device=self.device)
         return holder[0]
+
+
+def check_gpus_per_process(processes: int, visible: int) -> None:
+    """NCCL takes one GPU a process. A process that sees one GPU (a launcher that sets CUDA_VISIBLE_DEVICES for
+    each process, as SLURM's --gpus-per-task does) trains on it; one that sees several takes device LOCAL_RANK of
+    them, so more processes on the machine than it sees is refused (UsageError)."""
+    if visible > 1 and processes > visible:
+        raise UsageError(f"{processes} processes on this machine but {visible} visible GPUs: NCCL needs a GPU for "
+                         "each (--nproc_per_node at most the GPUs, or one GPU made visible to each process; "
+                         "--dist-backend gloo shares them, slowly)")
 
 
 def training_device() -> torch.device:
