@@ -1089,3 +1089,26 @@ def test_a_launcher_that_gives_each_process_one_gpu_is_accepted():
     check_gpus_per_process(8, 1)  # was refused: "8 processes on this machine but 1 visible GPU(s)"
     with pytest.raises(UsageError, match="8 processes on this machine but 4 visible GPUs"):
         check_gpus_per_process(8, 4)
+
+
+@pytest.mark.slow  # a preparation stopped midway
+def test_sigterm_while_preparing_removes_the_temporary_folder(tmp_path):
+    """SIGTERM's default ended nmt prepare where it stood, leaving a temporary folder (many GB at WMT size); now
+    it is removed, and the command exits 143 with one line."""
+    cache = tmp_path / "cache"
+    preparing = subprocess.Popen(NMT + ["prepare", "--data", "multi30k*4,tatoeba", "--vocab-size", "1000",
+                                        "--cache-dir", str(cache)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+
+    def temporaries() -> list[Path]:
+        return [path for path in cache.glob("*.*") if path.is_dir()] if cache.exists() else []
+
+    deadline = time.monotonic() + 300
+    while not temporaries():
+        assert preparing.poll() is None and time.monotonic() < deadline, preparing.communicate()
+        time.sleep(0.02)
+    preparing.send_signal(signal.SIGTERM)
+    _, stderr = preparing.communicate(timeout=300)
+    assert preparing.returncode == 143, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1].startswith("error: interrupted by SIGTERM")
+    assert not temporaries() and not list(cache.glob("*.claim"))

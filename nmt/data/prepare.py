@@ -33,6 +33,7 @@ import os
 import random
 import secrets
 import shutil
+import signal
 import socket
 import threading
 import time
@@ -47,7 +48,7 @@ import numpy as np
 
 from nmt.data.corpus import PairSource, ParallelText, held_out_size, read_lines
 from nmt.data.sources import DataSpec, FilterSpec, training_source
-from nmt.errors import DataError
+from nmt.errors import DataError, Interrupted, signal_name, stop_signals_handled_by
 from nmt.text.tokenizer import Tokenizer, train_tokenizer
 
 log = logging.getLogger("nmt")
@@ -300,6 +301,15 @@ def holds_out(source_sentence: str, share: float) -> bool:
 _worker_state: tuple[Tokenizer, FilterSpec, float | None, type] | None = None
 
 
+def _start_pool_worker(*arguments) -> None:
+    """A forked tokenizing process: the parent's stop handlers are not its own (the pool's end, terminate, ends it
+    where it stands; Ctrl-C is the parent's to handle)."""
+    for each in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(each, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _start_worker(*arguments)
+
+
 def _start_worker(tokenizer_bytes: bytes, limits: FilterSpec, share: float | None, dtype) -> None:
     global _worker_state
     _worker_state = (Tokenizer(tokenizer_bytes), limits, share, dtype)
@@ -368,6 +378,7 @@ def _write_into(temporary: Path, source: PairSource, options: PrepareOptions, to
         arguments = (tokenizer.model_bytes, options.limits, share, dtype)
         reported = started
         for chunk, result in _encoded(source.chunks(CHUNK_PAIRS), workers, arguments):
+            _check_stop()
             for name, handle in files.items():
                 result[name].tofile(handle)
             for index in result["held_out"]:
@@ -416,7 +427,7 @@ def _encoded(chunks: Iterator[ParallelText], workers: int, arguments: tuple) -> 
         _start_worker(*arguments)
         yield from ((chunk, _encode_chunk(chunk)) for chunk in chunks)
         return
-    with multiprocessing.get_context("fork").Pool(workers, _start_worker, arguments) as pool:  # exit terminates
+    with multiprocessing.get_context("fork").Pool(workers, _start_pool_worker, arguments) as pool:  # exit terminates
         pending: deque = deque()
         for chunk in chunks:
             pending.append((chunk, pool.apply_async(_encode_chunk, (chunk,))))
@@ -430,18 +441,40 @@ def _encoded(chunks: Iterator[ParallelText], workers: int, arguments: tuple) -> 
 
 @contextlib.contextmanager
 def _temporary(folder: Path) -> Iterator[Path]:
-    """A temporary folder beside `folder`, removed if the work in it fails (published ones are renamed)."""
+    """A temporary folder beside `folder`, removed if the work in it fails or is stopped (published ones are
+    renamed): SIGTERM and SIGHUP, whose default ends the process where it stands (a WMT-size folder is many
+    GB), raise Interrupted here, as Ctrl-C does, where the main thread can take them."""
     temporary = folder.with_name(f"{folder.name}.{unique_suffix()}")
     temporary.mkdir(parents=True)
+    stops = stop_signals_handled_by(_raise_stop) if threading.current_thread() is threading.main_thread() \
+        else contextlib.nullcontext()
     try:
-        yield temporary
+        with stops:
+            yield temporary
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
 
 
+_STOPPED: list[int] = []  # the stop signal that came while preparing, for a raise a fork hook swallowed
+
+
+def _raise_stop(signal_number: int, frame) -> None:
+    _STOPPED.append(signal_number)
+    _check_stop()
+
+
+def _check_stop() -> None:
+    """Raise Interrupted if a stop signal came while preparing (checked again between chunks and before a folder
+    is published: the handler's own raise is lost where it lands in a fork's hook)."""
+    if _STOPPED:
+        raise Interrupted(_STOPPED[-1], message=f"interrupted by {signal_name(_STOPPED[-1])} while preparing the "
+                          "corpus: its temporary folder is removed")
+
+
 def _publish(temporary: Path, folder: Path) -> None:
     """Rename the finished folder into place; another process that finished first wins, as the same."""
+    _check_stop()
     try:
         temporary.rename(folder)
     except OSError:
