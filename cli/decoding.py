@@ -191,6 +191,9 @@ def serve(
             raise UsageError(f"{name} must be at least 1, not {value}")
     if batch_wait_ms < 0:
         raise UsageError("--batch-wait-ms must not be negative")
+    if max_queue_chars < max_chars:
+        raise UsageError(f"--max-queue-chars ({max_queue_chars}) must be at least --char-limit ({max_chars}): a "
+                         "request of the limit must fit the queue")
     for name, value in (("--read-timeout", read_timeout), ("--drain-timeout", drain_timeout),
                         ("--max-file-seconds", max_file_seconds), ("--max-request-seconds", max_request_seconds)):
         if value <= 0:

@@ -189,9 +189,8 @@ class Service:
         waiting: the share queued is dropped). formality: as requested_formality gives it."""
         engine = self.engine
         translated: list[str] = []
-        step = max(1, min(engine.max_queue // 2, 4 * engine.max_lines))
-        for start in range(0, len(texts), step):
-            lines = texts[start : start + step]
+        for lines in shares(texts, max(1, min(engine.max_queue // 2, 4 * engine.max_lines)),
+                            engine.max_queue_chars // 2):
             pieces = [pieces_of(line) for line in lines]  # a long paragraph as its sentences, as translate_lines
             if why := should_stop():
                 raise Cancelled(why)
@@ -574,6 +573,20 @@ def add_information_routes(app: FastAPI, service: Service) -> None:
         return (PAGE.read_text(encoding="utf-8").replace("{{API_KEY_FIELD}}", key_field).replace("{{MODEL}}", model)
                 .replace("{{FORMALITY_FIELD}}", formality).replace("{{CHAR_LIMIT}}", str(settings.max_chars)))
 
+
+
+def shares(texts: list[str], most_lines: int, most_chars: int) -> list[list[str]]:
+    """`texts` in runs of at most `most_lines` texts and `most_chars` characters (a text longer than that alone):
+    the shares of a file's text that wait in the queue at once, each of which always fits it."""
+    runs: list[list[str]] = []
+    chars = 0
+    for text in texts:
+        if not runs or len(runs[-1]) == most_lines or (runs[-1] and chars + len(text) > most_chars):
+            runs.append([])
+            chars = 0
+        runs[-1].append(text)
+        chars += len(text)
+    return runs
 
 
 def bearer(request: Request) -> str | None:
