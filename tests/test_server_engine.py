@@ -180,7 +180,7 @@ def test_a_wrong_api_keys_file_is_one_usage_error(tmp_path, text, message):
 def test_a_file_s_shares_always_fit_the_queue():
     """A file's texts wait in the queue a share at a time: at most so many texts and so many characters (a text
     longer than that alone), so that no share is refused for ever by a queue it can never fit."""
-    from nmt.apps.server.routes import shares
+    from nmt.apps.server.engine import shares
 
     texts = ["a" * 600, "b" * 600, "c" * 100, "d" * 5000, "e"]
     runs = shares(texts, most_lines=3, most_chars=1000)

@@ -309,3 +309,17 @@ def joined(line: str, parts: list[Translation]) -> Translation:
     flags = list(dict.fromkeys(flag for part in parts for flag in part.flags))
     return Translation(line, text, score, [(text, score)] if score is not None else [],
                        confidence=sum(confidences) / len(confidences) if confidences else None, flags=flags)
+
+
+def shares(texts: list[str], most_lines: int, most_chars: int) -> list[list[str]]:
+    """`texts` in runs of at most `most_lines` texts and `most_chars` characters (a text longer than that alone):
+    the shares of a file's text that wait in the queue at once, each of which always fits it."""
+    runs: list[list[str]] = []
+    chars = 0
+    for text in texts:
+        if not runs or len(runs[-1]) == most_lines or (runs[-1] and chars + len(text) > most_chars):
+            runs.append([])
+            chars = 0
+        runs[-1].append(text)
+        chars += len(text)
+    return runs

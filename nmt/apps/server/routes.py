@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from nmt.apps.files import KINDS, SERVER_LIMITS, FileLimits, FileRefused, file_kind, translate_file
-from nmt.apps.server.engine import Cancelled, Engine, NotReady, QueueFull, joined, pieces_of
+from nmt.apps.server.engine import Cancelled, Engine, NotReady, QueueFull, joined, pieces_of, shares
 from nmt.apps.server.limits import ApiKeys, BoundedBodies, RateLimits
 from nmt.apps.server.protocol import (
     FORMALITY_FIELD,
@@ -573,20 +573,6 @@ def add_information_routes(app: FastAPI, service: Service) -> None:
         return (PAGE.read_text(encoding="utf-8").replace("{{API_KEY_FIELD}}", key_field).replace("{{MODEL}}", model)
                 .replace("{{FORMALITY_FIELD}}", formality).replace("{{CHAR_LIMIT}}", str(settings.max_chars)))
 
-
-
-def shares(texts: list[str], most_lines: int, most_chars: int) -> list[list[str]]:
-    """`texts` in runs of at most `most_lines` texts and `most_chars` characters (a text longer than that alone):
-    the shares of a file's text that wait in the queue at once, each of which always fits it."""
-    runs: list[list[str]] = []
-    chars = 0
-    for text in texts:
-        if not runs or len(runs[-1]) == most_lines or (runs[-1] and chars + len(text) > most_chars):
-            runs.append([])
-            chars = 0
-        runs[-1].append(text)
-        chars += len(text)
-    return runs
 
 
 def bearer(request: Request) -> str | None:
