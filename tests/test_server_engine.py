@@ -56,6 +56,16 @@ class Answers:
             time.sleep(0.01)
 
 
+def hold_a_call(engine, translator, answers=None) -> None:
+    """Client a's line "held" in a translate call that waits on the gate: what comes next queues behind it."""
+    translator.gate.clear()
+    engine.submit(["held"], SearchOptions(), answers("held") if answers else lambda result: None, client="a")
+    deadline = time.monotonic() + 10
+    while not translator.calls:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
 @pytest.fixture
 def engine():
     translator = ScriptedTranslator()
@@ -99,10 +109,7 @@ def test_a_call_holds_at_most_its_characters_and_a_longer_line_goes_alone(engine
 def test_a_cancelled_request_s_lines_are_never_translated_and_it_is_answered(engine):
     engine, translator = engine
     answers = Answers()
-    translator.gate.clear()
-    engine.submit(["held"], SearchOptions(), answers("held"), client="a")
-    while not translator.calls:
-        time.sleep(0.01)
+    hold_a_call(engine, translator, answers)
     job = engine.submit([f"gone {i}" for i in range(20)], SearchOptions(), answers("gone"), client="b")
     engine.cancel(job, "the client went away")
     assert isinstance(answers.got["gone"], Cancelled) and engine.waiting == 0
@@ -114,10 +121,7 @@ def test_a_cancelled_request_s_lines_are_never_translated_and_it_is_answered(eng
 def test_a_request_past_its_time_is_dropped_and_answered_cancelled(engine):
     engine, translator = engine
     answers = Answers()
-    translator.gate.clear()
-    engine.submit(["held"], SearchOptions(), answers("held"), client="a")
-    while not translator.calls:
-        time.sleep(0.01)
+    hold_a_call(engine, translator, answers)
     engine.submit(["late"], SearchOptions(), answers("late"), client="b", seconds=0.05)
     time.sleep(0.2)
     translator.gate.set()
@@ -128,10 +132,7 @@ def test_a_request_past_its_time_is_dropped_and_answered_cancelled(engine):
 
 def test_the_queue_counts_characters(engine):
     engine, translator = engine
-    translator.gate.clear()
-    engine.submit(["held"], SearchOptions(), lambda result: None)
-    while not translator.calls:
-        time.sleep(0.01)
+    hold_a_call(engine, translator)
     engine.submit(["a" * 6_000], SearchOptions(), lambda result: None, client="a")
     with pytest.raises(QueueFull):  # 6,000 + 6,000 waiting characters: over the 10,000
         engine.submit(["b" * 6_000], SearchOptions(), lambda result: None, client="b")

@@ -222,8 +222,7 @@ class Engine:
         """The lines of one call, in turns (the lock held, a job queued)."""
         first = next(iter(self._clients.values()))[0]
         options, formality = first.options, first.formality
-        taken: dict[Job, int] = {}  # job -> lines taken for this call, from job.taken on
-        starts: dict[Job, int] = {}
+        starts: dict[Job, int] = {}  # job -> its first line in this call (its last: job.taken, after)
         lines, chars, served = 0, 0, []
         while lines < self.max_lines:
             took = False
@@ -235,7 +234,6 @@ class Engine:
                 if lines and chars + size > self.call_chars:
                     continue
                 starts.setdefault(job, job.taken)
-                taken[job] = taken.get(job, 0) + 1
                 job.taken += 1
                 lines, chars, took = lines + 1, chars + size, True
                 self._waiting -= 1
@@ -253,7 +251,7 @@ class Engine:
         for client in served:  # who was served waits behind who was not
             if client in self._clients:
                 self._clients.move_to_end(client)
-        return [(job, start, start + taken[job]) for job, start in starts.items()]
+        return [(job, start, job.taken) for job, start in starts.items()]
 
     def _translate(self, options: SearchOptions, formality: str | None, spans: list[tuple[Job, int, int]]) -> None:
         spans = [(job, start, end) for job, start, end in spans if not job.answered]

@@ -131,17 +131,15 @@ class BoundedBodies:
     a client sending a byte a second cannot hold a connection longer). The application then reads the body
     from memory, or for /translate_file from a temporary file past SPOOL_BYTES."""
 
-    def __init__(self, app, limit: int, timeout: float, keys: frozenset[str] = frozenset(),
-                 file_limit: int | None = None):
-        self.app, self.limit, self.timeout, self.keys = app, limit, timeout, keys
+    def __init__(self, app, limit: int, timeout: float, keys: ApiKeys | None = None, file_limit: int | None = None):
+        self.app, self.limit, self.timeout, self.keys = app, limit, timeout, keys or ApiKeys({})
         self.file_limit = file_limit or limit  # for /translate_file's uploads
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
         bearer = bearer_key(scope)
-        if self.keys and bearer is not None and not any(secrets.compare_digest(bearer.encode(), key.encode())
-                                                        for key in self.keys):
+        if self.keys and bearer is not None and self.keys.find(bearer) is None:
             return await refuse(send, 401, "a valid api_key is required")  # before the body is read
         upload = scope["path"] == "/translate_file"
         limit = self.file_limit if upload else self.limit

@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from nmt.apps.files import KINDS, SERVER_LIMITS, FileLimits, FileRefused, file_kind, translate_file
 from nmt.apps.server.engine import Cancelled, Engine, NotReady, QueueFull, joined, pieces_of, shares
-from nmt.apps.server.limits import ApiKeys, BoundedBodies, RateLimits
+from nmt.apps.server.limits import ApiKeys, BoundedBodies, RateLimits, bearer_key
 from nmt.apps.server.protocol import (
     FORMALITY_FIELD,
     FORMALITY_REQUESTS,
@@ -117,7 +117,7 @@ class Service:
         """None if the request may go on, else its answer: 401 without a key the server takes (the body's
         `given`, or Authorization: Bearer), 429 over its requests a minute."""
         keys = self.settings.api_keys
-        given = given or bearer(request)
+        given = given or bearer_key(request.scope)
         key = keys.find(given)
         if keys and key is None:
             return error(401, "a valid api_key is required")
@@ -129,7 +129,7 @@ class Service:
 
     def client(self, request: Request, given: str | None = None) -> str:
         """Whose turn a request's lines take in the engine: its API key, else its address."""
-        key = self.settings.api_keys.find(given or bearer(request))
+        key = self.settings.api_keys.find(given or bearer_key(request.scope))
         return f"key:{key}" if key is not None else f"address:{client_address(request)}"
 
     async def translate_lines(self, request: Request, texts: list[str], options: SearchOptions,
@@ -251,7 +251,7 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
     add_text_routes(app, service)
     add_file_routes(app, service)
     add_information_routes(app, service)
-    return BoundedBodies(app, settings.max_body_bytes, settings.read_timeout, frozenset(settings.api_keys.limits),
+    return BoundedBodies(app, settings.max_body_bytes, settings.read_timeout, settings.api_keys,
                          settings.max_file_bytes + 65_536)
 
 
@@ -573,11 +573,6 @@ def add_information_routes(app: FastAPI, service: Service) -> None:
         return (PAGE.read_text(encoding="utf-8").replace("{{API_KEY_FIELD}}", key_field).replace("{{MODEL}}", model)
                 .replace("{{FORMALITY_FIELD}}", formality).replace("{{CHAR_LIMIT}}", str(settings.max_chars)))
 
-
-
-def bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    return header[7:] if header.lower().startswith("bearer ") else None
 
 
 def client_address(request: Request) -> str:
