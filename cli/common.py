@@ -121,7 +121,7 @@ def decoded_input(source, path: Path | None, encoding: str | None, input_format:
     """(a stream of UTF-8 lines, the line end to write) for text read a line at a time: in its encoding
     (nmt.apps.encodings.sniff over its first 64 KiB, recoded as it is read where not UTF-8); binary data refused
     in one line; CRLF written where its first line ends so."""
-    from nmt.apps.encodings import NotText, recoded, sniff
+    from nmt.apps.encodings import NotText, recoded, sniff, warn_if_guessed
     from nmt.apps.files import looks_binary
 
     if not hasattr(source, "peek"):  # a stream handed in (a test's stdin): buffered to look at its start
@@ -134,9 +134,7 @@ def decoded_input(source, path: Path | None, encoding: str | None, input_format:
         found, how = sniff(head, "txt", encoding)
     except NotText as exc:
         raise UsageError(f"{named} is not a text file: {exc}") from None
-    if found == "cp1252" and how != "--encoding":
-        logging.getLogger("nmt").warning("%s is not UTF-8 (invalid UTF-8 and no UTF-8 sequence in its start): read "
-                                         "as Windows-1252 (Latin-1); --encoding says otherwise", named)
+    warn_if_guessed(found, how, named)
     first = head.split(b"\n", 1)[0] if b"\n" in head else b""
     newline = "\r\n" if first.endswith(b"\r") or first.endswith(b"\r\x00") else "\n"
     return (source if found == "utf-8" else recoded(source, found)), newline

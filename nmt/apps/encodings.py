@@ -66,12 +66,18 @@ def sniff(head: bytes, kind: str = "txt", given: str | None = None) -> tuple[str
     return "utf-8", "UTF-8"
 
 
+def warn_if_guessed(encoding: str, how: str, name: str) -> None:
+    """The warning of a text read as Windows-1252 because it is not UTF-8 (sniff's guess, not --encoding's)."""
+    if encoding == FALLBACK and how != "--encoding":
+        log.warning("%s is not UTF-8 (invalid UTF-8 and no UTF-8 sequence in its start): read as Windows-1252 "
+                    "(Latin-1); --encoding says otherwise", name)
+
+
 def decoded(data: bytes, kind: str, given: str | None = None, name: str = "the file") -> str:
     """A whole file's text (sniff), with a page's charset declaration changed to UTF-8's (what nmt writes);
     bytes its encoding cannot read replaced by U+FFFD, with a warning."""
     encoding, how = sniff(data[:65536], kind, given)
-    if encoding == FALLBACK and how != "--encoding":
-        log.warning("%s is not UTF-8: read as Windows-1252 (Latin-1); --encoding says otherwise", name)
+    warn_if_guessed(encoding, how, name)
     text = data.decode(encoding, errors="replace")
     if "\ufffd" in text and "\ufffd" not in data.decode(encoding, errors="ignore"):
         log.warning("%s: bytes that are not %s were replaced by U+FFFD", name, encoding)
