@@ -371,7 +371,10 @@ def test_api_key_and_graceful_shutdown_with_a_request_in_flight(tiny_checkpoint)
         sender = threading.Thread(target=lambda: answers.append(
             keyed.post("/translate", json={**body, "q": ["A dog runs."] * 5, "api_key": "s3cret"})))
         sender.start()
-        time.sleep(0.5)  # accepted, and waiting 1.5 s for company
+        deadline = time.monotonic() + 30
+        while not re.search(r"^nmt_queue_lines 5\.0$", httpx.get(keyed.url + "/metrics").text, re.M):
+            assert time.monotonic() < deadline  # accepted, and waiting 1.5 s for company
+            time.sleep(0.02)
         keyed.process.send_signal(signal.SIGTERM)
         sender.join(60)
         assert answers and answers[0].status_code == 200 and len(answers[0].json()["translatedText"]) == 5

@@ -1,13 +1,13 @@
-"""`nmt serve` against clients that cost it: a long request beside a short one, a client that leaves, bodies a
-byte at a time, many connections from one address, stalled uploads, requests over the limit a minute, detection
-beside file jobs. The real server on a loopback port (other loopback addresses, 127.0.0.x, stand for other
-clients); no assertion on how fast the machine is, only on what comes first."""
+"""`nmt serve` against clients that cost it: bodies a byte at a time, many connections from one address, stalled
+uploads, requests over the limit a minute. The real server on a loopback port (other loopback addresses,
+127.0.0.x, stand for other clients); no assertion on how fast the machine is. Turns between clients, a client
+that leaves and detection beside a busy file pool: tests/test_server_turns.py."""
 
 from __future__ import annotations
 
 import re
+import select
 import socket
-import threading
 import time
 from pathlib import Path
 
@@ -17,20 +17,6 @@ from tests.test_serve import Server, httpx
 
 pytestmark = pytest.mark.slow  # servers started, requests of many calls
 
-LONG = "\U0001f600" * 8_000  # one line of emoji, no sentence end: 8 pieces of 1,000 characters, 4 bytes each
-
-
-def timed_post(server: Server, body: dict, finished: dict, name: str) -> None:
-    answer = server.post("/translate", json=body, timeout=600)
-    finished[name] = (time.monotonic(), answer.status_code)
-
-
-def batches(server: Server) -> int:
-    """Translate calls the engine has made (nmt_batch_lines_count)."""
-    text = httpx.get(server.url + "/metrics").text
-    return int(float(re.search(r"^nmt_batch_lines_count (\S+)$", text, re.M).group(1)))
-
-
 def rss_kib(server: Server) -> int:
     status = Path(f"/proc/{server.process.pid}/status").read_text()
     return int(re.search(r"VmRSS:\s+(\d+)", status).group(1))
@@ -38,46 +24,10 @@ def rss_kib(server: Server) -> int:
 
 @pytest.fixture(scope="module")
 def narrow(tiny_checkpoint):
-    """A server that decodes one line a call: a long request makes many calls."""
-    running = Server(tiny_checkpoint, "--char-limit", "50000", "--max-batch-lines", "1", "--read-timeout", "1",
-                     "--max-client-connections", "4")
+    """A server that gives a body one second to arrive."""
+    running = Server(tiny_checkpoint, "--read-timeout", "1")
     yield running
     assert running.stop() == 0
-
-
-def test_a_long_request_does_not_hold_a_short_one_of_another_client(narrow):
-    finished: dict = {}
-    long = threading.Thread(target=timed_post, args=(narrow, {"q": LONG, "source": "en", "target": "fr"}, finished,
-                                                      "long"))
-    start = batches(narrow)
-    long.start()
-    deadline = time.monotonic() + 60
-    while batches(narrow) == start:  # the long one is being translated
-        assert time.monotonic() < deadline and long.is_alive()
-        time.sleep(0.02)
-    short = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"))
-    answer = short.post(narrow.url + "/translate", json={"q": "A dog runs.", "source": "en", "target": "fr"},
-                        timeout=600)
-    finished["short"] = (time.monotonic(), answer.status_code)
-    long.join(600)
-    assert finished["short"][1] == 200 and finished["long"][1] == 200
-    assert finished["short"][0] < finished["long"][0]  # answered between the long one's calls
-
-
-def test_a_client_that_leaves_has_its_lines_dropped(narrow):
-    body = ('{"q": "%s", "source": "en", "target": "fr"}' % ("\U0001f600" * 32_000)).encode()
-    start = batches(narrow)
-    with socket.create_connection(("127.0.0.1", narrow.port), timeout=30) as client:
-        client.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                       b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        deadline = time.monotonic() + 60
-        while batches(narrow) == start:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-    time.sleep(3)  # the server sees the client gone at its next check (every half second) and drops the rest
-    settled = batches(narrow)
-    time.sleep(2)
-    assert batches(narrow) == settled and settled - start < 32  # 32 pieces, one a call: most never translated
 
 
 def test_a_body_sent_a_byte_at_a_time_gets_a_408_at_the_body_s_deadline(narrow):
@@ -102,23 +52,25 @@ def test_a_body_sent_a_byte_at_a_time_gets_a_408_at_the_body_s_deadline(narrow):
     assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 10
 
 
-def test_one_address_holds_at_most_its_connections_and_others_are_served(narrow):
+def test_one_address_holds_at_most_its_connections_and_others_are_served(tiny_checkpoint):
+    capped = Server(tiny_checkpoint, "--max-client-connections", "4", "--read-timeout", "60")
     held = []
     try:
-        for _ in range(4):
-            connection = socket.create_connection(("127.0.0.1", narrow.port), timeout=10,
+        for _ in range(5):  # headers never finished: each holds its connection until the read timeout
+            connection = socket.create_connection(("127.0.0.1", capped.port), timeout=10,
                                                   source_address=("127.0.0.3", 0))
-            connection.sendall(b"GET /languages HTTP/1.1\r\nHost: x\r\n")  # headers never finished
+            connection.sendall(b"GET /languages HTTP/1.1\r\nHost: x\r\n")
             held.append(connection)
-        time.sleep(0.2)
-        with socket.create_connection(("127.0.0.1", narrow.port), timeout=10,
-                                      source_address=("127.0.0.3", 0)) as fifth:
-            answer = fifth.recv(4096)
-        assert answer.startswith(b"HTTP/1.1 503") and b"--max-client-connections" in answer
-        assert httpx.get(narrow.url + "/languages").status_code == 200  # another address
+        answered, _, _ = select.select(held, [], [], 30)  # the one the server counted fifth is answered at once
+        assert len(answered) == 1
+        refused = answered[0].recv(4096)
+        assert refused.startswith(b"HTTP/1.1 503") and b"--max-client-connections" in refused
+        assert not select.select([c for c in held if c is not answered[0]], [], [], 0.5)[0]  # four still held
+        assert httpx.get(capped.url + "/languages").status_code == 200  # another address
     finally:
         for connection in held:
             connection.close()
+        capped.stop()
 
 
 def test_stalled_uploads_without_a_key_cost_little_memory(tiny_checkpoint):
@@ -160,32 +112,3 @@ def test_requests_over_the_limit_a_minute_get_429_with_retry_after(tiny_checkpoi
         assert limited.post("/translate", json={**body, "api_key": "unknown"}).status_code == 401
     finally:
         limited.stop()
-
-
-def test_detection_does_not_wait_behind_file_jobs_and_a_busy_pool_is_a_503(tiny_checkpoint, tmp_path):
-    busy = Server(tiny_checkpoint, "--max-file-jobs", "1")
-    try:
-        text = "\n".join(f"Line {i}: a man walks his dog along the river in the morning." for i in range(300))
-        finished: dict = {}
-
-        def upload(name):
-            answer = httpx.post(busy.url + "/translate_file", files={"file": (f"{name}.txt", text.encode())},
-                                timeout=600)
-            finished[name] = (time.monotonic(), answer.status_code, answer.json())
-
-        first = threading.Thread(target=upload, args=("first",))
-        start = batches(busy)
-        first.start()
-        deadline = time.monotonic() + 60
-        while batches(busy) == start:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        upload("second")
-        detected = httpx.post(busy.url + "/detect", json={"q": "Where is the station?"}, timeout=60)
-        detected_at = time.monotonic()
-        first.join(600)
-        assert detected.status_code == 200 and detected.json()[0]["language"] == "en"
-        assert detected_at < finished["first"][0] and finished["first"][1] == 200
-        assert finished["second"][1] == 503 and "--max-file-jobs" in finished["second"][2]["error"]
-    finally:
-        busy.stop()

@@ -88,6 +88,7 @@ class Engine:
         self.on_batch: Callable[[int], None] = lambda lines: None  # told the size of each translate call
         self._clients: collections.OrderedDict[str, collections.deque[Job]] = collections.OrderedDict()
         self._waiting = 0  # lines queued and not yet taken
+        self._last_served: list[str] = []  # the clients the last call took lines of, in order
         self._waiting_chars = 0
         self._lock = threading.Condition()
         self._stopping = False
@@ -142,7 +143,12 @@ class Engine:
             chars = job.chars
             if self._waiting + len(lines) > self.max_queue or self._waiting_chars + chars > self.max_queue_chars:
                 raise QueueFull
+            arriving = client not in self._clients
             self._clients.setdefault(client, collections.deque()).append(job)
+            if arriving:  # ahead of who the last call served: its turn comes with the next call
+                for served in self._last_served:
+                    if served in self._clients:
+                        self._clients.move_to_end(served)
             self._waiting += len(lines)
             self._waiting_chars += chars
             self._lock.notify_all()
@@ -248,9 +254,10 @@ class Engine:
                     break
             if not took:
                 break
-        for client in served:  # who was served waits behind who was not
+        for client in served:  # who was served waits behind who was not, and behind who comes next
             if client in self._clients:
                 self._clients.move_to_end(client)
+        self._last_served = served
         return [(job, start, job.taken) for job, start in starts.items()]
 
     def _translate(self, options: SearchOptions, formality: str | None, spans: list[tuple[Job, int, int]]) -> None:

@@ -80,6 +80,19 @@ def serve(engine: Engine, options: SearchOptions, settings: ServeSettings, liste
     """Serve on `listener` until SIGTERM or Ctrl-C, then answer the requests in flight (at most drain_timeout
     seconds) and return; NmtError if the model could not be loaded."""
     keep_large_buffers_returnable()
+    server = server_for(engine, options, settings, max_connections=max_connections,
+                        max_client_connections=max_client_connections, drain_timeout=drain_timeout, quiet=quiet)
+    engine.start()
+    server.run(sockets=[listener])  # returns once the requests in flight are answered, or drain_timeout passed
+    engine.stop(drop_queued=True, wait=5)  # what a file job still had queued is dropped: the process exits
+    if engine.failure is not None:
+        raise NmtError(f"the model could not be loaded: {engine.failure}")
+
+
+def server_for(engine: Engine, options: SearchOptions, settings: ServeSettings, *, max_connections: int,
+               max_client_connections: int, drain_timeout: float, quiet: bool = False) -> Server:
+    """The uvicorn server of `nmt serve` over `engine`, with its limits on connections and headers; it stops
+    when the engine cannot load its model, and the engine drains when it is told to stop."""
     connections = ClientConnections(max_client_connections)
     server = Server(uvicorn.Config(create_app(engine, options, settings), log_level="error" if quiet else "warning",
                                    lifespan="off", timeout_graceful_shutdown=drain_timeout,
@@ -88,8 +101,4 @@ def serve(engine: Engine, options: SearchOptions, settings: ServeSettings, liste
                                    limit_concurrency=max_connections + 1))  # uvicorn counts the one arriving
     engine.on_failure = lambda: setattr(server, "should_exit", True)
     server.on_exit = lambda: setattr(engine, "draining", True)
-    engine.start()
-    server.run(sockets=[listener])  # returns once the requests in flight are answered, or drain_timeout passed
-    engine.stop(drop_queued=True, wait=5)  # what a file job still had queued is dropped: the process exits
-    if engine.failure is not None:
-        raise NmtError(f"the model could not be loaded: {engine.failure}")
+    return server
