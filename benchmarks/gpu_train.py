@@ -8,8 +8,8 @@ it measured):
 1. Throughput against --max-tokens, in this process: nmt's Transformer eager and compiled (`nmt train
    --compile`), and torch.nn.Transformer with cuDNN's attention left out (the baseline at its best), base in
    bf16 over the same batches at each size (benchmarks/train.py's loop, fused Adam, the eager models interleaved
-   step by step, the compiled one after them, apart): target tokens/s, model FLOPs utilization (a step's FLOPs
-   counted by torch.utils.flop_counter, against the GPU's dense bf16 peak), peak GPU memory.
+   step by step, the compiled one after them, apart): target tokens/s, model FLOPs utilization (the FLOPs of the
+   real tokens, nmt.training.flops, as `nmt train` logs them, against the GPU's dense bf16 peak), peak memory.
 2. `torchrun --nproc_per_node 1 nmt train --dist-backend nccl`: one rank through init_process_group with NCCL
    and DistributedDataParallel, as on a cluster; target tokens/s and GPU memory as `nmt train` logs them.
 3. Two ranks on the one GPU (`--dist-backend gloo` over CUDA tensors): trained straight, then stopped halfway
@@ -31,7 +31,6 @@ from pathlib import Path
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.flop_counter import FlopCounterMode
 from train import Run, TorchTransformer, compare
 
 from nmt.data.batching import collate, token_batches
@@ -40,16 +39,7 @@ from nmt.model.config import ModelConfig
 from nmt.model.loss import TranslationLoss
 from nmt.model.transformer import Transformer
 from nmt.text.tokenizer import train_tokenizer
-
-# dense bf16 tensor-core peaks (FLOP/s) from the vendor's data sheets, by a name torch reports
-PEAK_BF16 = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12}
-
-
-def peak_flops(device: torch.device) -> tuple[str, float | None]:
-    if device.type != "cuda":
-        return "CPU", None
-    name = torch.cuda.get_device_name(device)
-    return name, next((peak for key, peak in PEAK_BF16.items() if key in name), None)
+from nmt.training.flops import batch_flops, peak_flops
 
 
 class TorchTransformerNoCudnn(TorchTransformer):
@@ -147,10 +137,8 @@ def part_throughput(device: torch.device, sizes: dict, steps: int) -> list[str]:
                 torch.cuda.reset_peak_memory_stats(device)
             speeds = compare(list(runs.values()), batches, min(steps, len(batches)))
             memory = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
-            for (label, run), speed in zip(runs.items(), speeds, strict=True):
-                with FlopCounterMode(display=False) as counter:
-                    run.step(batch, timed=False)
-                flops = counter.get_total_flops() / tokens
+            flops = batch_flops(config, batch[0], batch[2]) / tokens  # the same real work for every model
+            for label, speed in zip(runs, speeds, strict=True):
                 utilization = f"{speed * flops / peak:.1%}" if peak else "-"
                 lines.append(f"| {max_tokens:,} | {label} | {speed:,.0f} | {utilization} | {memory:.1f} |")
             print(lines[-len(runs):], f"{time.monotonic() - started:.0f} s", flush=True)

@@ -32,6 +32,7 @@ from nmt.model.checkpoint import load_checkpoint
 from nmt.training.averaging import write_slim_resume_point
 from nmt.training.config import TrainConfig
 from nmt.training.distributed import lock_run_folder
+from nmt.training.flops import training_flops
 from nmt.training.loop import Loop
 from nmt.training.plot import chained
 from nmt.training.schedule import inverse_sqrt, linear_decay, linear_decay_in_time, paper_peak_lr
@@ -925,8 +926,9 @@ def test_an_update_weighs_every_target_token_alike_whichever_batch_it_is_in(tmp_
     rng = np.random.default_rng(0)
     short = ([rng.integers(4, 50, 3)], [rng.integers(4, 50, 2)])  # 3 target tokens with EOS
     long = ([rng.integers(4, 50, 12) for _ in range(3)], [rng.integers(4, 50, 8) for _ in range(3)])  # 27
-    _, tokens, stepped = loop.update([loop.collated(short), loop.collated(long)])
+    _, tokens, flops, stepped = loop.update([loop.collated(short), loop.collated(long)])
     assert stepped and tokens == 30
+    assert flops == training_flops(model.config, [4, 13, 13, 13], [3, 9, 9, 9])  # sources with EOS, targets with BOS
     loop.update([loop.collated((short[0] + long[0], short[1] + long[1]))])
     apart, together = captured
     for name, gradient in together.items():

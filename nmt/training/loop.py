@@ -28,6 +28,7 @@ from nmt.model.loss import TranslationLoss
 from nmt.model.transformer import Transformer
 from nmt.text.metrics import score
 from nmt.text.tokenizer import Tokenizer
+from nmt.training.flops import batch_flops, peak_flops
 
 log = logging.getLogger("nmt")
 
@@ -95,13 +96,14 @@ class MovingAverage:
 
 @dataclass
 class Collated:
-    """A batch as the step takes it: source (B, S), target input and output (B, T) ids, and its target tokens
-    (EOS included)."""
+    """A batch as the step takes it: source (B, S), target input and output (B, T) ids, its target tokens
+    (EOS included) and the FLOPs of its forward and backward on its real tokens (nmt.training.flops)."""
 
     src: torch.Tensor
     tgt_in: torch.Tensor
     tgt_out: torch.Tensor
     n_tokens: int
+    flops: int
 
 
 def read_ahead(items: Iterator, depth: int) -> Iterator:
@@ -172,6 +174,7 @@ class Loop:
         self.scaler = torch.amp.GradScaler("cuda") if trainer.precision == "fp16" else None
         # validation's batches: a --max-tokens raised to fill a GPU for training would not fit beside it
         self.valid_tokens = min(self.config.max_tokens, VALID_MAX_TOKENS)
+        self.peak = peak_flops(self.device)[1]  # a GPU's dense bf16 FLOP/s, for the utilization logged
         self.stop_voted = None  # whether some rank wanted to stop, as of the last update (finished())
         if self.scaler and trainer.scaler_state:
             self.scaler.load_state_dict(trainer.scaler_state)
@@ -203,9 +206,10 @@ class Loop:
         c = self.model_config
         src, tgt_in, tgt_out = collate(batch[0], batch[1], c.pad_id, c.bos_id, c.eos_id,
                                        COMPILED_LENGTH_MULTIPLE if self.config.compile else 1)
+        flops = batch_flops(c, src, tgt_out)
         if self.device.type == "cuda":  # the copies from pinned memory overlap the device's work
             src, tgt_in, tgt_out = src.pin_memory(), tgt_in.pin_memory(), tgt_out.pin_memory()
-        return Collated(src, tgt_in, tgt_out, sum(map(len, batch[1])) + len(batch[1]))  # targets with EOS
+        return Collated(src, tgt_in, tgt_out, sum(map(len, batch[1])) + len(batch[1]), flops)  # targets with EOS
 
     def loss(self, batch: Collated) -> tuple[torch.Tensor, int]:
         """The batch's loss summed over its target tokens, and their number (counted on the host)."""
@@ -232,9 +236,10 @@ class Loop:
         c = self.config
         return bool(c.max_minutes and self.trainer.elapsed() >= 60 * c.max_minutes or self.interrupted)
 
-    def update(self, group: list[Collated]) -> tuple[float, int, bool]:
+    def update(self, group: list[Collated]) -> tuple[float, int, int, bool]:
         """One optimizer step over a group of batches (gradient accumulation): the loss per target token over
-        every rank, the target tokens of every rank, and whether the step was taken.
+        every rank, the target tokens and FLOPs (nmt.training.flops) of every rank, and whether the step was
+        taken.
 
         The gradient is that of the loss summed over the update's target tokens on all ranks, divided by their
         number (the paper's and fairseq's normalization: every token weighs the same, whichever micro-batch or
@@ -259,13 +264,15 @@ class Loop:
             scaler.unscale_(self.optimizer)
         gradients = [p.grad for p in self.model.parameters() if p.grad is not None]
         norm = torch.nn.utils.get_total_norm(gradients)  # of the rank-averaged gradients, before normalizing
-        # (loss, target tokens, loss not finite, gradients not finite, a rank wants to stop, rank 0's clock):
-        # the update's one all-reduce and its one host sync
+        # (loss, target tokens, loss not finite, gradients not finite, a rank wants to stop, rank 0's clock,
+        # FLOPs): the update's one all-reduce and its one host sync
         clock = self.trainer.local_elapsed() if self.dist.is_main else 0.0
+        total_flops = float(sum(batch.flops for batch in group))
         flags = torch.stack([total_loss, torch.full((), float(total_tokens), device=self.device),
                              (~torch.isfinite(total_loss)).float(), (~torch.isfinite(norm)).float(),
                              torch.full((), float(self.wants_to_stop()), device=self.device),
-                             torch.full((), clock, device=self.device)]).double()
+                             torch.full((), clock, device=self.device),
+                             torch.full((), total_flops, device=self.device, dtype=torch.float64)]).double()
         if self.dist.group is not None:
             torch.distributed.all_reduce(flags, group=self.dist.group)
         to_tokens = self.dist.world_size * constant / flags[1]  # gradients of the mean loss per target token
@@ -274,7 +281,7 @@ class Loop:
         if self.config.clip_norm > 0:
             factor = factor * (self.config.clip_norm / (norm + 1e-6)).clamp(max=1.0)
         torch._foreach_mul_(gradients, factor.float())
-        loss_sum, tokens, bad_loss, bad_gradients, stop, clock = flags.tolist()
+        loss_sum, tokens, bad_loss, bad_gradients, stop, clock, flops = flags.tolist()
         self.trainer.agreed_elapsed = clock
         self.stop_voted = stop > 0
         mean_loss = loss_sum / tokens
@@ -293,7 +300,7 @@ class Loop:
                 scaler.update(scaler.get_scale() * scaler.get_backoff_factor())
             else:  # unscale_ recorded whether the gradients overflowed: the scale backs off, or grows in time
                 scaler.update()
-        return mean_loss, int(tokens), stepped
+        return mean_loss, int(tokens), int(flops), stepped
 
     def run(self) -> dict:
         with self.stops_at_step_boundaries():
@@ -328,7 +335,7 @@ class Loop:
 
     def _run(self) -> dict:
         s = self.state
-        window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
+        window_tokens, window_flops, window_loss, window_steps, window_start = 0, 0, 0.0, 0, time.monotonic()
         skipped_in_a_row = 0
         while not self.finished():
             groups = self.epoch_groups(s["epoch"], s["batch_in_epoch"])
@@ -336,7 +343,7 @@ class Loop:
                 for group in groups:
                     if self.finished():
                         break
-                    loss, n_tokens, stepped = self.update(group)
+                    loss, n_tokens, flops, stepped = self.update(group)
                     s["batch_in_epoch"] += 1
                     if not stepped:
                         s["skipped"] = s.get("skipped", 0) + 1
@@ -355,11 +362,14 @@ class Loop:
                     s["step"] += 1
                     window_loss += loss
                     window_tokens += n_tokens
+                    window_flops += flops
                     window_steps += 1
                     if s["step"] % self.config.log_every == 0:
                         elapsed = time.monotonic() - window_start
-                        self.report_progress(window_loss / window_steps, window_tokens / elapsed)
-                        window_tokens, window_loss, window_steps, window_start = 0, 0.0, 0, time.monotonic()
+                        self.report_progress(window_loss / window_steps, window_tokens / elapsed,
+                                             window_flops / elapsed)
+                        window_tokens, window_flops, window_loss, window_steps = 0, 0, 0.0, 0
+                        window_start = time.monotonic()
                     every = self.config.checkpoint_every
                     if every and s["step"] % every == 0 and s["step"] % self.config.valid_every != 0 \
                             and self.dist.is_main:
@@ -387,7 +397,7 @@ class Loop:
             self.validate_and_save()
         return self.summary("budget reached")
 
-    def report_progress(self, loss: float, tokens_per_second: float) -> None:
+    def report_progress(self, loss: float, tokens_per_second: float, flops_per_second: float) -> None:
         if not self.dist.is_main:
             return
         s, c = self.state, self.config
@@ -399,10 +409,18 @@ class Loop:
             remaining.append(60 * c.max_minutes - elapsed)
         eta = f" | ETA {min(remaining) / 60:.0f} min" if remaining else ""
         lr = self.rate
-        log.info("step %d | epoch %d | loss %.3f | lr %.2e | %.0f tgt tok/s%s", s["step"], s["epoch"] + 1, loss, lr,
-                 tokens_per_second, eta)  # every rank's tokens, counted in the update's all-reduce
+        # every rank's FLOPs on real tokens (nmt.training.flops)
+        work = f" | {flops_per_second / 1e12:.1f} TFLOP/s" if flops_per_second >= 1e12 else \
+            f" | {flops_per_second / 1e9:.1f} GFLOP/s"
+        peak = self.peak * self.dist.world_size if self.peak else None
+        if peak:
+            work += f" | MFU {flops_per_second / peak:.1%}"
+        log.info("step %d | epoch %d | loss %.3f | lr %.2e | %.0f tgt tok/s%s%s", s["step"], s["epoch"] + 1, loss,
+                 lr, tokens_per_second, work, eta)  # every rank's tokens, counted in the update's all-reduce
         record = {"step": s["step"], "epoch": s["epoch"] + 1, "train_loss": round(loss, 4), "lr": lr,
-                  "tokens_per_s": round(tokens_per_second)}
+                  "tokens_per_s": round(tokens_per_second), "tflops_per_s": round(flops_per_second / 1e12, 4)}
+        if peak:
+            record["mfu"] = round(flops_per_second / peak, 4)
         if s.get("skipped"):
             record["skipped_updates"] = s["skipped"]  # since the run began
         if self.scaler:
