@@ -842,7 +842,8 @@ def launch_nodes(out: Path, caches: tuple[Path, Path], temporaries: tuple[Path, 
     port = free_port()
     nodes = []
     for node in (0, 1):
-        caches[node].mkdir(parents=True, exist_ok=True)
+        if not caches[node].is_file():  # a file: a cache that cannot be made
+            caches[node].mkdir(parents=True, exist_ok=True)
         temporaries[node].mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "OMP_NUM_THREADS": "1", "NMT_CACHE_DIR": str(caches[node]),
                "TMPDIR": str(temporaries[node])}
@@ -899,6 +900,26 @@ def test_two_nodes_prepare_apart_stop_on_sigterm_and_resume_as_if_never_stopped(
     assert all(code == 0 for code, _ in results), results[0][1][-2000:] + results[1][1][-2000:]
     resumed = logged_losses(split)
     assert {step: resumed[step] for step in expected} == expected
+
+
+@pytest.mark.slow  # two torchrun launches
+def test_a_rank_that_fails_before_the_join_stops_the_others_within_seconds(tmp_path):
+    """Issue 81: node 1 cannot make its cache and fails before the ranks join; node 0 waited in the join for
+    the whole --join-timeout (6 hours). Now node 1 leaves a note in the shared run folder, and node 0 stops
+    with its line (while preparing: its temporary folder removed; or in the join)."""
+    broken = tmp_path / "not-a-folder"
+    broken.write_text("")
+    nodes = launch_nodes(tmp_path / "run", (tmp_path / "cache0", broken), (tmp_path / "tmp0", tmp_path / "tmp1"), 5)
+    try:
+        results = finished(nodes, timeout=240)
+    finally:
+        for node in nodes:
+            node.kill()
+    assert all(code != 0 for code, _ in results)
+    assert "cannot use " + str(broken) in results[1][1]
+    lines = [line for line in results[0][1].splitlines() if line.startswith("error: rank 1 stopped before the ranks")]
+    assert len(lines) == 1 and "folder of prepared corpora: it is a file" in lines[0], results[0][1][-3000:]
+    assert not list((tmp_path / "cache0").glob("*.tmp-*")) and not list((tmp_path / "cache0").glob("*.claim"))
 
 
 def test_an_update_weighs_every_target_token_alike_whichever_batch_it_is_in(tmp_path):

@@ -110,6 +110,12 @@ def prepare(source: PairSource, options: PrepareOptions) -> Prepared:
     this one waits for it). With no --spm, a sentencepiece model is trained first (and cached under the
     corpus's identity, vocabulary size, sample size and seed)."""
     root = cache_root(options.cache_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = "it is a file" if root.is_file() else exc.strerror
+        raise DataError(f"cannot use {root} as the folder of prepared corpora: {reason} (--cache-dir, "
+                        "$NMT_CACHE_DIR)") from None
     hold_out = source.valid is None
     plan = _digest(CACHE_VERSION, SPM_VERSION, source.identity, options.vocab_size, options.spm_sample, options.seed,
                    options.valid_size if hold_out else None)

@@ -4,8 +4,13 @@ device it trains on, and the checks that every rank shares the run folder and re
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import signal
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,3 +174,79 @@ def lock_run_folder(out: Path):
     for stale in out.glob(".*.tmp*"):
         stale.unlink(missing_ok=True)
     return handle
+
+
+class PeerFailures:
+    """Until the ranks join, a rank that fails cannot tell the others through the process group: they would
+    wait the whole --join-timeout (hours) for it. So a rank that fails before the join leaves a note with its
+    error line in the run folder (which every rank shares), and every rank watches that folder meanwhile: one
+    that sees another's note stops within seconds with that line (NmtError), its preparation's temporary
+    folder removed (the stop comes as a SIGTERM, which preparing handles); one already waiting in the join
+    (inside torch's C++, where no Python signal handler runs) prints the line and exits 1.
+
+        watch = PeerFailures(out, rank).start()   # before preparing
+        watch.joining = True                        # before init_process_group
+        watch.stop()                                # joined, or failed: watch.note(line) first
+
+    The notes are named by the launch (torchrun's run id, master address and port, restart count) and count
+    only when written since shortly before this process started: a note of an earlier launch stops no one."""
+
+    def __init__(self, folder: Path, rank: int, poll: float = 2.0, grace: float = 30.0):
+        self.folder, self.rank, self.poll, self.grace = folder, rank, poll, grace
+        launch = "|".join(os.environ.get(name, "") for name in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT",
+                                                                  "TORCHELASTIC_RESTART_COUNT"))
+        self.prefix = f".failed-before-join-{hashlib.sha256(launch.encode()).hexdigest()[:12]}-rank"
+        self.since = time.time() - 60  # machines' clocks and starts differ by seconds
+        self.failure: str | None = None  # another rank's line, once seen
+        self.joining = False
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="nmt-peer-failures", daemon=True)
+
+    def start(self) -> PeerFailures:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def note(self, line: str) -> None:
+        """Leave this rank's failure for the others (best effort: a folder this rank cannot write is no note)."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            temporary = self.folder / f"{self.prefix}{self.rank}.tmp{os.getpid()}"
+            temporary.write_text(line)
+            temporary.replace(self.folder / f"{self.prefix}{self.rank}")
+        except OSError:
+            pass
+
+    def clear(self) -> None:
+        """Remove the notes of every launch (the ranks have joined: none of them failed before)."""
+        for note in self.folder.glob(".failed-before-join-*"):
+            note.unlink(missing_ok=True)
+
+    def seen(self) -> str | None:
+        """Another rank's failure noted in this launch, as a line; None if none."""
+        for note in sorted(self.folder.glob(f"{self.prefix}*")):
+            rank = note.name[len(self.prefix):]
+            if not rank.isdigit() or int(rank) == self.rank:
+                continue
+            try:
+                if note.stat().st_mtime < self.since:
+                    continue
+                return f"rank {rank} stopped before the ranks joined, so this one stops too: {note.read_text().strip()}"
+            except OSError:
+                continue
+        return None
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(self.poll):
+            self.failure = self.seen()
+            if self.failure is None:
+                continue
+            if not self.joining:  # preparing: a SIGTERM is raised there as Interrupted, its temporary folder removed
+                os.kill(os.getpid(), signal.SIGTERM)
+                if self._stopped.wait(self.grace):
+                    return
+            sys.stderr.write(f"error: {self.failure}\n")
+            sys.stderr.flush()
+            os._exit(1)

@@ -30,7 +30,7 @@ import torch
 from nmt.data.corpus import ParallelText
 from nmt.data.prepare import Prepared, TokenCorpus, open_prepared, prepare_training_data
 from nmt.data.sources import DataSpec, validation_pairs
-from nmt.errors import DataError, NmtError, UsageError
+from nmt.errors import DataError, NmtError, UsageError, stop_now_or_later, stop_signals_handled_by
 from nmt.model.checkpoint import Checkpoint, load_checkpoint
 from nmt.model.config import ModelConfig
 from nmt.model.loss import TranslationLoss
@@ -41,6 +41,7 @@ from nmt.training.allocator import keep_freed_memory
 from nmt.training.config import TrainConfig, batches_per_update, model_config, steps_in_epoch, training_precision
 from nmt.training.distributed import (
     Distributed,
+    PeerFailures,
     check_same_inputs,
     check_shared_folder,
     lock_run_folder,
@@ -66,6 +67,7 @@ class Trainer:
         self.started = time.monotonic()  # minus the time trained before, once resumed
         self.agreed_elapsed = None  # rank 0's training seconds, as the ranks last agreed on them
         self.scaler_state = None
+        self.peers: PeerFailures | None = None  # before the ranks join, another's failure (under torchrun)
         if config.threads:
             torch.set_num_threads(config.threads)
         if self.device.type == "cpu":
@@ -115,6 +117,9 @@ class Trainer:
 
     def run(self) -> dict:
         """Train; the process group is left and the folder's lock let go when the run ends, however it ends."""
+        watch = None
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a rank failing before the join tells the others
+            watch = self.peers = PeerFailures(self.out, int(os.environ.get("RANK", "0"))).start()
         try:
             return self._train()
         except torch.distributed.DistError as exc:  # another rank died or hangs: one line, not torch's pages
@@ -122,7 +127,18 @@ class Trainer:
             raise NmtError(f"rank {self.dist.rank}: the other ranks did not answer within --dist-timeout "
                            f"{self.config.dist_timeout:g} minutes (one failed or hangs; its log says why): "
                            f"{first}") from None
+        except BaseException as exc:
+            if watch is None or self.dist.world_size > 1:  # joined: the process group tells the others
+                raise
+            watch.stop()
+            if watch.failure is not None:  # stopped by another rank's failure (a SIGTERM it raised)
+                raise NmtError(watch.failure) from None
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            watch.note(f"{first} ({type(exc).__name__})" if not isinstance(exc, NmtError) else first)
+            raise
         finally:
+            if watch is not None:
+                watch.stop()
             self.dist.close()
             if self._lock is not None:
                 self._lock.close()
@@ -132,11 +148,19 @@ class Trainer:
         config = self.config
         # Everything that can take long happens before the ranks join: the corpus is prepared (or waited for,
         # on the file system) by one process of all, and no rank sits in a collective meanwhile.
-        last = self._last_checkpoint() if (self.out / "last.pt").exists() else None
-        init = load_checkpoint(config.init_from) if config.init_from else None
-        prepared = self._prepare(self._spm_model(last, init))
+        # a stop signal while preparing is Interrupted, one line (also the stop PeerFailures asks for)
+        with stop_signals_handled_by(lambda number, frame: stop_now_or_later(number)):
+            last = self._last_checkpoint() if (self.out / "last.pt").exists() else None
+            init = load_checkpoint(config.init_from) if config.init_from else None
+            prepared = self._prepare(self._spm_model(last, init))
+        if self.peers is not None:
+            self.peers.joining = True  # in torch's join no signal is handled: a peer's failure ends the process
         self.dist = Distributed.from_environment(self.device, config.dist_timeout, config.dist_backend,
                                                  config.join_timeout)
+        if self.peers is not None:
+            self.peers.stop()
+            if self.dist.is_main:  # joined: notes of launches that failed before are history
+                self.peers.clear()
         check_shared_folder(self.out, self.dist)
         check_same_inputs(self.dist, {"last.pt": last.checksum if last is not None else None,
                                       "sentencepiece model": hashlib.sha256(prepared.tokenizer.model_bytes).hexdigest(),

@@ -1,0 +1,57 @@
+"""Before the ranks of a torchrun launch join, a rank's failure reaches the others through notes in the shared run
+folder (nmt.training.distributed.PeerFailures): which notes count."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from nmt.training.distributed import PeerFailures
+
+
+def launch(monkeypatch, port: str) -> None:
+    for name, value in {"TORCHELASTIC_RUN_ID": "job-7", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": port,
+                        "TORCHELASTIC_RESTART_COUNT": "0"}.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_another_rank_s_fresh_note_of_this_launch_is_seen(tmp_path, monkeypatch):
+    launch(monkeypatch, "29500")
+    PeerFailures(tmp_path, rank=3).note("the corpus is missing")
+    assert PeerFailures(tmp_path, rank=3).seen() is None  # its own note
+    seen = PeerFailures(tmp_path, rank=0).seen()
+    assert seen == "rank 3 stopped before the ranks joined, so this one stops too: the corpus is missing"
+
+
+def test_notes_of_another_launch_or_of_long_ago_stop_no_one(tmp_path, monkeypatch):
+    launch(monkeypatch, "29500")
+    PeerFailures(tmp_path, rank=1).note("an earlier launch's failure")
+    launch(monkeypatch, "29501")  # another launch
+    assert PeerFailures(tmp_path, rank=0).seen() is None
+    writer = PeerFailures(tmp_path, rank=1)
+    writer.note("this launch's, but written long ago")
+    note = tmp_path / f"{writer.prefix}1"
+    os.utime(note, (time.time() - 3600, time.time() - 3600))
+    assert PeerFailures(tmp_path, rank=0).seen() is None  # the same names, an hour before this process started
+
+
+def test_the_watch_raises_a_stop_signal_while_preparing(tmp_path, monkeypatch):
+    """The stop comes as SIGTERM (preparing handles it: its temporary folder removed); here caught as a signal."""
+    import signal
+
+    launch(monkeypatch, "29502")
+    got = []
+    previous = signal.signal(signal.SIGTERM, lambda number, frame: got.append(number))
+    try:
+        watch = PeerFailures(tmp_path, rank=0, poll=0.05, grace=5).start()
+        PeerFailures(tmp_path, rank=1).note("out of disk")
+        deadline = time.monotonic() + 10
+        while not got:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        watch.stop()
+        assert got == [signal.SIGTERM] and "out of disk" in watch.failure
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    PeerFailures(tmp_path, rank=0).clear()
+    assert not list(tmp_path.glob(".failed-before-join-*"))
