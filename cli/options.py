@@ -116,20 +116,30 @@ def decoding_options(skip: tuple[str, ...] = (), only: tuple[str, ...] | None = 
     unknown = set(names) - set(DECODING_OPTIONS)
     if unknown:
         raise ValueError(f"no decoding options {sorted(unknown)}")
+    return option_group("decoding", {name: DECODING_OPTIONS[name] for name in names}, DecodingFlags)
+
+
+def option_group(parameter: str, table: dict, build):
+    """A decorator that puts the options of `table` (name -> (type, typer option)) into a command's signature in
+    place of its parameter `parameter` (typer reads the signature), and calls the command with what the user gave
+    gathered into one value, parameter=build(**{name: value})."""
 
     def wrap(command):
         own = inspect.signature(command, eval_str=True)
-        group = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=DECODING_OPTIONS[name][1],
-                                   annotation=DECODING_OPTIONS[name][0]) for name in names]
-        kept = [parameter for name, parameter in own.parameters.items() if name != "decoding"]
+        group = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+                 for name, (kind, option) in table.items()]
+        position = list(own.parameters).index(parameter)
+        kept = [each for name, each in own.parameters.items() if name != parameter]
+        parameters = [each.replace(kind=inspect.Parameter.KEYWORD_ONLY) for each in kept]
+        parameters[position:position] = group
 
         @functools.wraps(command)
         def with_flags(**given):
-            flags = DecodingFlags(**{name: given.pop(name) for name in names})
-            return command(decoding=flags, **given)
+            gathered = build(**{name: given.pop(name) for name in table})
+            return command(**{parameter: gathered}, **given)
 
-        with_flags.__signature__ = own.replace(parameters=kept + group)
-        with_flags.__annotations__ = {parameter.name: parameter.annotation for parameter in kept + group}
+        with_flags.__signature__ = own.replace(parameters=parameters)
+        with_flags.__annotations__ = {each.name: each.annotation for each in parameters}
         return with_flags
 
     return wrap

@@ -30,7 +30,7 @@ from nmt.data.sources import DataSpec, FilterSpec, training_source
 from nmt.errors import DataError, Interrupted, NmtError, UsageError
 from nmt.model.checkpoint import load_checkpoint
 from nmt.training.averaging import write_slim_resume_point
-from nmt.training.config import TrainConfig
+from nmt.training.config import TrainConfig, TrainFlags
 from nmt.training.distributed import lock_run_folder
 from nmt.training.flops import training_flops
 from nmt.training.loop import Loop
@@ -692,17 +692,17 @@ def test_yaml_config_with_flag_overrides_and_fine_tuning_from_a_checkpoint(corpu
 
 
 def test_auto_training_precision_is_bf16_only_where_the_cpu_computes_in_it(monkeypatch):
-    import nmt.training.config
+    import nmt.training.distributed
     from nmt.model.machine import Machine
-    from nmt.training.config import training_precision
+    from nmt.training.distributed import training_precision
 
     def kind(*flags: str) -> Machine:
         return Machine(flags=frozenset(flags), onednn_bf16=False, int_mm=True)
 
     cpu = torch.device("cpu")
-    monkeypatch.setattr(nmt.training.config, "machine", lambda: kind("avx512f", "avx512_bf16"))  # AMD Zen 4
+    monkeypatch.setattr(nmt.training.distributed, "machine", lambda: kind("avx512f", "avx512_bf16"))  # AMD Zen 4
     assert training_precision("auto", cpu) == "bf16"
-    monkeypatch.setattr(nmt.training.config, "machine", lambda: kind("avx512f", "avx512_vnni"))  # Xeon without bf16
+    monkeypatch.setattr(nmt.training.distributed, "machine", lambda: kind("avx512f", "avx512_vnni"))  # no bf16 Xeon
     assert training_precision("auto", cpu) == "fp32"
     assert training_precision("bf16", cpu) == "bf16"
 
@@ -1092,15 +1092,15 @@ def test_a_damaged_token_cache_is_one_line_before_training(corpus, tmp_path, dam
 
 def test_the_flags_given_go_over_the_config_file_over_the_defaults():
     from_file = {"data": "multi30k", "lr": "1e-3", "max_steps": 100, "warmup": 10}
-    merged = TrainConfig.merged("runs/x", {"max_steps": 5, "seed": None}, from_file, "run.yaml")
+    merged = TrainConfig.merged("runs/x", TrainFlags(max_steps=5, seed=None), from_file, "run.yaml")
     assert (merged.max_steps, merged.lr, merged.warmup, merged.data, merged.out) == (5, 1e-3, 10, "multi30k", "runs/x")
     assert merged.seed == TrainConfig(out="x", data="multi30k", max_steps=1).seed  # not given: the default
-    prepared = TrainConfig.merged("runs/x", {"prepared": "cache/abc", "max_steps": 1}, from_file, "run.yaml")
+    prepared = TrainConfig.merged("runs/x", TrainFlags(prepared="cache/abc", max_steps=1), from_file, "run.yaml")
     assert prepared.data is None and prepared.prepared == "cache/abc"  # the folder stands for the file's data
     with pytest.raises(UsageError, match="unknown training options in run.yaml: colour"):
-        TrainConfig.merged("runs/x", {"max_steps": 1}, {**from_file, "colour": "red"}, "run.yaml")
+        TrainConfig.merged("runs/x", TrainFlags(max_steps=1), {**from_file, "colour": "red"}, "run.yaml")
     with pytest.raises(UsageError, match="lr in run.yaml must be a number"):
-        TrainConfig.merged("runs/x", {"max_steps": 1}, {**from_file, "lr": "fast"}, "run.yaml")
+        TrainConfig.merged("runs/x", TrainFlags(max_steps=1), {**from_file, "lr": "fast"}, "run.yaml")
 
 
 def test_a_launcher_that_gives_each_process_one_gpu_is_accepted():

@@ -1,5 +1,6 @@
-"""What a training run is: its configuration (TrainConfig, as `nmt train` and YAML give it), the precision and
-accumulation it resolves to, and the model's shape."""
+"""What a training run is: its configuration (TrainConfig, as `nmt train` and YAML give it; TrainFlags, the
+options given), the accumulation it resolves to, and the model's shape. No torch here: `nmt`'s commands read
+the option table at start."""
 
 
 from __future__ import annotations
@@ -9,17 +10,11 @@ import logging
 import math
 from dataclasses import dataclass
 
-import torch
-
 from nmt.errors import UsageError
 from nmt.model.config import PRESETS, ModelConfig
-from nmt.model.machine import machine
 from nmt.training.schedule import DECAYS
 
 log = logging.getLogger("nmt")
-
-
-
 
 
 @dataclass(frozen=True)
@@ -127,13 +122,13 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def merged(cls, out: str, flags: dict, file_values: dict | None = None, file_name: str = "the config file"
+    def merged(cls, out: str, flags: TrainFlags, file_values: dict | None = None, file_name: str = "the config file"
                ) -> TrainConfig:
-        """The run's configuration from the flags given (`nmt train`'s, None where not given) over a YAML file's
-        values (`--config`) over the defaults. A --prepared folder replaces the data options the file gives (they
-        made it); a number YAML 1.1 read as a string ("1e-3") is read as a number; an option TrainConfig does not
-        have is a UsageError naming the file."""
-        given = {name: value for name, value in flags.items() if value is not None}
+        """The run's configuration from the flags given (`nmt train`'s) over a YAML file's values (`--config`) over
+        the defaults. A --prepared folder replaces the data options the file gives (they made it); a number YAML
+        1.1 read as a string ("1e-3") is read as a number; an option TrainConfig does not have is a UsageError
+        naming the file."""
+        given = flags.given()
         values = dict(file_values or {})
         if "prepared" in given:
             for name in PREPARED_REPLACES:
@@ -152,24 +147,23 @@ class TrainConfig:
         return cls(**{**values, "out": str(out)})
 
 
+def _given(flags) -> dict:
+    """The flags given, by name (those not None)."""
+    return {field.name: getattr(flags, field.name) for field in dataclasses.fields(flags)
+            if getattr(flags, field.name) is not None}
+
+
+# `nmt train`'s options as given on the command line: TrainConfig's fields but `out`, each None where not given
+# (then a --config file's value, else TrainConfig's default, applies): TrainFlags(max_steps=5).given()
+TrainFlags = dataclasses.make_dataclass(
+    "TrainFlags", [(field.name, f"{field.type} | None", dataclasses.field(default=None))
+                   for field in dataclasses.fields(TrainConfig) if field.name != "out"],
+    namespace={"given": _given, "__module__": __name__}, frozen=True)
+
+
 # The data options a --prepared folder stands for (a config file's are dropped when the flag names a folder)
 PREPARED_REPLACES = ("data", "src_file", "tgt_file", "hf_dataset", "hf_config", "streaming", "augment",
                      "augment_swap", "register_tags")
-
-
-def training_precision(precision: str | None, device: torch.device) -> str:
-    """--precision, with auto resolved: bf16 autocast where the hardware computes in bf16 (CUDA with bf16, a
-    CPU with AVX-512 BF16 or AMX), else fp16 on CUDA and fp32 on a CPU. On a CPU without native bf16, autocast
-    emulates it: `nmt train` small ran at 1,100 target tokens/s in bf16 and 2,800 in fp32 on an Intel Xeon
-    with AVX-512 VNNI alone, where a Zen 4 gains from bf16 (docs/TRAINING.md). Not given: auto on CUDA
-    (true fp32 there leaves the tensor cores idle), fp32 on a CPU."""
-    if precision is None:
-        precision = "auto" if device.type == "cuda" else "fp32"
-    if precision != "auto":
-        return precision
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return "bf16" if machine().flags & {"avx512_bf16", "amx_bf16"} else "fp32"
 
 
 TOKENS_PER_UPDATE_SLACK = 0.25  # how far the padded tokens an update may miss --tokens-per-update

@@ -38,7 +38,7 @@ from nmt.model.native import library
 from nmt.model.transformer import Transformer
 from nmt.text.tokenizer import Tokenizer
 from nmt.training.allocator import keep_freed_memory
-from nmt.training.config import TrainConfig, batches_per_update, model_config, steps_in_epoch, training_precision
+from nmt.training.config import TrainConfig, batches_per_update, model_config, steps_in_epoch
 from nmt.training.distributed import (
     Distributed,
     PeerFailures,
@@ -46,6 +46,7 @@ from nmt.training.distributed import (
     check_shared_folder,
     lock_run_folder,
     training_device,
+    training_precision,
 )
 from nmt.training.loop import EpochBatches, Loop, MovingAverage, to_random_state, tokenized_pairs
 from nmt.training.schedule import REWARM, decay_end, paper_peak_lr, rate_factor
