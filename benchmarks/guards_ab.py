@@ -21,7 +21,7 @@ import torch
 from results import decoding
 
 from nmt.data.corpus import parse_test_set
-from nmt.decoding.configuration import DecodingFlags, search_options
+from nmt.decoding.configuration import DecodingConfig, DecodingFlags, search_options
 from nmt.decoding.translate import Translator
 from nmt.model.checkpoint import load_checkpoint
 
@@ -52,12 +52,13 @@ def main() -> None:
           f"beam {args.beam}, one thread, {args.rounds} rounds")
     guarded = {
         "protections (default) against --no-protect":
-            Translator(base.model, base.tokenizer, options, ordinary_input=True),
+            Translator(base.model, base.tokenizer, DecodingConfig.plain(options, ordinary_input=True)),
         "protections with --protect-names against --no-protect":
-            Translator(base.model, base.tokenizer, options, ordinary_input=True, protect_names=True),
+            Translator(base.model, base.tokenizer, DecodingConfig.plain(options, ordinary_input=True,
+                                                                        protect_names=True)),
         "--no-repeat-ngram 4 against none":
-            Translator(base.model, base.tokenizer, dataclasses.replace(options, no_repeat_ngram=4),
-                       ordinary_input=False),
+            Translator(base.model, base.tokenizer, DecodingConfig.plain(dataclasses.replace(options, no_repeat_ngram=4),
+                                                                        ordinary_input=False)),
     }
     for label, translator in guarded.items():
         for name, lines in sets.items():

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from nmt.data.corpus import data_dir, load_embedded
+from nmt.decoding.configuration import DecodingConfig
 from nmt.decoding.score import Scorer
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator
@@ -21,8 +22,8 @@ NMT = [sys.executable, "-m", "nmt_cli.main"]
 def test_the_score_of_each_beam_hypothesis_is_the_score_the_search_gave_it(tiny_checkpoint, lenpen):
     checkpoint = load_checkpoint(tiny_checkpoint)
     model, tokenizer = checkpoint.build_model("cpu"), checkpoint.tokenizer()
-    translator = Translator(model, tokenizer, SearchOptions(beam_size=3, nbest=3, lenpen=lenpen, max_len_a=1.0,
-                                                            max_len_b=5))
+    translator = Translator(model, tokenizer, DecodingConfig.plain(SearchOptions(beam_size=3, nbest=3, lenpen=lenpen,
+                                                                                 max_len_a=1.0, max_len_b=5)))
     sources = [tokenizer.encode(text) for text in load_embedded("multi30k", "valid").source[:8]]
     scorer = Scorer(model, tokenizer, lenpen=lenpen)
     for source, hypotheses in zip(sources, translator._search_batch(sources), strict=True):

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from nmt.data.prepare import kept_beside
+from nmt.decoding.configuration import DecodingConfig
 from nmt.decoding.search import SearchOptions, search
 from nmt.decoding.translate import Translator
 from nmt.errors import CheckpointError
@@ -144,8 +145,8 @@ def test_a_shortlist_of_the_whole_vocabulary_translates_as_without(checkpoint):
     everything = Shortlist(torch.arange(vocab)[:, None].expand(-1, 2), torch.arange(vocab))
     options = SearchOptions(beam_size=2, max_len_a=1.0, max_len_b=5)
     model, tokenizer = checkpoint.build_model(), checkpoint.tokenizer()
-    plain = Translator(model, tokenizer, options).translate(LINES)
-    listed = Translator(model, tokenizer, options, shortlist=everything).translate(LINES)
+    plain = Translator(model, tokenizer, DecodingConfig.plain(options)).translate(LINES)
+    listed = Translator(model, tokenizer, DecodingConfig.plain(options), shortlist=everything).translate(LINES)
     assert [t.text for t in listed] == [t.text for t in plain]
     assert [t.score for t in listed] == pytest.approx([t.score for t in plain], abs=1e-4)
 
@@ -211,7 +212,7 @@ def test_translations_over_a_shortlist_are_the_full_search_with_other_tokens_for
     assert vocabularies.width < vocab // 2 and len(set(vocabularies.counts.tolist())) > 1
     expected = search(Masked(FlatDecoder(model, Backend.resolve("fp32", torch.device("cpu"))), vocabularies), src,
                       options)
-    found = Translator(model, tokenizer, options, shortlist=shortlist)._search_batch(sources)
+    found = Translator(model, tokenizer, DecodingConfig.plain(options), shortlist=shortlist).search_tokens(sources)
     assert [[h.tokens for h in hypotheses] for hypotheses in found] == \
         [[h.tokens for h in hypotheses] for hypotheses in expected]
     own = {int(t) for t in vocabularies.extra}
@@ -242,7 +243,8 @@ def test_a_sentence_s_vocabulary_and_log_probabilities_do_not_depend_on_its_batc
         assert torch.equal(alone_ids[0][kept], ids[row][: width][kept])  # the same tokens, in the same places
         torch.testing.assert_close(alone[0][kept], together[row][: width][kept], atol=1e-5, rtol=0)
         assert (together[row][width:] == -math.inf).all()  # the batch's wider table: padding only
-    translator = Translator(decoder.model, tokenizer, SearchOptions(beam_size=2), shortlist=shortlist)
+    translator = Translator(decoder.model, tokenizer, DecodingConfig.plain(SearchOptions(beam_size=2)),
+                            shortlist=shortlist)
     assert [t.text for t in translator.translate(LINES)] == [translator.translate([line])[0].text for line in LINES]
 
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmt.data.corpus import load_embedded
-from nmt.decoding.configuration import DecodingFlags, search_options
+from nmt.decoding.configuration import DecodingConfig, DecodingFlags, search_options
 from nmt.decoding.search import Hypothesis, SearchOptions
 from nmt.decoding.streams import translate_document, translate_stream
 from nmt.decoding.translate import Translator
@@ -152,13 +152,15 @@ def test_even_an_untrained_model_cannot_garble_a_link_an_address_a_code_or_a_num
     text = translator.translate([line])[0].text
     for entity in ("help@example.org", "https://example.com/faq?x=1", "AF1234", "1\u202f249,99\u00a0$", "🎉"):
         assert text.count(entity) == 1, text  # the amount as French writes it (nmt.text.conventions)
-    loose = Translator(translator.model, translator.tokenizer, translator.options, ordinary_input=False)
+    loose = Translator(translator.model, translator.tokenizer, DecodingConfig.plain(translator.options,
+                                                                                 ordinary_input=False))
     assert "https://example.com/faq?x=1" not in loose.translate([line])[0].text  # the model alone garbles it
 
 
 def test_no_protect_translates_the_text_as_it_is(tiny_checkpoint, translator):
     line = b"SEE HTTPS://EXAMPLE.COM/FAQ NOW.\n"
-    as_is = Translator(translator.model, translator.tokenizer, translator.options, ordinary_input=False)
+    as_is = Translator(translator.model, translator.tokenizer, DecodingConfig.plain(translator.options,
+                                                                                 ordinary_input=False))
     result = run(["--model", str(tiny_checkpoint), "--no-protect"], line)
     assert result.stdout.decode() == as_is.translate([line.decode().strip()])[0].text + "\n"
     assert run(["--model", str(tiny_checkpoint)], line).stdout.decode().count("HTTPS://EXAMPLE.COM/FAQ") == 1
@@ -174,7 +176,8 @@ def test_sampling_repeats_with_its_seed_and_refuses_bad_settings(tiny_checkpoint
 
     def sampled(seed: int) -> list:
         options = SearchOptions(beam_size=1, top_k=20, nbest=3, seed=seed, max_len_a=1.0, max_len_b=5)
-        return [t.nbest for t in Translator(translator.model, translator.tokenizer, options).translate(lines)]
+        sampler = Translator(translator.model, translator.tokenizer, DecodingConfig.plain(options))
+        return [t.nbest for t in sampler.translate(lines)]
 
     assert sampled(3) == sampled(3) != sampled(4) and all(len(nbest) == 3 for nbest in sampled(3))
     checkpoint = load_checkpoint(tiny_checkpoint)
@@ -194,10 +197,10 @@ def test_jsonl_input_prefixes_start_their_translations(tiny_checkpoint, translat
     prefixes = ["Un chien", None, "Rien", "Le chat"]
     for beam in (1, 3):
         options = SearchOptions(beam_size=beam, max_len_a=1.0, max_len_b=5)
-        lines = [t.text for t in Translator(translator.model, translator.tokenizer, options).translate(
-            sources, prefixes)]
+        prefixed = Translator(translator.model, translator.tokenizer, DecodingConfig.plain(options))
+        lines = [t.text for t in prefixed.translate(sources, prefixes)]
         assert lines[0].startswith("Un chien") and lines[3].startswith("Le chat") and lines[2] == ""
-        assert lines[1] == Translator(translator.model, translator.tokenizer, options).translate([sources[1]])[0].text
+        assert lines[1] == prefixed.translate([sources[1]])[0].text
     records = [{"source": source, "prefix": prefix} for source, prefix in zip(sources, prefixes, strict=True)]
     data = "".join(json.dumps(record) + "\n" for record in records).encode()
     result = run(["--model", str(tiny_checkpoint), "--input-format", "jsonl"], data)
@@ -219,7 +222,8 @@ def test_a_document_keeps_its_paragraphs_and_blank_lines(tiny_checkpoint, transl
 
 
 def test_confidence_flags_and_the_confidence_floor(tiny_checkpoint, translator):
-    capped = Translator(translator.model, translator.tokenizer, SearchOptions(beam_size=2, max_len_a=0.0, max_len_b=3))
+    capped = Translator(translator.model, translator.tokenizer,
+                        DecodingConfig.plain(SearchOptions(beam_size=2, max_len_a=0.0, max_len_b=3)))
     result = capped.translate(["A dog runs in the park."])[0]
     assert "max_length" in result.flags and result.confidence == pytest.approx(result.score)  # lenpen 1: the same
     hypothesis = Hypothesis(tokens=[5], score=-1.0, log_prob=-2.0)

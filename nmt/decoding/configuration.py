@@ -82,7 +82,8 @@ class DecodingConfig:
     """Everything that decides how a command decodes, each value as it will be used."""
 
     search: SearchOptions
-    backend: Backend  # the precision (never auto) on the device, resolved once (nmt.model.backend)
+    backend: Backend | None  # the precision (never auto) on the device, resolved once (nmt.model.backend); None
+    # (a plain config): the model as it is, fp32 on its device
     shortlist: bool
     max_tokens: int
     batch_size: int | None
@@ -102,6 +103,20 @@ class DecodingConfig:
     memories: tuple[Path, ...] = ()  # the user's translation memories, before the shipped one
     memory_threshold: float = 0.85  # a fuzzy match of theirs at this similarity or above is offered
     shipped_memory: bool = True  # the shipped interface memory serves short lines' exact matches
+
+    @classmethod
+    def plain(cls, search: SearchOptions | None = None, **changes) -> DecodingConfig:
+        """The decoding of a model already in memory, without a checkpoint's defaults (training's validation, `nmt
+        tune`, tests): `search` (default SearchOptions()) over the whole vocabulary, the model as it is, the text
+        protected as `nmt translate` protects it, but no typography, names, memories or glossary; `changes`
+        replace any field: DecodingConfig.plain(SearchOptions(beam_size=1), max_tokens=8192)."""
+        from nmt.decoding.search import SearchOptions
+        from nmt.text.conventions import NO_TYPOGRAPHY
+
+        values = dict(search=search or SearchOptions(), backend=None, shortlist=False, max_tokens=4096,
+                      batch_size=None, threads=1, workers=1, cuda_graphs=True, ordinary_input=True, clause_split=None,
+                      protect_names=False, typography=NO_TYPOGRAPHY, shipped_memory=False)
+        return cls(**{**values, **changes})
 
     @classmethod
     def resolve(cls, flags: DecodingFlags, checkpoint: Checkpoint, workers: int | None = None,

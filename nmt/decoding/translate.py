@@ -6,7 +6,8 @@
     translator = Translator.from_checkpoint(checkpoint, config)
     translator.translate(["A dog runs.", ""])   ->  [Translation(...), Translation(...)]
 
-`Translator(model, tokenizer, options, ...)` decodes a model already in memory (training's validation, `nmt tune`).
+`Translator(model, tokenizer, DecodingConfig.plain(options))` decodes a model already in memory (training's
+validation, `nmt tune`).
 
 Every input line gives exactly one Translation, in order: empty lines give empty translations; a line is
 translated a sentence at a time, a sentence longer than MAX_PIECE_TOKENS in pieces (nmt.text.segment), and the
@@ -53,7 +54,7 @@ from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer
 from nmt.text.typography import joined_elisions
 
 if TYPE_CHECKING:
-    from nmt.data.memory import Match, Memory
+    from nmt.data.memory import Match
 
 log = logging.getLogger("nmt")
 
@@ -156,41 +157,33 @@ def _search_in_worker(batch: tuple) -> list:
 
 
 class Translator:
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, options: SearchOptions, max_tokens: int = 4096,
-                 batch_size: int | None = None, cuda_graphs: bool = True, workers: int = 1,
-                 shortlist: Shortlist | None = None, ordinary_input: bool = True, ensemble: tuple = (),
-                 alignments: bool = False, min_confidence: float | None = None, glossary: Glossary | None = None,
-                 max_piece_tokens: int | None = None, protect_names: bool = False, backend: Backend | None = None,
-                 formality: str = "auto", typography: Typography = NO_TYPOGRAPHY,
-                 confidence_floors: dict | None = None, memories: tuple[tuple[Memory, int | None], ...] = (),
-                 fuzzy_threshold: float | None = None):
-        """backend: what `model` was cast for (nmt.model.backend; None: the model as it is, fp32).
-        workers > 1 (CPU only): that many batches are decoded at once, in forked processes of one torch
-        thread each, when a window of lines makes several batches (a single batch: here, on all threads).
-        shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.model.shortlist).
-        ordinary_input: ALL-CAPS sentences are translated in sentence case and put back in capitals, and,
-        with a model that has placeholders, URLs, e-mails, codes, numbers and emoji are protected (nmt.text.protect).
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, config: DecodingConfig, *, ensemble: tuple = (),
+                 shortlist: Shortlist | None = None, confidence_floors: dict | None = None):
+        """`model` (already cast for config.backend) decoding as `config` says (nmt.decoding.configuration:
+        DecodingConfig.resolve of a checkpoint and the options given; DecodingConfig.plain for a model in memory).
         ensemble: more models of the same vocabulary, decoding with `model` as one (nmt.decoding.ensemble).
-        alignments: each Translation carries word alignments from `model`'s cross-attention (nmt.decoding.alignment).
-        min_confidence: translations less confident than this come out empty (counted in self.withheld).
-        glossary: the French of each of its terms found in a sentence must be in the sentence's translation
-        (lexically constrained beam search, nmt.decoding.constraints). max_piece_tokens: a sentence longer than this
-        is cut at clause punctuation (then at word starts) and its pieces translated apart (default
-        MAX_PIECE_TOKENS, with a warning when it happens; a model trained on short sentences translates long
-        ones better in clauses: its decoding defaults may say so). protect_names: with ordinary_input and
-        placeholders, names (capitalized words the vocabulary holds only in pieces) are protected too.
-        formality: formal or informal opens every source with that register's tag (a model trained with
-        --register-tags, nmt.data.register), auto with none. typography: titles before names as the model
-        knows them ("Ms." -> "Mrs"; a doctor's and a professor's behind placeholders that come back "le Dr
-        Smith"), numbers, amounts, dates, elisions and punctuation written as French does (nmt.text.conventions);
-        none by default, fr where a command resolves its options.
-        confidence_floors: by kind of line (nmt.text.flags.kind_of), the confidence under which a translation
-        is flagged (default: nmt.text.flags.CONFIDENCE_FLOORS, measured with the shipped general model).
-        memories: (memory, most words a line it serves may have, or None): a line with an exact match in one
-        takes the match's translation, the first memory's that has one (nmt.data.memory); with `fuzzy_threshold`,
-        the others get the best fuzzy match of them all offered."""
+        shortlist: each batch is decoded over its lexical shortlist's target tokens alone (nmt.model.shortlist).
+        confidence_floors: by kind of line (nmt.text.flags.kind_of), the confidence under which a translation is
+        flagged (default: nmt.text.flags.CONFIDENCE_FLOORS, measured with the shipped general model).
+
+        What the config's values do here: workers > 1 (CPU only), that many batches decoded at once in forked
+        processes of one torch thread each, when a window of lines makes several batches; ordinary_input,
+        ALL-CAPS sentences translated in sentence case and put back in capitals, and with a model that has
+        placeholders, URLs, e-mails, codes, numbers and emoji protected (nmt.text.protect), with protect_names
+        names too (capitalized words the vocabulary holds only in pieces); alignments, word alignments from the
+        cross-attention on each Translation (nmt.decoding.alignment); min_confidence, translations less confident
+        left empty (counted in self.withheld); glossary, the French of each of its terms found in a sentence in
+        its translation (constrained beam search, nmt.decoding.constraints); clause_split, a sentence longer than
+        this cut at clause punctuation (then at word starts) and its pieces translated apart (None:
+        MAX_PIECE_TOKENS, with a warning when it happens); formality, formal or informal opens every source with
+        that register's tag (a model trained with --register-tags, nmt.data.register), auto with none; typography,
+        titles, numbers, amounts, dates, elisions and punctuation written as French does (nmt.text.conventions);
+        memories, a line with an exact match in one of them (or in the shipped memory) takes its translation, the
+        others get the best fuzzy match at memory_threshold or above offered (nmt.data.memory)."""
         self.model = model
+        self.config = config
         self.device = next(model.parameters()).device
+        workers = config.workers
         if workers < 1:
             raise UsageError("--workers must be at least 1")
         if workers > 1 and self.device.type != "cpu":
@@ -200,34 +193,37 @@ class Translator:
         self.workers = workers
         if ensemble and shortlist is not None:
             raise UsageError("--shortlist decodes one model: give one --model, or drop --shortlist")
+        options = config.search
+        backend = config.backend
         if backend is None:
             backend = Backend.resolve("fp32", self.device, exact=not options.kernels)
         self.backend = backend
-        decoders = build_decoders(model, backend, ensemble, cuda_graphs, options.use_cache)
+        decoders = build_decoders(model, backend, ensemble, config.cuda_graphs, options.use_cache)
         self.decoder, self.growing = decoders.fast, decoders.growing
         if shortlist is not None and (self.decoder.fixed_rows or not options.use_cache):
             raise UsageError("--shortlist needs the cached decoder without CUDA graphs: drop --no-cache, "
                              "add --no-cuda-graphs on CUDA")
         self.shortlist = shortlist
-        self.ordinary_input = ordinary_input
-        self.alignments = alignments
-        self.min_confidence = min_confidence
-        self.glossary = glossary
+        self.ordinary_input = config.ordinary_input
+        self.alignments = config.alignments
+        self.min_confidence = config.min_confidence
+        self.glossary = Glossary.read(config.glossary) if config.glossary else None
         self.withheld = 0  # translations left empty for their confidence
         self.tokenizer = tokenizer
         self.options = options
-        self.max_tokens = max_tokens
-        self.batch_size = batch_size
+        self.max_tokens = config.max_tokens
+        self.batch_size = config.batch_size
         # Longer sentences are translated in pieces (nmt.text.segment); the model's positions leave room for EOS
-        if max_piece_tokens is not None and max_piece_tokens < 1:
+        if config.clause_split is not None and config.clause_split < 1:
             raise UsageError("--clause-split must be at least 1")
-        self.max_piece_tokens = min(max_piece_tokens or MAX_PIECE_TOKENS, self.model.config.max_positions - 1)
-        self._warned_long = max_piece_tokens is not None  # a cut asked for is no surprise
-        self.protect_names = protect_names
-        self.formality = formality
-        self.typography = typography
+        self.max_piece_tokens = min(config.clause_split or MAX_PIECE_TOKENS, self.model.config.max_positions - 1)
+        self._warned_long = config.clause_split is not None  # a cut asked for is no surprise
+        self.protect_names = config.protect_names
+        self.formality = config.formality
+        self.typography = config.typography
         self.confidence_floors = confidence_floors
-        self.memories, self.fuzzy_threshold = memories, fuzzy_threshold
+        self.memories = memories_of(config)
+        self.fuzzy_threshold = config.memory_threshold if config.memories else None
         self._noted_prefix = False
 
     @classmethod
@@ -247,15 +243,9 @@ class Translator:
             raise UsageError("the models of an ensemble must share one sentencepiece model; these do not")
         model = cast_for_inference(checkpoint.build_model(backend.device), backend)
         ensemble = tuple(cast_for_inference(other.build_model(backend.device), backend) for other in others)
-        return cls(model, checkpoint.tokenizer(), config.search, max_tokens=config.max_tokens,
-                   batch_size=config.batch_size, cuda_graphs=config.cuda_graphs, workers=config.workers,
-                   shortlist=checkpoint.shortlist if config.shortlist else None, ordinary_input=config.ordinary_input,
-                   ensemble=ensemble, alignments=config.alignments, min_confidence=config.min_confidence,
-                   glossary=Glossary.read(config.glossary) if config.glossary else None,
-                   max_piece_tokens=config.clause_split, protect_names=config.protect_names, backend=backend,
-                   formality=config.formality, typography=config.typography,
-                   confidence_floors=checkpoint.decoding.get("confidence_floors"), memories=memories_of(config),
-                   fuzzy_threshold=config.memory_threshold if config.memories else None)
+        return cls(model, checkpoint.tokenizer(), config, ensemble=ensemble,
+                   shortlist=checkpoint.shortlist if config.shortlist else None,
+                   confidence_floors=checkpoint.decoding.get("confidence_floors"))
 
     @property
     def formality(self) -> str:

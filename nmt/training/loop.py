@@ -20,6 +20,7 @@ import torch
 from nmt.data.batching import collate, token_batches
 from nmt.data.corpus import ParallelText
 from nmt.data.prepare import TokenCorpus
+from nmt.decoding.configuration import DecodingConfig
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translator  # at start, not at the first validation: code changed mid-run stays out
 from nmt.errors import DataError, Interrupted, NmtError, signal_name, stop_signals_handled_by
@@ -442,8 +443,10 @@ class Loop:
     def validate(self, model: Transformer) -> tuple[float, float]:
         """Validation loss (per target token) and greedy BLEU of `model`."""
         valid_loss = self.validate_loss(model)
-        translator = Translator(model, self.tokenizer, SearchOptions(beam_size=1), self.valid_tokens,
-                                cuda_graphs=False)  # graphs captured for each batch shape would stay in memory
+        # (no CUDA graphs: those captured for each batch shape would stay in memory)
+        translator = Translator(model, self.tokenizer, DecodingConfig.plain(SearchOptions(beam_size=1),
+                                                                            max_tokens=self.valid_tokens,
+                                                                            cuda_graphs=False))
         hypotheses = [t.text for t in translator.translate(self.valid.source)]
         return valid_loss, score(hypotheses, self.valid.target).bleu
 

@@ -62,7 +62,8 @@ def choose_average(paths: list[str | Path], pairs: ParallelText,
     best, best_bleu, table = None, -1.0, []
     for count in range(1, len(loaded) + 1):
         candidate = averaged_checkpoint(loaded[-count:])
-        translator = Translator(candidate.build_model(), candidate.tokenizer(), SearchOptions(beam_size=1))
+        translator = Translator(candidate.build_model(), candidate.tokenizer(),
+                                DecodingConfig.plain(SearchOptions(beam_size=1)))
         bleu = score([t.text for t in translator.translate(pairs.source)], pairs.target).bleu
         log.info("the latest %d checkpoint(s) averaged: greedy BLEU %.2f", count, bleu)
         if bleu >= best_bleu:  # only the best kept (a big model's weights are large); a tie to the larger count
