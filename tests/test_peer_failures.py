@@ -55,3 +55,43 @@ def test_the_watch_raises_a_stop_signal_while_preparing(tmp_path, monkeypatch):
         signal.signal(signal.SIGTERM, previous)
     PeerFailures(tmp_path, rank=0).clear()
     assert not list(tmp_path.glob(".failed-before-join-*"))
+
+
+def test_rank_0_reads_a_dataset_and_the_others_open_what_it_prepared(tmp_path, monkeypatch):
+    """--hf-dataset under torchrun: rank 0 alone reads the dataset (a hub dataset: the hub once a launch) and
+    leaves its prepared folder's path in the run folder; rank 1 opens that folder and reads nothing."""
+    import json
+
+    import nmt.training.train
+    from nmt.data.corpus import load_embedded
+    from nmt.training.config import TrainConfig
+    from nmt.training.distributed import PreparedByRankZero
+    from nmt.training.train import Trainer
+
+    dataset = tmp_path / "pairs.jsonl"
+    embedded = load_embedded("multi30k", "train")
+    pairs = [{"translation": {"en": en, "fr": fr}} for en, fr in
+             zip(embedded.source[:3000], embedded.target[:3000], strict=True)]
+    dataset.write_text("".join(json.dumps(pair) + "\n" for pair in pairs), encoding="utf-8")
+    launch(monkeypatch, "29503")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    config = TrainConfig(out=str(out), hf_dataset=str(dataset), vocab_size=500, max_steps=1)
+
+    def trainer_of(rank: int) -> Trainer:
+        monkeypatch.setenv("RANK", str(rank))
+        trainer = Trainer(config)
+        trainer.peers = PeerFailures(out, rank)  # as run() makes it under torchrun (not watching here)
+        return trainer
+
+    first = trainer_of(0)._prepare(None)
+    assert PreparedByRankZero(out, 0).wait(0.1) == first.folder.resolve()
+
+    def read(*args):
+        raise AssertionError("rank 1 read the dataset")
+
+    monkeypatch.setattr(nmt.training.train, "prepare_training_data", read)
+    second = trainer_of(1)._prepare(None)
+    assert second.folder == first.folder.resolve() and second.valid.source == first.valid.source
+    assert second.tokenizer.model_bytes == first.tokenizer.model_bytes

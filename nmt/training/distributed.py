@@ -209,10 +209,8 @@ class PeerFailures:
 
     def __init__(self, folder: Path, rank: int, poll: float = 2.0, grace: float = 30.0):
         self.folder, self.rank, self.poll, self.grace = folder, rank, poll, grace
-        launch = "|".join(os.environ.get(name, "") for name in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT",
-                                                                  "TORCHELASTIC_RESTART_COUNT"))
-        self.prefix = f".failed-before-join-{hashlib.sha256(launch.encode()).hexdigest()[:12]}-rank"
-        self.since = time.time() - 60  # machines' clocks and starts differ by seconds
+        self.prefix = f".failed-before-join-{launch_key()}-rank"
+        self.since = time.time() - LAUNCH_SKEW
         self.failure: str | None = None  # another rank's line, once seen
         self.joining = False
         self._stopped = threading.Event()
@@ -236,8 +234,9 @@ class PeerFailures:
             pass
 
     def clear(self) -> None:
-        """Remove the notes of every launch (the ranks have joined: none of them failed before)."""
-        for note in self.folder.glob(".failed-before-join-*"):
+        """Remove the notes of every launch (the ranks have joined: none of them failed before), and the
+        prepared folders rank 0 left for the others (PreparedByRankZero)."""
+        for note in [*self.folder.glob(".failed-before-join-*"), *self.folder.glob(".prepared-by-rank-0-*")]:
             note.unlink(missing_ok=True)
 
     def seen(self) -> str | None:
@@ -266,3 +265,46 @@ class PeerFailures:
             sys.stderr.write(f"error: {self.failure}\n")
             sys.stderr.flush()
             os._exit(1)
+
+
+LAUNCH_SKEW = 60  # seconds: a launch's notes count from this long before a process's start (clocks, starts differ)
+
+
+def launch_key() -> str:
+    """A name for this torchrun launch, the same in each of its processes and another in the next launch's:
+    torchrun's run id, master address and port, and restart count."""
+    launch = "|".join(os.environ.get(name, "") for name in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT",
+                                                              "TORCHELASTIC_RESTART_COUNT"))
+    return hashlib.sha256(launch.encode()).hexdigest()[:12]
+
+
+class PreparedByRankZero:
+    """Under torchrun with --hf-dataset, a dataset every rank would otherwise ask the hub for at start (its
+    files, its validation split): rank 0 reads and prepares it, then leaves the prepared folder's path in the run
+    folder; each other rank waits for that path (PeerFailures stops it if rank 0 fails) and opens the folder where
+    it sees it whole (the same machine, or a cache all machines share), reading nothing from the hub. A rank
+    that does not see it (a machine with a cache of its own) prepares its own copy as before: the hub is read
+    once a launch, or once a machine that prepares."""
+
+    def __init__(self, folder: Path, rank: int, poll: float = 1.0):
+        self.rank, self.poll = rank, poll
+        self.path = folder / f".prepared-by-rank-0-{launch_key()}"
+        self.since = time.time() - LAUNCH_SKEW
+
+    def publish(self, prepared: Path) -> None:
+        temporary = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
+        temporary.write_text(str(prepared.resolve()))
+        temporary.replace(self.path)
+
+    def wait(self, minutes: float) -> Path:
+        """The folder rank 0 prepared, once it says so; UsageError after `minutes` (--join-timeout)."""
+        deadline = time.monotonic() + 60 * minutes
+        while True:
+            try:
+                if self.path.stat().st_mtime >= self.since:
+                    return Path(self.path.read_text().strip())
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise UsageError(f"rank 0 did not prepare the dataset within --join-timeout {minutes:g} minutes")
+            time.sleep(self.poll)

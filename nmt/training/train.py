@@ -42,6 +42,7 @@ from nmt.training.config import TrainConfig, batches_per_update, model_config, s
 from nmt.training.distributed import (
     Distributed,
     PeerFailures,
+    PreparedByRankZero,
     check_same_inputs,
     check_shared_folder,
     lock_run_folder,
@@ -69,6 +70,7 @@ class Trainer:
         self.agreed_elapsed = None  # rank 0's training seconds, as the ranks last agreed on them
         self.scaler_state = None
         self.peers: PeerFailures | None = None  # before the ranks join, another's failure (under torchrun)
+        self.dist_rank = int(os.environ.get("RANK", "0"))  # torchrun's, before the ranks join
         if config.threads:
             torch.set_num_threads(config.threads)
         if self.device.type == "cpu":
@@ -93,21 +95,34 @@ class Trainer:
         of the corpus, by one process of all that share the cache; the others wait for its folder to appear."""
         config = self.config
         if config.prepared:
-            return self._open_prepared(spm_model)
-        return prepare_training_data(config, spm_model)
+            return self._open_prepared(config.prepared, spm_model)
+        shared = None
+        if config.hf_dataset and self.peers is not None:  # under torchrun: the dataset read by rank 0 alone
+            shared = PreparedByRankZero(self.out, self.dist_rank)
+            if shared.rank != 0:
+                folder = shared.wait(config.join_timeout)
+                try:
+                    return self._open_prepared(folder, spm_model)
+                except (DataError, UsageError) as exc:  # not on this machine: prepared here too
+                    log.warning("rank %d prepares the dataset itself: %s", shared.rank, exc)
+        prepared = prepare_training_data(config, spm_model)
+        if shared is not None and shared.rank == 0:
+            shared.publish(prepared.folder)
+        return prepared
 
-    def _open_prepared(self, spm_model: bytes | None) -> Prepared:
-        """--prepared: the folder's tokens, sentencepiece model and validation pairs (or --valid-src's)."""
+    def _open_prepared(self, folder: str | Path, spm_model: bytes | None) -> Prepared:
+        """--prepared (or rank 0's folder): the folder's tokens, sentencepiece model and validation pairs (or
+        --valid-src's)."""
         config = self.config
-        prepared = open_prepared(config.prepared)
+        prepared = open_prepared(folder)
         if spm_model is not None and spm_model != prepared.tokenizer.model_bytes:
-            raise UsageError(f"{config.prepared} was tokenized with another sentencepiece model than the one this "
+            raise UsageError(f"{folder} was tokenized with another sentencepiece model than the one this "
                              "run uses (its last.pt's, --spm's or --init-from's)")
         if config.valid_src or config.valid_tgt:
             spec = DataSpec(valid_src=config.valid_src, valid_tgt=config.valid_tgt)
             return dataclasses.replace(prepared, valid=validation_pairs(spec))
         if not len(prepared.valid):
-            raise DataError(f"{config.prepared} holds no validation pairs: give --valid-src/--valid-tgt")
+            raise DataError(f"{folder} holds no validation pairs: give --valid-src/--valid-tgt")
         return prepared
 
     # ---- model, optimizer, schedule ---------------------------------------------------------------
@@ -120,7 +135,7 @@ class Trainer:
         """Train; the process group is left and the folder's lock let go when the run ends, however it ends."""
         watch = None
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a rank failing before the join tells the others
-            watch = self.peers = PeerFailures(self.out, int(os.environ.get("RANK", "0"))).start()
+            watch = self.peers = PeerFailures(self.out, self.dist_rank).start()
         try:
             return self._train()
         except torch.distributed.DistError as exc:  # another rank died or hangs: one line, not torch's pages
