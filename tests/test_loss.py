@@ -111,3 +111,24 @@ def test_the_compiled_encoder_and_decoder_are_one_graph_with_dropout_on():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         explained = torch._dynamo.explain(criterion._hidden)(SRC, TGT_IN, model.source_mask(SRC))
     assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+
+
+def test_a_batch_without_padding_does_not_compile_the_step_again():
+    """Compiled, the mask is a tensor for every batch: the model's None for a CPU batch without padding made
+    dynamo compile the encoder and decoder a second time (a minute at WMT size)."""
+    from nmt.model.config import ModelConfig
+    from nmt.model.transformer import Transformer
+
+    model = Transformer(ModelConfig.preset("tiny", vocab_size=50, dropout=0.0)).train()
+    padded = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0]])
+    unpadded = torch.tensor([[5, 6, 3], [8, 9, 3]])
+    assert TranslationLoss(model, 0.1).mask(unpadded) is None  # eager: no mask to apply
+    criterion = TranslationLoss(model, 0.1, compiled=True)
+    masks = [criterion.mask(src) for src in (padded, unpadded)]
+    assert all(isinstance(mask, torch.Tensor) and mask.dtype == torch.bool for mask in masks)
+    assert masks[1].all() and not masks[0].all()
+    compiled = torch.compile(criterion._hidden, backend="eager", dynamic=True)  # dynamo's guards, no codegen
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for src in (padded, unpadded):
+            tgt = torch.full((2, 3), 5)
+            compiled(src, tgt, criterion.mask(src))

@@ -133,6 +133,14 @@ class TranslationLoss(nn.Module):
         self.label_smoothing = label_smoothing
         self.compiled = torch.compile(self._hidden, dynamic=True) if compiled else None
 
+    def mask(self, src: Tensor) -> Tensor | None:
+        """The source mask the encoder and decoder take: the model's (on a CPU, None for a batch without padding:
+        asked outside the graph); compiled, always a tensor, so that a batch without padding after one with
+        does not compile the graph again for a mask that is None."""
+        if self.compiled is None:
+            return self.model.source_mask(src)
+        return (src != self.model.config.pad_id)[:, None, None, :]
+
     def hidden(self, src: Tensor, tgt_in: Tensor, mask: Tensor | None) -> Tensor:
         if self.compiled is None:
             return self._hidden(src, tgt_in, mask)
@@ -150,8 +158,7 @@ class TranslationLoss(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
         """Source (B, S), target input (B, T), target output (B, T) -> the loss summed over real tokens."""
         model = self.model
-        mask = model.source_mask(src)  # (may ask the device whether there is padding: not in the graph)
-        hidden = self.hidden(src, tgt_in, mask)
+        hidden = self.hidden(src, tgt_in, self.mask(src))
         weight, bias = model.output_weights()
         return output_cross_entropy(hidden.reshape(-1, hidden.size(-1)), weight, bias, tgt_out.reshape(-1),
                                     model.config.pad_id, self.label_smoothing)
