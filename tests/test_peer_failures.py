@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from nmt.training.distributed import PeerFailures
 
 
@@ -95,3 +97,25 @@ def test_rank_0_reads_a_dataset_and_the_others_open_what_it_prepared(tmp_path, m
     second = trainer_of(1)._prepare(None)
     assert second.folder == first.folder.resolve() and second.valid.source == first.valid.source
     assert second.tokenizer.model_bytes == first.tokenizer.model_bytes
+
+
+@pytest.mark.slow  # a corpus prepared, then 3 s in the join
+def test_a_join_that_times_out_names_the_join_s_timeout(tmp_path):
+    """Rank 0 of two, the other never started: the join gives up after --join-timeout, in one line that names
+    that option (it named --dist-timeout, which does not govern the join)."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NMT_CACHE_DIR": str(tmp_path / "cache")}
+    result = subprocess.run([sys.executable, "-m", "nmt_cli.main", "train", "--data", "multi30k", "--preset", "tiny",
+                             "--vocab-size", "500", "--out", str(tmp_path / "run"), "--max-steps", "2",
+                             "--join-timeout", "0.05", "--threads", "1"], env=env, capture_output=True, text=True,
+                            timeout=600)
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and last.startswith("error: rank 0: the other ranks did not join within "
+                                                      "--join-timeout 0.05 minutes"), result.stderr[-2000:]

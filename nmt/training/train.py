@@ -140,6 +140,10 @@ class Trainer:
             return self._train()
         except torch.distributed.DistError as exc:  # another rank died or hangs: one line, not torch's pages
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if self.dist.world_size == 1:  # in the join
+                raise NmtError(f"rank {self.dist_rank}: the other ranks did not join within --join-timeout "
+                               f"{self.config.join_timeout:g} minutes (one was not started, or hangs before "
+                               f"joining; its log says why): {first}") from None
             raise NmtError(f"rank {self.dist.rank}: the other ranks did not answer within --dist-timeout "
                            f"{self.config.dist_timeout:g} minutes (one failed or hangs; its log says why): "
                            f"{first}") from None
