@@ -51,6 +51,12 @@ class Interrupted(NmtError):
         return Interrupted(self.signal_number, self.lines_written + lines, where or self.where)
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's message as one line (its first), or its type's name where it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def signal_name(signal_number: int) -> str:
     return "Ctrl-C" if signal_number == signal.SIGINT else signal.Signals(signal_number).name
 

@@ -22,7 +22,7 @@ import re
 import zipfile
 from collections.abc import Callable, Iterator
 
-from nmt.errors import FileRefused, UsageError
+from nmt.errors import FileRefused, UsageError, first_line
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 PLAIN_RUN_CHILDREN = {W + "rPr", W + "t"}  # a run of formatting and text alone
@@ -42,8 +42,7 @@ def translate_docx(document: bytes, translate: Callable[[list[str]], list[str]],
         declares_entities(document)
         parsed = docx.Document(io.BytesIO(document))
     except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile, etree.LxmlError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise FileRefused(f"cannot read the file as a Word (.docx) document: {reason}") from None
+        raise FileRefused(f"cannot read the file as a Word (.docx) document: {first_line(exc)}") from None
     from docx.text.run import Run
 
     units = []  # (paragraph, runs): runs translated together as one line

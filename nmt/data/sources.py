@@ -31,7 +31,7 @@ from nmt.data.corpus import (
     stream_lines,
 )
 from nmt.data.register import RegisterTags, cleaned, registered
-from nmt.errors import DataError
+from nmt.errors import DataError, first_line
 
 
 @dataclass(frozen=True)
@@ -146,8 +146,7 @@ def load_hf(name: str, config: str | None, split: str, streaming: bool = False):
 
 
 def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else type(exc).__name__
+    return first_line(exc)[:200]
 
 
 def _file_kind(path: str) -> str:

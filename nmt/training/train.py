@@ -30,7 +30,7 @@ import torch
 from nmt.data.corpus import ParallelText
 from nmt.data.prepare import Prepared, TokenCorpus, open_prepared, prepare_training_data
 from nmt.data.sources import DataSpec, validation_pairs
-from nmt.errors import DataError, NmtError, UsageError, stop_now_or_later, stop_signals_handled_by
+from nmt.errors import DataError, NmtError, UsageError, first_line, stop_now_or_later, stop_signals_handled_by
 from nmt.model.checkpoint import Checkpoint, load_checkpoint
 from nmt.model.config import ModelConfig
 from nmt.model.loss import TranslationLoss
@@ -139,7 +139,7 @@ class Trainer:
         try:
             return self._train()
         except torch.distributed.DistError as exc:  # another rank died or hangs: one line, not torch's pages
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             if self.dist.world_size == 1:  # in the join
                 raise NmtError(f"rank {self.dist_rank}: the other ranks did not join within --join-timeout "
                                f"{self.config.join_timeout:g} minutes (one was not started, or hangs before "
@@ -153,7 +153,7 @@ class Trainer:
             watch.stop()
             if watch.failure is not None:  # stopped by another rank's failure (a SIGTERM it raised)
                 raise NmtError(watch.failure) from None
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             watch.note(f"{first} ({type(exc).__name__})" if not isinstance(exc, NmtError) else first)
             raise
         finally:
