@@ -71,7 +71,7 @@ class ScriptedModel:
     def __init__(self, vocab: int = VOCAB):
         self.vocab = vocab
 
-    def init_state(self, src, beam_size=1, use_cache=True, max_length=None):
+    def init_state(self, src, beam_size=1, use_cache=True, max_length=None, vocabularies=None):
         return FakeState(src.size(0), beam_size)
 
     def decode_step(self, tokens, state):

@@ -89,7 +89,7 @@ def test_each_sentence_adds_its_sources_and_their_partners_to_the_shared_special
                                                ("int8_fp32", True), ("int8_fp32 7-bit", True),
                                                ("int8_fp32 7-bit", False)])
 @pytest.mark.parametrize("tied", [True, False])
-def test_restricted_decoder_gives_each_sentence_the_full_log_probs_over_its_list(precision, tied, kernel):
+def test_a_state_over_a_shortlist_gives_each_sentence_the_full_log_probs_over_its_list(precision, tied, kernel):
     seven = precision.endswith("7-bit")  # the AVX2 product, which an AVX-512 machine also runs
     precision = precision.split()[0]
     model, backend = cast(tiny_model(seed=5, tie_embeddings=tied), precision, **({"int8_rows": 7} if seven else {}))
@@ -111,15 +111,14 @@ def test_restricted_decoder_gives_each_sentence_the_full_log_probs_over_its_list
     own = [set(extra[start : start + count].tolist()) for start, count in zip(starts, counts, strict=True)]
     rest_bias = torch.tensor([[-math.inf if i in ids else 0.0 for i in unshared.tolist()] for ids in own])
     vocabularies = Vocabularies(shared, extra, starts, counts, 64, torch.cat([shared, unshared]), rest_bias)
-    restricted = flat.restricted(vocabularies)
     src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0], [4, 3, 0, 0]])
     ids, lengths = vocabularies.table(pad_id=0), torch.tensor([10, 9, 7])  # (N, 64); shared + own tokens
-    full_state, state = flat.init_state(src, 2), restricted.init_state(src, 2)
+    full_state, state = flat.init_state(src, 2), flat.init_state(src, 2, vocabularies=vocabularies)
     local = torch.full((6,), 2)  # BOS: the same id in every vocabulary
     for step in range(5):
         rows_ids = ids.repeat_interleave(2, dim=0)[:, :10]  # (R, 10): the ids of each row's sentence's tokens
         full, full_state = flat.decode_step(rows_ids.gather(1, local[:, None]).squeeze(1), full_state)
-        log_probs, state = restricted.decode_step(local, state)
+        log_probs, state = flat.decode_step(local, state)
         assert log_probs.shape == (local.size(0), 64)
         listed = torch.arange(10)[None, :] < lengths.repeat_interleave(2)[:, None]  # (R, 10)
         expected = full.gather(1, rows_ids).float().masked_fill(~listed, -math.inf)
@@ -166,7 +165,7 @@ class Masked:
 
     fixed_rows = False
 
-    def init_state(self, src, beam_size=1, use_cache=True, max_length=None):
+    def init_state(self, src, beam_size=1, use_cache=True, max_length=None, vocabularies=None):
         state = self.decoder.init_state(src, beam_size, use_cache)
         state.sentences = torch.arange(src.size(0))
         return state
@@ -220,6 +219,42 @@ def test_translations_over_a_shortlist_are_the_full_search_with_other_tokens_for
         assert {t for hypotheses in found for h in hypotheses for t in h.tokens} & own
 
 
+def test_samples_over_a_shortlist_draw_each_sentence_s_own_tokens_nbest_times(checkpoint):
+    # sampling repeats each sentence's row nbest times: its list must repeat with it (an IndexError before)
+    options = SearchOptions(beam_size=1, nbest=3, top_k=50, max_len_a=1.0, max_len_b=5, loop_guard=False)
+    model, tokenizer = checkpoint.build_model(), checkpoint.tokenizer()
+    partners = torch.randint(EOS_ID + 1, checkpoint.config.vocab_size, (checkpoint.config.vocab_size, 3),
+                             generator=torch.Generator().manual_seed(0))
+    shortlist = Shortlist(partners, torch.tensor([10, 20, 30]))
+    sources = tokenizer.encode_batch(LINES[:3])
+    src = torch.tensor([ids + [EOS_ID] + [0] * (max(map(len, sources)) - len(ids)) for ids in sources])
+    found = Translator(model, tokenizer, DecodingConfig.plain(options), shortlist=shortlist).search_tokens(sources)
+    table = shortlist.vocabularies(src).table(pad_id=0)
+    assert [len(hypotheses) for hypotheses in found] == [3, 3, 3]
+    for row, hypotheses in enumerate(found):
+        assert {t for h in hypotheses for t in h.tokens} <= set(table[row].tolist())  # specials included
+    assert len({tuple(h.tokens) for hypotheses in found for h in hypotheses}) > 3  # drawn, not copied
+
+
+def test_a_repeated_batch_of_vocabularies_lists_each_sentence_s_tokens_again():
+    shortlist = build_shortlist(PAIRS, vocab_size=40, per_token=2, frequent=1)
+    vocabularies = shortlist.vocabularies(torch.tensor([[10, 12, EOS_ID], [5, EOS_ID, 0], [11, EOS_ID, 0]]))
+    twice = vocabularies.repeated(2)
+    assert torch.equal(twice.table(pad_id=0), vocabularies.table(pad_id=0).repeat_interleave(2, dim=0))
+    assert torch.equal(twice.rest_bias, vocabularies.rest_bias.repeat_interleave(2, dim=0))
+    assert twice.width == vocabularies.width
+
+
+def test_decoders_that_score_the_whole_vocabulary_refuse_a_shortlist(checkpoint):
+    model = checkpoint.build_model().eval()
+    src = torch.tensor([[10, 11, EOS_ID]])
+    vocabularies = build_shortlist(PAIRS, vocab_size=checkpoint.config.vocab_size).vocabularies(src)
+    with pytest.raises(ValueError, match="shortlist"):
+        model.init_state(src, vocabularies=vocabularies)
+    with pytest.raises(ValueError, match="shortlist"):
+        FlatDecoder(*cast(model, "fp32")).init_state(src, use_cache=False, vocabularies=vocabularies)
+
+
 def test_a_sentence_s_vocabulary_and_log_probabilities_do_not_depend_on_its_batch(checkpoint):
     partners = torch.randint(EOS_ID + 1, checkpoint.config.vocab_size, (checkpoint.config.vocab_size, 4),
                              generator=torch.Generator().manual_seed(1))
@@ -230,10 +265,9 @@ def test_a_sentence_s_vocabulary_and_log_probabilities_do_not_depend_on_its_batc
     src = torch.tensor([ids + [EOS_ID] + [0] * (max(map(len, sources)) - len(ids)) for ids in sources])
 
     def first_step(src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        restricted = decoder.restricted(shortlist.vocabularies(src))
-        state = restricted.init_state(src)
-        log_probs, _ = restricted.decode_step(torch.full((src.size(0),), checkpoint.config.bos_id), state)
-        return restricted.token_ids, log_probs  # (N, width) each
+        state = decoder.init_state(src, vocabularies=shortlist.vocabularies(src))
+        log_probs, _ = decoder.decode_step(torch.full((src.size(0),), checkpoint.config.bos_id), state)
+        return state.listed.token_ids, log_probs  # (N, width) each
 
     ids, together = first_step(src)
     for row, own in enumerate(sources):

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from nmt.model.shortlist import Vocabularies
+
 
 @dataclass
 class EnsembleState:
@@ -37,10 +39,10 @@ class Ensemble:
         self.decoders = decoders
         self.config = decoders[0].config
 
-    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True,
-                   max_length: int | None = None) -> EnsembleState:
-        return EnsembleState([decoder.init_state(src, beam_size=beam_size, use_cache=use_cache, max_length=max_length)
-                              for decoder in self.decoders])
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True, max_length: int | None = None,
+                   vocabularies: Vocabularies | None = None) -> EnsembleState:
+        return EnsembleState([decoder.init_state(src, beam_size=beam_size, use_cache=use_cache, max_length=max_length,
+                                                 vocabularies=vocabularies) for decoder in self.decoders])
 
     def decode_step(self, tokens: Tensor, state: EnsembleState) -> tuple[Tensor, EnsembleState]:
         """The models' mean log-probabilities (R, V) of the next token, and the state after `tokens` (R,)."""

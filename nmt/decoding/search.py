@@ -19,7 +19,7 @@ from __future__ import annotations
 import array
 import math
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -28,7 +28,7 @@ from torch import Tensor
 
 from nmt.model.config import ModelConfig
 from nmt.model.native_ops import beam_top_k_kernel, best_kernel
-from nmt.model.shortlist import TOP_K_CHUNK
+from nmt.model.shortlist import TOP_K_CHUNK, Vocabularies
 
 
 class State(Protocol):
@@ -46,13 +46,16 @@ class Decoder(Protocol):
     config: ModelConfig
     fixed_rows: bool  # states keep beam_size rows per sentence from the first step (fixed shapes)
 
-    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True,
-                   max_length: int | None = None) -> State:
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True, max_length: int | None = None,
+                   vocabularies: Vocabularies | None = None) -> State:
         """Encode the source (N, S); a state for N sentences of `beam_size` rows and up to `max_length`
-        target tokens (a bound only fixed-shape decoders need)."""
+        target tokens (a bound only fixed-shape decoders need). With `vocabularies` (a shortlist's, where the
+        decoder takes one: ValueError where not), each sentence's steps are over its own list: the tokens fed
+        and scored are local ids, token i of a sentence's list its vocabularies.table() entry i."""
 
     def decode_step(self, tokens: Tensor, state: State) -> tuple[Tensor, State]:
-        """Feed one token per row (R,): log-probabilities (R, V) of the next, and the state after it."""
+        """Feed one token per row (R,): log-probabilities (R, V) of the next (R, width with vocabularies),
+        and the state after it."""
 
 
 @dataclass(frozen=True)
@@ -233,17 +236,26 @@ def as_tensor(values: list, dtype: torch.dtype, device: torch.device) -> Tensor:
     return torch.frombuffer(numbers, dtype=dtype).to(device)
 
 
-def search(model: Decoder, src: Tensor, options: SearchOptions,
-           prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
+def search(model: Decoder, src: Tensor, options: SearchOptions, prefixes: list[list[int]] | None = None,
+           vocabularies: Vocabularies | None = None) -> list[list[Hypothesis]]:
     """Translate a batch of source token ids (N, S), padded: per sentence, up to nbest hypotheses.
     With `prefixes` (target token ids per sentence, [] for none), each sentence's hypotheses start with
-    its own."""
+    its own. With `vocabularies` (a shortlist's, nmt.model.shortlist), each sentence is decoded over its own
+    list of target tokens (not with prefixes, whose tokens need not be in the list)."""
+    if vocabularies is not None and prefixes is not None:
+        raise ValueError("a prefix's tokens need not be in a shortlist: search with prefixes without one")
     if options.sampling:
-        return sample(model, src, options, prefixes)
-    if options.beam_size == 1:
+        found = sample(model, src, options, prefixes, vocabularies)
+    elif options.beam_size == 1:
         choose = most_probable if options.kernels else torch_most_probable
-        return greedy_search(model, src, options, choose=choose, prefixes=prefixes)
-    return beam_search(model, src, options, prefixes)
+        found = greedy_search(model, src, options, choose=choose, prefixes=prefixes, vocabularies=vocabularies)
+    else:
+        found = beam_search(model, src, options, prefixes, vocabularies)
+    if vocabularies is None:
+        return found
+    table = vocabularies.table(model.config.pad_id).tolist()  # sentence s's local token i is table[s][i]
+    return [[replace(h, tokens=[ids[t] for t in h.tokens]) for h in hypotheses]
+            for ids, hypotheses in zip(table, found, strict=True)]
 
 
 def prefix_values(log_probs: Tensor, step: int, row_prefixes: list[list[int]] | None
@@ -278,14 +290,15 @@ def with_prefixes(max_lens: list[int], prefixes: list[list[int]] | None) -> list
     return [max(limit, len(prefix) + 1) for limit, prefix in zip(max_lens, prefixes, strict=True)]
 
 
-def sample(model: Decoder, src: Tensor, options: SearchOptions,
-           prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
+def sample(model: Decoder, src: Tensor, options: SearchOptions, prefixes: list[list[int]] | None = None,
+           vocabularies: Vocabularies | None = None) -> list[list[Hypothesis]]:
     """options.nbest samples per sentence, best first: greedy search's loop choosing by sampling_choice."""
     generator = np.random.default_rng([options.seed, zlib.crc32(src.cpu().numpy().tobytes())])
     rows = src.repeat_interleave(options.nbest, dim=0)  # (N*n, S): each sample a row of its own
     row_prefixes = None if prefixes is None else [prefix for prefix in prefixes for _ in range(options.nbest)]
     drawn = greedy_search(model, rows, options, choose=lambda log_probs: sampling_choice(
-        log_probs, options, generator), prefixes=row_prefixes)
+        log_probs, options, generator), prefixes=row_prefixes,
+        vocabularies=None if vocabularies is None else vocabularies.repeated(options.nbest))
     return [_top_finished([h for found in drawn[i : i + options.nbest] for h in found], options.nbest)
             for i in range(0, len(drawn), options.nbest)]
 
@@ -312,8 +325,10 @@ def sampling_choice(log_probs: Tensor, options: SearchOptions, generator: np.ran
     return log_probs.gather(1, tokens[:, None])[:, 0], tokens
 
 
-def initial_state(model: Decoder, src: Tensor, beam_size: int, options: SearchOptions, max_lens: list[int]) -> State:
-    return model.init_state(src, beam_size=beam_size, use_cache=options.use_cache, max_length=max(max_lens))
+def initial_state(model: Decoder, src: Tensor, beam_size: int, options: SearchOptions, max_lens: list[int],
+                  vocabularies: Vocabularies | None = None) -> State:
+    return model.init_state(src, beam_size=beam_size, use_cache=options.use_cache, max_length=max(max_lens),
+                            vocabularies=vocabularies)
 
 
 def next_log_probs(model: Decoder, tokens: Tensor, state: State, step: int, options: SearchOptions,
@@ -361,14 +376,14 @@ def most_probable(log_probs: Tensor) -> tuple[Tensor, Tensor]:
 
 
 @torch.inference_mode()
-def greedy_search(model: Decoder, src: Tensor, options: SearchOptions,
-                  choose=most_probable, prefixes: list[list[int]] | None = None
+def greedy_search(model: Decoder, src: Tensor, options: SearchOptions, choose=most_probable,
+                  prefixes: list[list[int]] | None = None, vocabularies: Vocabularies | None = None
                   ) -> list[list[Hypothesis]]:
     """The most probable token at each step, or what `choose` (log_probs (R, V) -> (log_prob, token),
     each (R,)) picks; a sentence's prefix tokens first."""
     config = model.config
     max_lens = with_prefixes(max_lengths(src, config.pad_id, options, config.max_positions), prefixes)
-    state = initial_state(model, src, 1, options, max_lens)
+    state = initial_state(model, src, 1, options, max_lens, vocabularies)
     active = list(range(src.size(0)))  # sentence index of each row
     tokens = torch.full((len(active),), config.bos_id, dtype=torch.long, device=src.device)
     history: list[list[int]] = [[] for _ in active]  # tokens so far, per row
@@ -415,15 +430,15 @@ def _top_finished(hypotheses: list[Hypothesis], n: int) -> list[Hypothesis]:
 
 
 @torch.inference_mode()
-def beam_search(model: Decoder, src: Tensor, options: SearchOptions,
-                prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
+def beam_search(model: Decoder, src: Tensor, options: SearchOptions, prefixes: list[list[int]] | None = None,
+                vocabularies: Vocabularies | None = None) -> list[list[Hypothesis]]:
     config = model.config
     beam = options.beam_size
     max_lens = with_prefixes(max_lengths(src, config.pad_id, options, config.max_positions), prefixes)
     # All K beams of a sentence start from the same BOS, so the first step runs one row per sentence and
     # its K best continuations then fill the beam (CUDA graphs keep the K rows: their shapes are fixed)
     width = beam if model.fixed_rows else 1  # rows per sentence
-    state = initial_state(model, src, width, options, max_lens)
+    state = initial_state(model, src, width, options, max_lens, vocabularies)
     active = list(range(src.size(0)))  # sentence index of each open sentence
     scores = torch.full((len(active), width), -math.inf, device=src.device)
     scores[:, 0] = 0.0  # identical rows: keep one

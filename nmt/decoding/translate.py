@@ -349,11 +349,8 @@ class Translator:
         if self.shortlist is None or prefixes is not None:  # a prefix's tokens need not be in the shortlist
             return search(self.decoder if self.options.use_cache else self.growing, src.to(self.device), self.options,
                           prefixes)
-        decoder = self.decoder.restricted(self.shortlist.vocabularies(src))  # on the CPU, where the shortlist is
-        found = search(decoder, src.to(self.device), self.options)
-        vocabularies = decoder.token_ids.tolist()  # sentence s's token i is vocabularies[s][i]
-        return [[replace(h, tokens=[ids[t] for t in h.tokens]) for h in hypotheses]
-                for ids, hypotheses in zip(vocabularies, found, strict=True)]
+        # the lists are made on the CPU, where the shortlist is
+        return search(self.decoder, src.to(self.device), self.options, vocabularies=self.shortlist.vocabularies(src))
 
     def _search_batches(self, batches: list[tuple]) -> Iterator[list]:
         """_search_batch(*batch) of each batch, in order; with several workers and batches, `workers`

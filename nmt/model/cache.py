@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from nmt.model.attention import inference_attention
+from nmt.model.shortlist import ListedTokens
 
 # The attention of nmt.model.transformer.decoder_step, which each decoder builds over its own cache:
 # self-attention (layer, queries (R, D), this position's keys and values (R, H, Dh)) -> (R, D), storing the
@@ -50,7 +51,10 @@ class DecoderState:
     step: int = 0  # tokens already fed: the positional-encoding offset of the next one
     memory: Tensor | None = None  # (N, S, D), without cache only
     prefix: Tensor | None = None  # (N*K, step) tokens fed so far, without cache only
-    sentences: Tensor | None = None  # (N,) each open sentence's index in its batch, with a shortlist only
+    # With a shortlist (FlatDecoder.init_state's vocabularies): the batch's lists as the decoder bound them, and
+    # each open sentence's index (N,) in the batch
+    listed: ListedTokens | None = None
+    sentences: Tensor | None = None
     # The caches in the layout of nmt.model.native's attention kernels (bf16; the cross caches also with each
     # source's tokens first), as the decoder that made the state keeps them (FlatDecoder.init_state)
     kernel_self: bool = False

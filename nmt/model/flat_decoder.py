@@ -13,8 +13,8 @@ search sees it as a decoder (`config`, `init_state`, `decode_step`).
 In reduced precision on a CPU (bf16, int8_bf16, int8_fp32) it keeps its attention caches in bf16 and
 attends over them through nmt.model.native's C kernels, where they are built (nmt.model.cache.cached_attention). In
 int8_fp32 the kernels also run all of a step's decoder layers in one call (`layers_step`, decode_layers) and the
-encoder's (`encoder_step`, encode_layers), the same arithmetic as the step's operations one by one. With a
-shortlist (`restricted`) it embeds and projects each sentence's own target tokens.
+encoder's (`encoder_step`, encode_layers), the same arithmetic as the step's operations one by one. Given a
+shortlist's vocabularies (`init_state`), it embeds and projects each sentence's own target tokens.
 
 The tests check its memory against `Transformer.encode` and its log-probabilities against
 `Transformer.decode_step`. A state without cache and a model in training mode go to the model's own step
@@ -23,7 +23,6 @@ The tests check its memory against `Transformer.encode` and its log-probabilitie
 
 from __future__ import annotations
 
-import copy
 import functools
 import math
 from collections.abc import Callable
@@ -39,7 +38,6 @@ from nmt.model.native_ops import (
     EncoderLayers,
     Int8Layers,
     LayersStep,
-    SentenceLogits,
     cross_attention_kernel,
     layer_norm_kernel,
     log_softmax_kernel,
@@ -49,7 +47,7 @@ from nmt.model.native_ops import (
     sentence_logits_kernel,
 )
 from nmt.model.quantize import bf16_linear_function
-from nmt.model.shortlist import Vocabularies
+from nmt.model.shortlist import ListedTokens, Vocabularies
 from nmt.model.transformer import (
     DECODER_LAYER,
     ENCODER_LAYER,
@@ -157,14 +155,6 @@ class FlatDecoder:
         self.final_norm = norm_function(model.decoder_norm)
         self.project = (weight_function(model.embed.weight, backend) if model.output_proj is None  # tied embeddings
                         else linear_function(model.output_proj, backend))
-        # With a shortlist (restricted): the batch's vocabularies, each sentence's local token ids as
-        # vocabulary ids (N, width), and the product onto its own tokens: the C kernel bound to their
-        # weights, or their weights and bias padded to the longest list (see restricted)
-        self.vocabularies: Vocabularies | None = None
-        self.token_ids: Tensor | None = None
-        self.own_logits: SentenceLogits | None = None
-        self.own_weights: Tensor | None = None
-        self.own_bias: Tensor | None = None
         self.shared_projections: dict[int, tuple[Tensor, Linear]] = {}  # id(shared ids) -> (ids, projection)
         # bf16 attention caches and the C kernels over them (nmt.model.native) where the backend keeps them
         head_dim = model.config.d_model // model.config.n_heads
@@ -179,36 +169,32 @@ class FlatDecoder:
         int7 = backend.int8_rows == 7 and model.config.d_model % 32 == 0
         self.sentence_logits_int7 = sentence_logits_int7_kernel() if native and int7 else None
 
-    def restricted(self, vocabularies: Vocabularies) -> FlatDecoder:
-        """This decoder over each sentence's own target tokens (nmt.model.shortlist): token i of a row's input and
-        of its log-probabilities (R, width) is local token i of the row's sentence. The shared tokens of all
-        rows take one product (packed once: the shared ids are the same for every batch), each sentence's
-        own tokens a product of their own (nmt.model.native's kernel on bf16 weights, or a batched product over
-        weights padded to the longest list)."""
-        restricted = copy.copy(self)
-        device = self.embedding.device
-        restricted.project = self.shared_projection(vocabularies.scored)
-        restricted.vocabularies = vocabularies = vocabularies.to(device)
-        restricted.token_ids = vocabularies.table(self.config.pad_id)  # (N, width)
+    def listed_tokens(self, vocabularies: Vocabularies) -> ListedTokens:
+        """A batch's vocabularies (nmt.model.shortlist) bound for this decoder's steps: the shared tokens of all
+        rows take one product (packed once: the shared ids are the same for every batch), each sentence's own
+        tokens a product of their own (nmt.model.native's kernel on bf16 or int7 weights, or a batched
+        product over weights padded to the longest list)."""
+        scored = self.shared_projection(vocabularies.scored)
+        vocabularies = vocabularies.to(self.embedding.device)
+        return ListedTokens(vocabularies, vocabularies.table(self.config.pad_id), scored,
+                            self.own_tokens_product(vocabularies))
+
+    def own_tokens_product(self, vocabularies: Vocabularies) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+        """ListedTokens.own for a batch's vocabularies: the C kernel bound to their weights where it is
+        built, else padded_own_product."""
         if self.sentence_logits_int7 is not None:
             projection = self.model.output_proj
-            restricted.own_logits = self.sentence_logits_int7(  # each sentence's rows read where they are
+            kernel = self.sentence_logits_int7(  # each sentence's rows read where they are
                 self.output_rows_u8, projection.column_scale, projection.bias, vocabularies.starts,
                 vocabularies.counts, vocabularies.extra)
-            return restricted
-        if self.sentence_logits is not None:
+        elif self.sentence_logits is not None:
             weights, bias = self.output_rows_bf16  # (V, D), (V,): each sentence's rows read where they are
-            restricted.own_logits = self.sentence_logits(weights, bias, vocabularies.starts, vocabularies.counts,
-                                                         vocabularies.extra)
-            return restricted
-        weight, bias = output_rows(self.model, self.backend, vocabularies.extra)  # (total, D), (total,)
-        listed = vocabularies.owned()  # (N, E)
-        sentences, own = listed.shape
-        restricted.own_weights = weight.new_zeros(sentences, own, weight.size(1)).index_put_(  # (N, E, D)
-            torch.nonzero(listed, as_tuple=True), weight).to(self.embedding.dtype)
-        restricted.own_bias = weight.new_full((sentences, own), -math.inf).masked_scatter_(  # (N, E)
-            listed, torch.zeros_like(weight[:, 0]) if bias is None else bias).to(self.embedding.dtype)
-        return restricted
+            kernel = self.sentence_logits(weights, bias, vocabularies.starts, vocabularies.counts, vocabularies.extra)
+        else:
+            return padded_own_product(*output_rows(self.model, self.backend, vocabularies.extra), vocabularies,
+                                      self.embedding.dtype)
+        return lambda rows, shared_logits, sentences: kernel(rows, shared_logits.to(rows.dtype), sentences,
+                                                             vocabularies.width)
 
     @functools.cached_property
     def output_rows_bf16(self) -> tuple[Tensor, Tensor | None]:
@@ -238,22 +224,16 @@ class FlatDecoder:
             cached = self.shared_projections[id(ids)] = (ids, projection)
         return cached[1]
 
-    def with_own_tokens(self, rows: Tensor, shared_logits: Tensor, state: DecoderState) -> Tensor:
-        """Final decoder states (R, D) and their logits of the shared tokens (R, F) -> the logits (R, width)
-        of each row's sentence vocabulary: the shared tokens, then the sentence's own, then -inf."""
-        sentences = state.sentences
-        if self.own_logits is not None:
-            return self.own_logits(rows, shared_logits.to(rows.dtype), sentences, self.vocabularies.width)
-        count, n = rows.size(0), sentences.size(0)
-        own = torch.baddbmm(self.own_bias.index_select(0, sentences)[:, None, :],  # (N, K, E)
-                            rows.view(n, count // n, -1), self.own_weights.index_select(0, sentences).transpose(1, 2))
-        return torch.cat([shared_logits, own.view(count, -1).to(shared_logits.dtype)], dim=1)
-
-    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True,
-                   max_length: int | None = None) -> DecoderState:
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True, max_length: int | None = None,
+                   vocabularies: Vocabularies | None = None) -> DecoderState:
+        """With `vocabularies` (a shortlist's, nmt.model.shortlist): token i of a row's input and of its
+        log-probabilities (R, width) is local token i of the row's sentence."""
+        if vocabularies is not None and (self.model.training or not use_cache):
+            raise ValueError("a shortlist needs the cached decoder in evaluation, not --no-cache")
         memory = None if self.model.training else self.encode(src)
         state = self.model.init_state(src, beam_size=beam_size, use_cache=use_cache, memory=memory)
-        if self.vocabularies is not None:
+        if vocabularies is not None:
+            state.listed = self.listed_tokens(vocabularies)
             state.sentences = torch.arange(src.size(0), device=src.device)
         if self.self_attention is None or not use_cache or self.model.training:
             return state
@@ -291,15 +271,13 @@ class FlatDecoder:
     def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """Transformer.decode_step: one token per row (R,) -> log-probabilities (R, V) of the next."""
         if self.model.training or not state.use_cache:
-            if self.vocabularies is not None:
-                raise ValueError("a shortlist needs the cached decoder, not --no-cache")
             return self.model.decode_step(tokens, state)
         config = self.config
-        step, rows, sentences = state.step, tokens.size(0), state.n_sentences
+        step, rows, sentences, listed = state.step, tokens.size(0), state.n_sentences, state.listed
         state.ensure_capacity(step + 1)
-        if self.vocabularies is not None:  # each sentence's local token ids -> vocabulary ids
+        if listed is not None:  # each sentence's local token ids -> vocabulary ids
             owners = state.sentences if rows == sentences else state.sentences.repeat_interleave(rows // sentences)
-            tokens = self.token_ids[owners, tokens]  # owners (R,): each row's sentence in the batch
+            tokens = listed.token_ids[owners, tokens]  # owners (R,): each row's sentence in the batch
         x = F.embedding(tokens, self.embedding) * self.embedding_scale  # (R, D)
         if config.positional_encoding:
             x = x + self.positions[step]
@@ -311,31 +289,52 @@ class FlatDecoder:
             x = decoder_step(self.layers, x, *attention, config.n_heads, config.pre_norm)
         state.step += 1
         x = self.final_norm(x)
-        logits = self.project(x)  # (R, V), or (R, F + K) a shortlist's shared tokens and sample
-        if self.vocabularies is None:
-            return self.normalized(logits), state
-        shared = self.vocabularies.shared.size(0)
-        listed = self.with_own_tokens(x, logits[:, :shared].contiguous(), state)  # (R, width)
+        if listed is None:
+            return self.normalized(self.project(x)), state  # (R, V)
+        scored = listed.scored(x)  # (R, F + K) the shared tokens and the sample
+        shared, rest_bias = listed.vocabularies.shared.size(0), listed.vocabularies.rest_bias
+        logits = listed.own(x, scored[:, :shared].contiguous(), state.sentences)  # (R, width)
         if self.log_softmax_rest is not None and self.backend.dtype == torch.float32:
-            return self.log_softmax_rest(listed, logits[:, shared:], self.vocabularies.rest_bias, owners), state
-        return self.less_the_rest(self.normalized(listed), listed, logits[:, shared:], owners), state
+            return self.log_softmax_rest(logits, scored[:, shared:], rest_bias, owners), state
+        return self.less_the_rest(self.normalized(logits), logits, scored[:, shared:], rest_bias[owners]), state
 
     def normalized(self, logits: Tensor) -> Tensor:
         if self.log_softmax is not None:
             return self.log_softmax(logits)
         return F.log_softmax(logits, dim=-1, dtype=torch.float32)
 
-    def less_the_rest(self, log_probs: Tensor, logits: Tensor, sample: Tensor, owners: Tensor) -> Tensor:
+    def less_the_rest(self, log_probs: Tensor, logits: Tensor, sample: Tensor, rest_bias: Tensor) -> Tensor:
         """Log-probabilities (R, width) normalized over each row's list -> as if normalized over the whole
         vocabulary: the mass of the ids a list leaves out is estimated from the logits of the sample of
         unshared ids (R, K) (Shortlist.sample_ids) that are not in the row's list, each standing for
-        unshared / K ids. Normalized over its list alone, a row whose list misses likely tokens would score
-        too high, and beam search would favour it: beam 4 lost 0.3 BLEU that way (benchmarks/SPEED.md).
+        unshared / K ids (`rest_bias` (R, K): Vocabularies.rest_bias of each row's sentence). Normalized over
+        its list alone, a row whose list misses likely tokens would score too high, and beam search would
+        favour it: beam 4 lost 0.3 BLEU that way (benchmarks/SPEED.md).
         (nmt.model.native's decode_log_softmax_rest computes the same in one call, for float32 logits.)"""
         eos = self.config.eos_id  # a shared id, at its own column
         listed = logits[:, eos].float() - log_probs[:, eos]  # (R,) log of the list's mass
-        rest = (sample.float() + self.vocabularies.rest_bias.index_select(0, owners)).logsumexp(dim=1)  # (R,)
+        rest = (sample.float() + rest_bias).logsumexp(dim=1)  # (R,)
         return log_probs - F.softplus(rest - listed)[:, None]
+
+
+def padded_own_product(weight: Tensor, bias: Tensor | None, vocabularies: Vocabularies, dtype: torch.dtype
+                       ) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+    """ListedTokens.own as a batched product: output_rows (total, D) and (total,) of each sentence's own ids,
+    padded to the longest list (N, E, D) with -inf bias on the padding."""
+    listed = vocabularies.owned()  # (N, E)
+    sentences, own = listed.shape
+    weights = weight.new_zeros(sentences, own, weight.size(1)).index_put_(  # (N, E, D)
+        torch.nonzero(listed, as_tuple=True), weight).to(dtype)
+    biases = weight.new_full((sentences, own), -math.inf).masked_scatter_(  # (N, E)
+        listed, torch.zeros_like(weight[:, 0]) if bias is None else bias).to(dtype)
+
+    def own_logits(rows: Tensor, shared_logits: Tensor, open_sentences: Tensor) -> Tensor:
+        count, n = rows.size(0), open_sentences.size(0)
+        own = torch.baddbmm(biases.index_select(0, open_sentences)[:, None, :],  # (N, K, E)
+                            rows.view(n, count // n, -1), weights.index_select(0, open_sentences).transpose(1, 2))
+        return torch.cat([shared_logits, own.view(count, -1).to(shared_logits.dtype)], dim=1)
+
+    return own_logits
 
 
 def int8_layers(model: Transformer, kind: type[Int8Layers], layers: nn.ModuleList,

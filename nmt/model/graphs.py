@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from nmt.model.cache import CrossAttention, SelfAttention, row_attention, sentence_attention
+from nmt.model.shortlist import Vocabularies
 
 SOURCE_BUCKET = 8
 TARGET_BUCKET = 16
@@ -215,10 +216,12 @@ class GraphDecoder:
         self.config = model.config
         self.graphs = StepGraphs() if graphs is None else graphs
 
-    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True,
-                   max_length: int | None = None) -> StaticDecoderState:
+    def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True, max_length: int | None = None,
+                   vocabularies: Vocabularies | None = None) -> StaticDecoderState:
         if not use_cache or max_length is None:
             raise ValueError("fixed-shape decoding needs the cache and a target length bound")
+        if vocabularies is not None:
+            raise ValueError("fixed-shape decoding scores the whole vocabulary: a shortlist needs FlatDecoder")
         return self.graphs.init_state(self.model, src, beam_size, max_length)
 
     def decode_step(self, tokens: Tensor, state: StaticDecoderState) -> tuple[Tensor, StaticDecoderState]:

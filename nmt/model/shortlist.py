@@ -15,9 +15,10 @@ is decoded over
     vocabularies = shortlist.vocabularies(src)                     # per batch: each sentence's ids
 
 `nmt shortlist` builds one from training pairs and stores it in a checkpoint; `nmt translate --shortlist`
-decodes with it: the decoder scores the shared tokens of every row with one product and each sentence's
-own tokens with a product per sentence (nmt.model.flat_decoder), and nmt.decoding.translate maps each sentence's token
-positions back to vocabulary ids.
+decodes with it: the search hands each batch's vocabularies to the decoder's init_state (the Decoder protocol of
+nmt.decoding.search), which binds them into the state every step takes (ListedTokens); the decoder scores the
+shared tokens of every row with one product and each sentence's own tokens with a product per sentence
+(nmt.model.flat_decoder), and the search maps each sentence's local tokens back to vocabulary ids.
 
 Log-probabilities are normalized as over the whole vocabulary, the mass of the tokens a sentence's list
 leaves out estimated from a fixed random sample of REST_SAMPLE unshared tokens that every row also scores.
@@ -34,7 +35,7 @@ import functools
 import itertools
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +94,28 @@ class Vocabularies:
         table[:, :shared] = self.shared
         table[:, shared:][self.owned()] = self.extra
         return table
+
+    def repeated(self, times: int) -> Vocabularies:
+        """Each sentence's vocabulary `times` times in a row, as a batch whose rows repeat so (sampling's)."""
+        counts = self.counts.repeat_interleave(times)
+        firsts = counts.cumsum(0) - counts
+        within = torch.arange(int(counts.sum()), device=counts.device) - firsts.repeat_interleave(counts)
+        extra = self.extra[self.starts.repeat_interleave(times).repeat_interleave(counts) + within]
+        return Vocabularies(self.shared, extra, firsts, counts, self.width, self.scored,
+                            self.rest_bias.repeat_interleave(times, dim=0))
+
+
+@dataclass(frozen=True)
+class ListedTokens:
+    """A batch's Vocabularies as a decoder binds them for its steps (FlatDecoder.init_state keeps them in the
+    state it returns): what a step embeds and scores, over each sentence's own tokens."""
+
+    vocabularies: Vocabularies  # on the decoder's device
+    token_ids: Tensor  # (N, width): the vocabulary id of each sentence's local tokens (Vocabularies.table)
+    scored: Callable[[Tensor], Tensor]  # final states (R, D) -> logits (R, F + K) of the ids every row scores
+    # (final states (R, D), their shared logits (R, F), each open sentence's index in the batch (N,)) -> the logits
+    # (R, width) of each row's sentence vocabulary: the shared tokens, then the sentence's own, then -inf
+    own: Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from nmt.model.attention import attention_backends, cache_dtype, inference_atten
 from nmt.model.cache import CrossAttention, DecoderState, SelfAttention, cached_attention
 from nmt.model.config import ModelConfig
 from nmt.model.native_ops import TRAINING_DTYPES, dropout_kernel
+from nmt.model.shortlist import Vocabularies
 
 INITIAL_CACHE_LENGTH = 16
 
@@ -461,10 +462,12 @@ class Transformer(nn.Module):
 
     @torch.no_grad()
     def init_state(self, src: Tensor, beam_size: int = 1, use_cache: bool = True, max_length: int | None = None,
-                   memory: Tensor | None = None) -> DecoderState:
+                   vocabularies: Vocabularies | None = None, memory: Tensor | None = None) -> DecoderState:
         """Encode the source (N, S) and build the decoder state for N sentences of `beam_size` rows (its
         caches grow as needed: max_length is not used). `memory`: the source already encoded (nmt.model.flat_decoder's
         encoder)."""
+        if vocabularies is not None:
+            raise ValueError("the model's own step scores the whole vocabulary: a shortlist needs FlatDecoder")
         memory = self.encode(src) if memory is None else memory
         state = DecoderState(cross_mask=self.source_mask(src),
                              max_positions=self.config.max_positions)
