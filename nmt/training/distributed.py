@@ -226,10 +226,7 @@ class PeerFailures:
     def note(self, line: str) -> None:
         """Leave this rank's failure for the others (best effort: a folder this rank cannot write is no note)."""
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            temporary = self.folder / f"{self.prefix}{self.rank}.tmp{os.getpid()}"
-            temporary.write_text(line)
-            temporary.replace(self.folder / f"{self.prefix}{self.rank}")
+            write_note(self.folder / f"{self.prefix}{self.rank}", line)
         except OSError:
             pass
 
@@ -243,14 +240,9 @@ class PeerFailures:
         """Another rank's failure noted in this launch, as a line; None if none."""
         for note in sorted(self.folder.glob(f"{self.prefix}*")):
             rank = note.name[len(self.prefix):]
-            if not rank.isdigit() or int(rank) == self.rank:
-                continue
-            try:
-                if note.stat().st_mtime < self.since:
-                    continue
-                return f"rank {rank} stopped before the ranks joined, so this one stops too: {note.read_text().strip()}"
-            except OSError:
-                continue
+            line = read_note(note, self.since) if rank.isdigit() and int(rank) != self.rank else None
+            if line is not None:
+                return f"rank {rank} stopped before the ranks joined, so this one stops too: {line}"
         return None
 
     def _watch(self) -> None:
@@ -278,6 +270,25 @@ def launch_key() -> str:
     return hashlib.sha256(launch.encode()).hexdigest()[:12]
 
 
+def write_note(path: Path, text: str) -> None:
+    """Leave a note for the other ranks of this launch, whole (written beside, then renamed over the path)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    temporary.write_text(text)
+    temporary.replace(path)
+
+
+def read_note(path: Path, since: float) -> str | None:
+    """A note's text, if it is there and was written at `since` or later (a note of an earlier launch, left in
+    the same run folder, says nothing); else None."""
+    try:
+        if path.stat().st_mtime >= since:
+            return path.read_text().strip()
+    except OSError:
+        pass
+    return None
+
+
 class PreparedByRankZero:
     """Under torchrun with --hf-dataset, a dataset every rank would otherwise ask the hub for at start (its
     files, its validation split): rank 0 reads and prepares it, then leaves the prepared folder's path in the run
@@ -292,19 +303,13 @@ class PreparedByRankZero:
         self.since = time.time() - LAUNCH_SKEW
 
     def publish(self, prepared: Path) -> None:
-        temporary = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
-        temporary.write_text(str(prepared.resolve()))
-        temporary.replace(self.path)
+        write_note(self.path, str(prepared.resolve()))
 
     def wait(self, minutes: float) -> Path:
         """The folder rank 0 prepared, once it says so; UsageError after `minutes` (--join-timeout)."""
         deadline = time.monotonic() + 60 * minutes
-        while True:
-            try:
-                if self.path.stat().st_mtime >= self.since:
-                    return Path(self.path.read_text().strip())
-            except OSError:
-                pass
+        while (prepared := read_note(self.path, self.since)) is None:
             if time.monotonic() > deadline:
                 raise UsageError(f"rank 0 did not prepare the dataset within --join-timeout {minutes:g} minutes")
             time.sleep(self.poll)
+        return Path(prepared)
