@@ -55,6 +55,14 @@ def test_value_and_gradients_equal_cross_entropy_over_the_whole_batch(monkeypatc
         assert torch.allclose(grad, 2 * expected_grads[name], atol=1e-5), name
 
 
+def test_a_gpu_takes_chunks_as_large_as_its_logits_budget_a_cpu_its_own():
+    on_gpu = torch.empty(1, 512, device="meta")  # any device but the CPU: what a CUDA tensor takes
+    assert loss_module.chunk_tokens(on_gpu, 32000) == 4096  # 16 chunks of a 16,384-token micro-batch -> 4
+    assert loss_module.chunk_tokens(on_gpu, 8000) == 16768
+    assert loss_module.chunk_tokens(on_gpu, 1_000_000) == loss_module.CHUNK_TOKENS  # never below the CPU's
+    assert loss_module.chunk_tokens(torch.empty(1, 512), 32000) == loss_module.CHUNK_TOKENS
+
+
 def test_under_bf16_autocast_it_stays_close_to_the_reference(softmax_by):
     model = tiny_model(vocab_size=50).train()
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -9,7 +9,7 @@ reduction="sum") on logits = model.project(decoder output): for each chunk, the 
 chunk's log-softmax, its loss, and at once the gradients with respect to the decoder output and the
 projection's weights (softmax minus the smoothed target distribution), which backward only scales. A batch of
 4096 target tokens over 8000 pieces held five or six float32 copies of its 131 MB of logits at once;
-here one chunk's, CHUNK_TOKENS x vocabulary. On a CPU with the C kernels (nmt.model.native), a chunk's
+here one chunk's (chunk_tokens x vocabulary). On a CPU with the C kernels (nmt.model.native), a chunk's
 softmax, loss and gradient are one kernel call over its logits in their own dtype, with no float32 copy.
 """
 
@@ -22,7 +22,20 @@ from torch import Tensor, nn
 from nmt.model.native_ops import TRAINING_DTYPES, cross_entropy_kernel
 from nmt.model.transformer import Transformer
 
+# A chunk's target tokens on a CPU, where the C kernel's pass over a chunk's logits stays in the caches
 CHUNK_TOKENS = 1024
+# On a GPU a chunk costs a few dozen kernel launches whatever its size, and a step of `base` there waits on the host's
+# launches (about 1,500 a step at 16,384 tokens, 2026-11-29): chunks as large as this many logits allow (512 MiB in
+# float32; about 1 GiB at a chunk's peak, its float32 logits and their log-softmax), at least CHUNK_TOKENS. At
+# 32,000 pieces: 4,096 tokens, 4 chunks for a micro-batch of 16,384 tokens where there were 16.
+GPU_CHUNK_LOGITS = 2**27
+
+
+def chunk_tokens(hidden: Tensor, vocab: int) -> int:
+    """How many target tokens of `hidden` (N, D) the loss takes a chunk at a time, over `vocab` logits each."""
+    if hidden.is_cpu:
+        return CHUNK_TOKENS
+    return max(CHUNK_TOKENS, GPU_CHUNK_LOGITS // vocab // 128 * 128)
 
 
 class _ChunkedOutputCrossEntropy(torch.autograd.Function):
@@ -41,9 +54,10 @@ class _ChunkedOutputCrossEntropy(torch.autograd.Function):
         grad_bias = torch.zeros(vocab, dtype=torch.float32, device=weight.device) if bias is not None else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         kernel = cross_entropy_kernel() if hidden.is_cpu and dtype in TRAINING_DTYPES else None
-        for start in range(0, hidden.size(0), CHUNK_TOKENS):
-            h = hidden[start : start + CHUNK_TOKENS].to(dtype)  # (n, D)
-            target = targets[start : start + CHUNK_TOKENS]
+        chunk = chunk_tokens(hidden, vocab)
+        for start in range(0, hidden.size(0), chunk):
+            h = hidden[start : start + chunk].to(dtype)  # (n, D)
+            target = targets[start : start + chunk]
             if kernel is not None:  # one pass over the logits for the loss, one for the gradient
                 losses, grad = kernel(_logits(h, weight_c, bias), target, pad_id, smoothing, True)
                 total += losses.sum()
@@ -56,7 +70,7 @@ class _ChunkedOutputCrossEntropy(torch.autograd.Function):
                 grad -= smoothing / vocab
                 grad[rows, target] -= 1 - smoothing
                 grad *= real[:, None]
-            grad_hidden[start : start + CHUNK_TOKENS] = grad.to(grad_dtype) @ weight_g
+            grad_hidden[start : start + chunk] = grad.to(grad_dtype) @ weight_g
             grad_weight += (grad.to(grad_dtype).T @ h.to(grad_dtype)).float()
             if grad_bias is not None:
                 grad_bias += grad.sum(dim=0, dtype=torch.float32)
@@ -110,9 +124,10 @@ def _chunked_loss(hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: 
     weight_c = weight.to(dtype)
     total = torch.zeros((), dtype=torch.float32, device=hidden.device)
     kernel = cross_entropy_kernel() if hidden.is_cpu and dtype in TRAINING_DTYPES else None
-    for start in range(0, hidden.size(0), CHUNK_TOKENS):
-        target = targets[start : start + CHUNK_TOKENS]
-        h = hidden[start : start + CHUNK_TOKENS].to(dtype)
+    chunk = chunk_tokens(hidden, weight.size(0))
+    for start in range(0, hidden.size(0), chunk):
+        target = targets[start : start + chunk]
+        h = hidden[start : start + chunk].to(dtype)
         if kernel is not None:
             total += kernel(_logits(h, weight_c, bias), target, pad_id, smoothing, False)[0].sum()
         else:
