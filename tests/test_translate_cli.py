@@ -545,6 +545,13 @@ def test_a_translation_that_loses_a_first_name_is_translated_again_with_it_prote
     assert "Bob" in found[0].text and "Marie" in found[2].text and "Thomas" in found[2].text
 
 
+def test_a_couple_the_model_loses_one_of_is_translated_again_behind_one_placeholder(translator):
+    """"Mr. and Mrs. Brown" goes to the model as two people; this random model loses Mrs, so the line is
+    translated again with the couple behind one placeholder, which comes back as French writes it."""
+    found = translator.translate(["Mr. and Mrs. Brown live here."])
+    assert "M. et Mme Brown" in found[0].text
+
+
 def test_a_lone_surrogate_in_a_json_record_is_one_replaced_character_not_an_aborted_run(tiny_checkpoint):
     """Issue 83: JSON can write "\\ud800", which sentencepiece refuses and no UTF-8 output can hold."""
     lines = b'{"source": "\\ud800 A dog runs."}\n{"source": "Two men talk."}\n'

@@ -46,7 +46,7 @@ from nmt.text.casing import case_normalized, load_casing
 from nmt.text.conventions import NO_TYPOGRAPHY, Typography, english_titles, punctuate, render_sentence
 from nmt.text.flags import lost_numbers, low_confidence, untranslated_words
 from nmt.text.metrics import loops
-from nmt.text.names import first_name_spans, kept_first_names, missing_names, titled_name_spans
+from nmt.text.names import first_name_spans, kept_couples, kept_first_names, missing_names, titled_name_spans
 from nmt.text.protect import Protected, glued_kept, numbers_kept, protect
 from nmt.text.register import FORMALITIES, register_of
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
@@ -79,13 +79,13 @@ class Unit:
 
 def keeps_entities(units: list[Unit], text: str) -> bool:
     """Whether `text` holds the digits of every number that `units` left to the model, in order, every
-    ordinal and decade as French writes it, and every first name."""
+    ordinal and decade as French writes it, every first name, and both people of every couple."""
     protected = [unit.protected for unit in units if unit.protected]
     numbers = [number for p in protected for number in p.numbers]
     glued = [pair for p in protected for pair in p.glued]
     names = [name for p in protected for name in p.first_names]
     return (numbers_kept(numbers, text) == len(numbers) and glued_kept(glued, text) == len(glued)
-            and kept_first_names(names, text) == len(names))
+            and kept_first_names(names, text) == len(names) and kept_couples(" ".join(u.source for u in units), text))
 
 
 @dataclass
@@ -266,7 +266,7 @@ class Translator:
         limit = self.max_piece_tokens
         units = []
         if self.typography.active and self.ordinary_input:
-            line = english_titles(line)
+            line = english_titles(line, couples=not strict)  # the retry: a couple behind one placeholder
         for sentence in split_sentences(line):
             unit = self._unit(sentence, strict)
             if len(unit.pieces) <= 1:  # not cut: at most max_piece_tokens

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from nmt.text.names import couples_written_out
 from nmt.text.protect import verbatim_spans
 
 TYPOGRAPHIES = ("fr", "fr-CA", "none")
@@ -290,9 +291,20 @@ TITLES = {"Ms": "Mrs", "Mr": "Mr", "Mrs": "Mrs", "Gen": "General", "Gov": "Gover
 TITLE = re.compile(r"(?<![\w.])(?:(Ms|Mr|Mrs)\.?|(Gen|Gov|Sen|Rep|Capt|Lt|Col|Sgt|Rev|Pres)\.)(?= [A-Z])")
 
 
-def english_titles(text: str) -> str:
-    """`text` with the titles before names as TITLES writes them: "Ms. White" -> "Mrs White"."""
-    return TITLE.sub(lambda match: TITLES[match.group(1) or match.group(2)], text)
+def english_titles(text: str, couples: bool = True) -> str:
+    """`text` with the titles before names as TITLES writes them: "Ms. White" -> "Mrs White"; with `couples`,
+    each couple written out as two people (nmt.text.names.couples_written_out)."""
+    return TITLE.sub(lambda match: TITLES[match.group(1) or match.group(2)],
+                     couples_written_out(text) if couples else text)
+
+
+# A couple the model wrote as two people ("M. Brown et Mme Brown", "à M. Martin et à Mme Martin"), as French writes
+# it: "M. et Mme Brown", "à M. et Mme Martin"
+FRENCH_COUPLE = re.compile(r"\bM\. ([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?) et (?:(à|de) )?Mme \1(?![\w'’-])")
+
+
+def french_couples(text: str) -> str:
+    return FRENCH_COUPLE.sub(lambda match: f"M. et Mme {match.group(1)}", text)
 
 
 # ---- punctuation --------------------------------------------------------------------------------------------
@@ -353,6 +365,7 @@ def render_sentence(source: str, translation: str, typography: Typography) -> st
     translation = render_numbers(source, translation, typography)
     translation = render_dates(source, translation)
     translation = repair_elisions(translation, typography.elided)
+    translation = french_couples(translation)
     first = next((char for char in source if char.isalpha()), "")
     if first.isupper() and ARTICLE_FIRST.match(translation):  # a placeholder that opened the sentence: "le Dr"
         translation = translation[0].upper() + translation[1:]
