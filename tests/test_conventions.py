@@ -77,6 +77,18 @@ def test_a_doctor_and_their_name_are_one_placeholder_that_comes_back_in_french_w
     assert protect("Mrs White came.", names=lambda word: False).text == "Mrs ⦅1⦆ came."  # a name, though a word
 
 
+def test_country_abbreviations_go_to_the_model_without_periods_a_sentence_s_own_period_kept():
+    # "U.K." came out "l'ONU" and "U.N." "les États-Unis"; "UK" and "UN" come out right
+    from nmt.text.conventions import english_abbreviations
+
+    assert english_abbreviations("The U.S.A. and the U.N. agreed.") == "The USA and the UN agreed."
+    assert english_abbreviations("The U.K. Parliament voted.") == "The UK Parliament voted."
+    assert english_abbreviations("The U.S., the U.K., and the E.U. signed.") == "The US, the UK, and the EU signed."
+    assert english_abbreviations("He lives in the U.K.") == "He lives in the UK."
+    assert english_abbreviations("He moved to the U.K. She stayed.") == "He moved to the UK. She stayed."
+    assert english_abbreviations("J.R.R. Tolkien, A.U.K. Ltd") == "J.R.R. Tolkien, A.U.K. Ltd"  # not these
+
+
 def test_a_couple_goes_to_the_model_as_two_people_and_comes_back_as_french_writes_it():
     from nmt.text.conventions import english_titles
     from nmt.text.names import kept_couples

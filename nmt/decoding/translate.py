@@ -43,7 +43,14 @@ from nmt.model.checkpoint import Checkpoint
 from nmt.model.shortlist import Shortlist
 from nmt.model.transformer import Transformer
 from nmt.text.casing import case_normalized, load_casing
-from nmt.text.conventions import NO_TYPOGRAPHY, Typography, english_titles, punctuate, render_sentence
+from nmt.text.conventions import (
+    NO_TYPOGRAPHY,
+    Typography,
+    english_abbreviations,
+    english_titles,
+    punctuate,
+    render_sentence,
+)
 from nmt.text.flags import lost_numbers, low_confidence, untranslated_words
 from nmt.text.metrics import loops
 from nmt.text.names import first_name_spans, kept_couples, kept_first_names, missing_names, titled_name_spans
@@ -266,7 +273,7 @@ class Translator:
         limit = self.max_piece_tokens
         units = []
         if self.typography.active and self.ordinary_input:
-            line = english_titles(line, couples=not strict)  # the retry: a couple behind one placeholder
+            line = english_abbreviations(english_titles(line, couples=not strict))  # the retry: a couple behind one
         for sentence in split_sentences(line):
             unit = self._unit(sentence, strict)
             if len(unit.pieces) <= 1:  # not cut: at most max_piece_tokens

@@ -111,6 +111,16 @@ def number_in_translation(english: str, grouped: bool = False) -> re.Pattern:
     return re.compile(r"(?<![\d.,])" + number_body(english, grouped) + r"(?![\d]|[.,]\d)")
 
 
+# Bytes as French writes them, after a number: octets (1,5 Go, 500 Mo), not bytes (GB, MB)
+FRENCH_BYTES = {"kB": "ko", "KB": "Ko", "MB": "Mo", "GB": "Go", "TB": "To", "PB": "Po", "KiB": "Kio", "MiB": "Mio",
+                "GiB": "Gio", "TiB": "Tio"}
+BYTES_AFTER_NUMBER = re.compile(r"(?<=\d)[ \u00a0\u202f]?(" + "|".join(FRENCH_BYTES) + r")\b")
+
+
+def french_bytes(text: str) -> str:
+    return BYTES_AFTER_NUMBER.sub(lambda match: NBSP + FRENCH_BYTES[match.group(1)], text)
+
+
 def render_numbers(source: str, translation: str, typography: Typography) -> str:
     """Each number of `source` that has a thousands comma or a decimal point, written the French way in
     `translation` wherever the model put it; amounts, percentages and temperatures with their signs as French
@@ -236,6 +246,16 @@ def render_dates(source: str, translation: str) -> str:
     return translation
 
 
+# "à" and "de" before a date, as French contracts them with the date's article: "jusqu'à 31 décembre" -> "jusqu'au
+# 31 décembre", "de 5 janvier au 31" -> "du 5 janvier au 31"
+BEFORE_DATE = re.compile(r"(?<![\w-])(à|À|de|De)\s+(?=(?:1er|\d{1,2})\s+(?:" + "|".join(FRENCH_MONTHS) + r")\b)")
+WITH_ARTICLE = {"à": "au ", "À": "Au ", "de": "du ", "De": "Du "}
+
+
+def dates_with_article(text: str) -> str:
+    return BEFORE_DATE.sub(lambda match: WITH_ARTICLE[match.group(1)], text)
+
+
 # ---- elisions and contractions ------------------------------------------------------------------------------
 
 VOWEL_WORD = r"(?=[aeiouyàâäéèêëîïôöùûüœAEIOUYÀÂÉÈÊÎÔÛŒ])(?!(?:un|une|onze|oui|ouate|yeux|y|yaourt|et|ou)\b)"
@@ -296,6 +316,20 @@ def english_titles(text: str, couples: bool = True) -> str:
     each couple written out as two people (nmt.text.names.couples_written_out)."""
     return TITLE.sub(lambda match: TITLES[match.group(1) or match.group(2)],
                      couples_written_out(text) if couples else text)
+
+
+# Country and union abbreviations with periods, as the model knows them: "U.K." came out "l'ONU" and "U.N."
+# "les États-Unis", where "UK" and "UN" come out right. A period that also ends the sentence stays: before the end
+# of the text, or before a word that opens sentences ("in the U.K. She ..."); before another capitalized word
+# ("the U.K. Parliament") it is the abbreviation's.
+SENTENCE_OPENERS = "The|A|An|I|He|She|It|We|You|They|This|That|There|But|And|In|On|So|Then"
+DOTTED_ABBREVIATION = re.compile(rf"(?<![\w.])(U\.S\.A|U\.K|U\.S|U\.N|E\.U)\.(?=(\s*$|\s+(?:{SENTENCE_OPENERS})\b)?)")
+
+
+def english_abbreviations(text: str) -> str:
+    """`text` with U.K., U.S., U.S.A., U.N. and E.U. written without periods (a sentence's own period kept)."""
+    return DOTTED_ABBREVIATION.sub(lambda match: match.group(1).replace(".", "") + ("." if match.group(2) is not None
+                                                                                    else ""), text)
 
 
 # A couple the model wrote as two people ("M. Brown et Mme Brown", "à M. Martin et à Mme Martin"), as French writes
@@ -363,7 +397,8 @@ def render_sentence(source: str, translation: str, typography: Typography) -> st
     if not typography.active or not translation:
         return translation
     translation = render_numbers(source, translation, typography)
-    translation = render_dates(source, translation)
+    translation = french_bytes(translation)
+    translation = dates_with_article(render_dates(source, translation))
     translation = repair_elisions(translation, typography.elided)
     translation = french_couples(translation)
     first = next((char for char in source if char.isalpha()), "")
