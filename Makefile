@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 EXAMPLES := data/examples.en
 
 .PHONY: casing lexicon memory setup test test-all test-browser lint run bench bench-more model model-general general-landmark model-general2 \
-	general2-landmark general2-candidate general2-news model-general3 general3-landmark clean
+	general2-landmark general2-candidate general2-news model-general3 general3-landmark general3-candidate clean
 
 # The editable install leaves nmt's own modules uncompiled (pip compiles a regular install's): where
 # Python may not write bytecode (PYTHONDONTWRITEBYTECODE, a read-only checkout) every command compiled
@@ -203,19 +203,22 @@ GENERAL2_BESIDE ?= data/models/general.pt
 GENERAL2_DEV := news:dev,europarl:dev,tatoeba:dev
 GENERAL2_TESTS := news:dev europarl:dev tatoeba:dev software-ui:dev news:test news-commentary:dev_newsdiscuss \
 	europarl:test robustness:test
+# A round's candidate, by its run folder ($(1)), training data ($(2)), dev sets to tune on ($(3)), sets to score
+# ($(4)), models to score beside it ($(5)), line limit ($(6)), beams ($(7)) and length penalties ($(8)).
+define CANDIDATE
+	$(BIN)/nmt average $(1)/last.pt --ema --output $(1)/ema.pt
+	$(BIN)/nmt prepare $(2) --spm $(1)/spm.model > $(1)/prepared.txt
+	$(BIN)/nmt shortlist --model $(1)/ema.pt --prepared "$$(tail -n 1 $(1)/prepared.txt)" --output $(1)/shortlisted.pt
+	$(BIN)/nmt tune --model $(1)/shortlisted.pt --valid $(3) $(if $(6),--limit $(6)) --beams $(7) --lenpens $(8) \
+		--no-repeat-ngram 4 --protect-names --half --output $(1)/general.pt
+	for model in $(5) $(1)/general.pt; do for test in $(4); do \
+		$(BIN)/nmt eval --model $$model --test $$test $(if $(6),--limit $(6)) --format jsonl \
+			| $(BIN)/python -c "import json, sys; print(json.dumps({'model': '$$model', **json.load(sys.stdin)}))" \
+			>> $(1)/scores.jsonl || exit 1; done; done
+endef
 general2-candidate: export NMT_EUROPARL_DIR = $(abspath $(EUROPARL))
 general2-candidate: setup
-	$(BIN)/nmt average $(GENERAL2_RUN)/last.pt --ema --output $(GENERAL2_RUN)/ema.pt
-	$(BIN)/nmt prepare $(GENERAL2_DATA) --spm $(GENERAL2_RUN)/spm.model > $(GENERAL2_RUN)/prepared.txt
-	$(BIN)/nmt shortlist --model $(GENERAL2_RUN)/ema.pt --prepared "$$(tail -n 1 $(GENERAL2_RUN)/prepared.txt)" \
-		--output $(GENERAL2_RUN)/shortlisted.pt
-	$(BIN)/nmt tune --model $(GENERAL2_RUN)/shortlisted.pt --valid $(GENERAL2_DEV) \
-		$(if $(GENERAL2_LIMIT),--limit $(GENERAL2_LIMIT)) --beams $(GENERAL2_BEAMS) --lenpens $(GENERAL2_LENPENS) \
-		--no-repeat-ngram 4 --protect-names --half --output $(GENERAL2_RUN)/general.pt
-	for model in $(GENERAL2_BESIDE) $(GENERAL2_RUN)/general.pt; do for test in $(GENERAL2_TESTS); do \
-		$(BIN)/nmt eval --model $$model --test $$test $(if $(GENERAL2_LIMIT),--limit $(GENERAL2_LIMIT)) --format jsonl \
-			| $(BIN)/python -c "import json, sys; print(json.dumps({'model': '$$model', **json.load(sys.stdin)}))" \
-			>> $(GENERAL2_RUN)/scores.jsonl || exit 1; done; done
+	$(call CANDIDATE,$(GENERAL2_RUN),$(GENERAL2_DATA),$(GENERAL2_DEV),$(GENERAL2_TESTS),$(GENERAL2_BESIDE),$(GENERAL2_LIMIT),$(GENERAL2_BEAMS),$(GENERAL2_LENPENS))
 
 # The news-heavy final phase (issue 62's other option, benchmarks/GENERAL.md section 5), once the second round has
 # finished: its moving average trained on for GENERAL2_NEWS_MINUTES with news and news commentary four times as
@@ -271,6 +274,21 @@ model-general3: setup
 
 general3-landmark: setup
 	$(call LANDMARK,$(GENERAL3_RUN),$(GENERAL3_LANDED))
+
+# When the third round has finished: its candidate as the second round's (general2-candidate: the moving average,
+# a shortlist from the run's corpus, tuned as it will decode), tuned on the interface strings' dev set too, scored
+# beside the shipped model on the issue's sets into $(GENERAL3_RUN)/scores.jsonl, and its register control
+# (benchmarks/formality.py) into $(GENERAL3_RUN)/formality.txt. GENERAL3_LIMIT=N: a check of the steps.
+GENERAL3_LIMIT ?=
+GENERAL3_BEAMS ?= 4,5
+GENERAL3_LENPENS ?= 0.6,1.0,1.2
+GENERAL3_BESIDE ?= data/models/general.pt
+GENERAL3_DEV := $(GENERAL2_DEV),software-ui:dev
+GENERAL3_TESTS := $(GENERAL2_TESTS) software-ui-extra:dev python-docs:dev
+general3-candidate: export NMT_EUROPARL_DIR = $(abspath $(EUROPARL))
+general3-candidate: setup
+	$(call CANDIDATE,$(GENERAL3_RUN),$(GENERAL3_DATA),$(GENERAL3_DEV),$(GENERAL3_TESTS),$(GENERAL3_BESIDE),$(GENERAL3_LIMIT),$(GENERAL3_BEAMS),$(GENERAL3_LENPENS))
+	$(BIN)/python benchmarks/formality.py --model $(GENERAL3_RUN)/general.pt > $(GENERAL3_RUN)/formality.txt
 
 # The casing table that puts a line in Title Case or capitals in sentence case (nmt.text.casing), counted in the
 # English of the general model's training corpora; interface strings count for words only (they capitalize buttons).
