@@ -22,10 +22,11 @@ touched, wherever they stand in the translation.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from nmt.text.names import couples_written_out
-from nmt.text.protect import verbatim_spans
+from nmt.text.protect import BACKTICKED, EMAIL, PATH, URL, verbatim_spans
 
 TYPOGRAPHIES = ("fr", "fr-CA", "none")
 APOSTROPHES = ("keep", "straight", "curly")
@@ -355,7 +356,15 @@ def punctuate(text: str, typography: Typography, keep: tuple[str, ...] = ()) -> 
     are (links, addresses and codes the translation carries over)."""
     if not typography.active or not text:
         return text
-    spans = verbatim_spans(text, numbers=False)  # what protect would keep as written: links, addresses, code
+    return on_prose(text, lambda prose: _french_marks(prose, typography), keep)
+
+
+def prose_pieces(text: str, keep: tuple[str, ...] = (), links_only: bool = False) -> list[tuple[str, bool]]:
+    """`text` in pieces, each with whether it is prose: what protect keeps as written (links, addresses, code;
+    `links_only`: links, addresses, backticked code and paths, not the identifiers and codes that may be a word
+    such as "iPhone" or a glued "est1,299") and the strings of `keep` are not."""
+    spans = ([match.span() for pattern in (URL, EMAIL, BACKTICKED, PATH) for match in pattern.finditer(text)]
+             if links_only else verbatim_spans(text, numbers=False))
     spans += [match.span() for kept in keep if kept for match in re.finditer(re.escape(kept), text)]
     pieces, last = [], 0
     for start, end in sorted(spans):
@@ -365,10 +374,21 @@ def punctuate(text: str, typography: Typography, keep: tuple[str, ...] = ()) -> 
         pieces.append((text[start:end], False))
         last = end
     pieces.append((text[last:], True))
-    prose = "\0".join(piece for piece, free in pieces if free)
-    prose = _french_marks(prose, typography)
+    return pieces
+
+
+def on_prose(text: str, change: Callable[[str], str], keep: tuple[str, ...] = (), links_only: bool = False) -> str:
+    """`text` with `change` made to its prose alone (prose_pieces), the rest left byte for byte. `change` sees
+    the prose's pieces joined by NUL, which it must leave in place."""
+    pieces = prose_pieces(text, keep, links_only)
+    prose = change("\0".join(piece for piece, free in pieces if free))
     free_parts = iter(prose.split("\0"))
     return "".join(next(free_parts) if free else piece for piece, free in pieces)
+
+
+def prose_only(text: str) -> str:
+    """`text` with its links, addresses, backticked code and paths taken out (prose_pieces), a NUL in each place."""
+    return "\0".join(piece for piece, free in prose_pieces(text, links_only=True) if free)
 
 
 def _french_marks(text: str, typography: Typography) -> str:
@@ -393,14 +413,20 @@ def _french_marks(text: str, typography: Typography) -> str:
 
 def render_sentence(source: str, translation: str, typography: Typography) -> str:
     """The translation of one sentence (or clause) of `source` with its numbers, amounts, dates and elisions
-    written as French does (punctuation is the whole line's: `punctuate`)."""
+    written as French does (punctuation is the whole line's: `punctuate`); links, addresses, backticked code and
+    paths left as they are, in the translation and in the source ("https://x.org/1.0/" came out ".../1,0/")."""
     if not typography.active or not translation:
         return translation
-    translation = render_numbers(source, translation, typography)
-    translation = french_bytes(translation)
-    translation = dates_with_article(render_dates(source, translation))
-    translation = repair_elisions(translation, typography.elided)
-    translation = french_couples(translation)
+    source = prose_only(source)
+
+    def render(prose: str) -> str:
+        prose = render_numbers(source, prose, typography)
+        prose = french_bytes(prose)
+        prose = dates_with_article(render_dates(source, prose))
+        prose = repair_elisions(prose, typography.elided)
+        return french_couples(prose)
+
+    translation = on_prose(translation, render, links_only=True)
     first = next((char for char in source if char.isalpha()), "")
     if first.isupper() and ARTICLE_FIRST.match(translation):  # a placeholder that opened the sentence: "le Dr"
         translation = translation[0].upper() + translation[1:]
