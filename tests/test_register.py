@@ -117,3 +117,54 @@ def test_every_piece_a_translator_searches_opens_with_the_tag_of_the_formality(t
     translator.formality = "auto"
     assert not {formal, informal} & {i for unit in translator._units(line) for p in unit.pieces for i in p}
     assert len(translator.translate([line, "", "A dog."])) == 3
+
+
+@pytest.mark.parametrize("vous, tu", [
+    ("Cliquez", "Clique"), ("Sélectionnez", "Sélectionne"), ("Saisissez", "Saisis"), ("Choisissez", "Choisis"),
+    ("Remplissez", "Remplis"), ("Glissez", "Glisse"), ("Laissez", "Laisse"), ("Utilisez", "Utilise"),
+    ("Réservez", "Réserve"), ("Envoyez", "Envoie"), ("Essayez", "Essaie"), ("Répétez", "Répète"), ("Créez", "Crée"),
+    ("Levez", "Lève"), ("Appelez", "Appelle"), ("Jetez", "Jette"), ("Achetez", "Achète"), ("Réglez", "Règle"),
+    ("Prenez", "Prends"), ("Obtenez", "Obtiens"), ("Rejoignez", "Rejoins"), ("Attendez", "Attends"),
+    ("Demandez", "Demande"), ("Recevez", "Reçois"), ("Inscrivez", "Inscris"), ("Voyez", "Vois"), ("Allez", "Va"),
+    ("Faites", "Fais"), ("Servez", "Sers"), ("Traduisez", "Traduis"), ("réessayez", "réessaie")])
+def test_a_vous_imperative_has_its_tu_form(vous, tu):
+    from nmt.text.register import tu_imperative
+
+    assert tu_imperative(vous) == tu
+
+
+@pytest.mark.parametrize("french, informal", [
+    ("Sélectionnez l'extension que tu veux supprimer.", "Sélectionne l'extension que tu veux supprimer."),
+    ("Spécifiez les propriétés de ton dégradé, puis cliquez sur ce bouton", "Spécifie les propriétés de ton "
+     "dégradé, puis clique sur ce bouton"),
+    ("Servez-vous de fruits, s'il te plaît.", "Sers-toi de fruits, s'il te plaît."),
+    ("Connectez-vous, puis réessayez.", "Connecte-toi, puis réessaie."),
+    ("Ne cliquez pas ici.", "Ne clique pas ici."),
+    ("Allez-y !", "Vas-y !"),
+    ("Dites-moi tout.", "Dis-moi tout."),
+    ("Veuillez patienter.", "Merci de patienter."),
+    ("Veuillez entrer ton nom.", "Merci d'entrer ton nom."),
+    ("Veuillez vous connecter.", "Merci de te connecter."),
+    ("Voulez-vous continuer ?", "Voulez-vous continuer ?"),  # a question, not an imperative
+    ("Que voulez-vous que tu fasses ?", "Que voulez-vous que tu fasses ?"),
+    ("Si vous voulez, cliquez ici.", "Si vous voulez, cliquez ici."),  # tu here would mix both registers
+    ("Les erreurs faites hier.", "Les erreurs faites hier."),  # a participle
+    ("Rendez-vous au bureau.", "Rendez-vous au bureau."),
+    ("Chez Perez.", "Chez Perez."),
+])
+def test_asked_for_tu_the_vous_imperatives_the_model_wrote_become_tu_s(french, informal):
+    from nmt.text.register import informal_imperatives
+
+    assert informal_imperatives(french) == informal
+
+
+def test_a_translator_asked_for_tu_writes_the_imperatives_in_tu_and_leaves_them_otherwise(tagged_checkpoint):
+    from nmt.decoding.translate import Translator
+    from nmt.model.checkpoint import load_checkpoint
+    from tests.conftest import decoding
+
+    checkpoint = load_checkpoint(tagged_checkpoint)
+    translator = Translator.from_checkpoint(checkpoint, decoding(checkpoint))
+    assert translator._finished("Saisissez ton nom: ici.", ()) == "Saisissez ton nom\u00a0: ici."  # formal: as written
+    translator.formality = INFORMAL
+    assert translator._finished("Saisissez ton nom: ici.", ()) == "Saisis ton nom\u00a0: ici."

@@ -55,7 +55,7 @@ from nmt.text.flags import lost_numbers, low_confidence, untranslated_words
 from nmt.text.metrics import loops
 from nmt.text.names import first_name_spans, kept_couples, kept_first_names, missing_names, titled_name_spans
 from nmt.text.protect import Protected, glued_kept, numbers_kept, protect
-from nmt.text.register import FORMALITIES, register_of
+from nmt.text.register import FORMALITIES, informal_imperatives, register_of
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
 from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer
 from nmt.text.typography import joined_elisions
@@ -505,8 +505,8 @@ class Translator:
             return Translation(line, "", None)
         keep = tuple(original for unit in units if unit.protected for original in unit.protected.originals)
         if len(results) == 1:
-            nbest = [(punctuate(units[0].restore(self.tokenizer.decode(h.tokens), self.typography), self.typography,
-                                keep), h.score) for h in results[0]]
+            nbest = [(self._finished(units[0].restore(self.tokenizer.decode(h.tokens), self.typography), keep), h.score)
+                     for h in results[0]]
             text, score = nbest[0]
         else:
             texts, start = [], 0
@@ -516,7 +516,7 @@ class Translator:
                                           self.typography)
                 texts.append(fit_piece(unit.source, translated))  # a clause's capital and final mark
                 start += len(unit.pieces)
-            text = punctuate(" ".join(texts), self.typography, keep)
+            text = self._finished(" ".join(texts), keep)
             score = sum(r[0].score for r in results) / len(results)
             nbest = [(text, score)]
         best = [r[0] for r in results]
@@ -524,6 +524,14 @@ class Translator:
         pieces = [piece for unit in units for piece in unit.pieces]
         return Translation(line, text, score, nbest, confidence=confidence,
                            flags=self._flags(line, text, best, pieces, units, confidence))
+
+    def _finished(self, text: str, keep: tuple[str, ...]) -> str:
+        """A line's translation, its units put together, in the register asked for (the vous imperatives the
+        model wrote though asked for tu, as tu's: nmt.text.register.informal_imperatives) and punctuated as the
+        typography says, `keep` (what placeholders carried) as it is."""
+        if self._formality == "informal":
+            text = informal_imperatives(text)
+        return punctuate(text, self.typography, keep)
 
     def _flags(self, line: str, text: str, best: list, pieces: list[list[int]], units: list[Unit],
                confidence: float) -> list[str]:
