@@ -122,6 +122,14 @@ def french_bytes(text: str) -> str:
     return BYTES_AFTER_NUMBER.sub(lambda match: NBSP + FRENCH_BYTES[match.group(1)], text)
 
 
+# "million" and "milliard" stay singular under 2 in French ("1,5 million"); the model made them plural
+UNDER_TWO_SCALE = re.compile(r"(?<![\d,.\u202f\u00a0])([01](?:,\d+)?)(\s)(million|milliard)s\b")
+
+
+def french_scales(text: str) -> str:
+    return UNDER_TWO_SCALE.sub(r"\1\2\3", text)
+
+
 def render_numbers(source: str, translation: str, typography: Typography) -> str:
     """Each number of `source` that has a thousands comma or a decimal point, written the French way in
     `translation` wherever the model put it; amounts, percentages and temperatures with their signs as French
@@ -236,7 +244,8 @@ def render_dates(source: str, translation: str) -> str:
     separator = r"(?:\s*,\s*|\s+(?:de\s+|d['’]\s?)?)"
     for date in source_dates(source):
         day = rf"0?{date.day}(?:er|e|ème|st|nd|rd|th)?"
-        month = rf"(?:{FRENCH_MONTHS[date.month]}|{MONTHS[date.month]}|{MONTHS[date.month][:3]}\.?)"
+        short = "Sept?" if date.month == 8 else MONTHS[date.month][:3]
+        month = rf"(?:{FRENCH_MONTHS[date.month]}|{MONTHS[date.month]}|{short}\.?)"
         parts = [day, month] + ([date.year] if date.year else [])
         orders = ((0, 1, 2), (1, 0, 2), (0, 2, 1), (2, 0, 1), (1, 2, 0), (2, 1, 0)) if date.year else ((0, 1), (1, 0))
         for order in orders:
@@ -248,9 +257,12 @@ def render_dates(source: str, translation: str) -> str:
 
 
 # "à" and "de" before a date, as French contracts them with the date's article: "jusqu'à 31 décembre" -> "jusqu'au
-# 31 décembre", "de 5 janvier au 31" -> "du 5 janvier au 31"
-BEFORE_DATE = re.compile(r"(?<![\w-])(à|À|de|De)\s+(?=(?:1er|\d{1,2})\s+(?:" + "|".join(FRENCH_MONTHS) + r")\b)")
-WITH_ARTICLE = {"à": "au ", "À": "Au ", "de": "du ", "De": "Du "}
+# 31 décembre", "de 5 janvier au 31" -> "du 5 janvier au 31"; English's "on" word for word: "sur 22 septembre" -> "le
+# 22 septembre"
+BEFORE_DATE = re.compile(r"(?<![\w-])(à|À|de|De|sur(?: le)?|Sur(?: le)?)\s+(?=(?:1er|\d{1,2})\s+(?:"
+                         + "|".join(FRENCH_MONTHS) + r")\b)")
+WITH_ARTICLE = {"à": "au ", "À": "Au ", "de": "du ", "De": "Du ", "sur": "le ", "Sur": "Le ", "sur le": "le ",
+                "Sur le": "Le "}
 
 
 def dates_with_article(text: str) -> str:
@@ -421,7 +433,7 @@ def render_sentence(source: str, translation: str, typography: Typography) -> st
 
     def render(prose: str) -> str:
         prose = render_numbers(source, prose, typography)
-        prose = french_bytes(prose)
+        prose = french_scales(french_bytes(prose))
         prose = dates_with_article(render_dates(source, prose))
         prose = repair_elisions(prose, typography.elided)
         return french_couples(prose)
