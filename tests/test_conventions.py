@@ -77,6 +77,15 @@ def test_a_doctor_and_their_name_are_one_placeholder_that_comes_back_in_french_w
     assert protect("Mrs White came.", names=lambda word: False).text == "Mrs ⦅1⦆ came."  # a name, though a word
 
 
+def test_a_date_in_digits_goes_to_the_model_day_first_where_its_day_shows_its_order():
+    from nmt.text.conventions import dates_of_unknown_order, day_first_dates
+
+    assert day_first_dates("Due 12/25/2024 or 3/15/24.") == "Due 25/12/2024 or 15/3/24."
+    for unchanged in ("Due 25/12/2024.", "Due 05/12/2024.", "See https://x.org/12/25/2024/post", "Score 3/4."):
+        assert day_first_dates(unchanged) == unchanged
+    assert dates_of_unknown_order("From 05/12/2024 to 12/25/2024, or 25/12/2024, or 4/4/2024.") == ["05/12/2024"]
+
+
 def test_country_abbreviations_go_to_the_model_without_periods_a_sentence_s_own_period_kept():
     # "U.K." came out "l'ONU" and "U.N." "les États-Unis"; "UK" and "UN" come out right
     from nmt.text.conventions import english_abbreviations

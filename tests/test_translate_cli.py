@@ -233,6 +233,11 @@ def test_confidence_flags_and_the_confidence_floor(tiny_checkpoint, translator):
     # a user's reasons to check a translation (nmt.text.flags), each with what it is about
     assert translator._flags("Run the tests at 10:30.", "Run les tests.", [hypothesis], [[5, 6, 7]], [], -5.0) == [
         "untranslated: Run", "number lost: 1030", "low confidence: -5.00 < -0.54"]
+    # a date in digits that may be month or day first (a French reader reads it day first); one whose day shows
+    # it went to the model day first, its numbers kept
+    assert translator._flags("On 05/12/2024.", "Le 05/12/2024.", [hypothesis], [[5, 6, 7]], [], 0.0) == [
+        "date order unknown: 05/12/2024"]
+    assert translator._flags("On 12/25/2024.", "Le 25/12/2024.", [hypothesis], [[5, 6, 7]], [], 0.0) == []
     lines = b"A dog runs.\n\nTwo men talk.\n"
     floor = run(["--model", str(tiny_checkpoint), "--min-confidence", "0", "-q"], lines)
     assert floor.returncode == 0 and floor.stdout == b"\n\n\n"  # log-probabilities are below 0: all withheld

@@ -46,6 +46,8 @@ from nmt.text.casing import case_normalized, load_casing
 from nmt.text.conventions import (
     NO_TYPOGRAPHY,
     Typography,
+    dates_of_unknown_order,
+    day_first_dates,
     english_abbreviations,
     english_titles,
     punctuate,
@@ -273,7 +275,8 @@ class Translator:
         limit = self.max_piece_tokens
         units = []
         if self.typography.active and self.ordinary_input:
-            line = english_abbreviations(english_titles(line, couples=not strict))  # the retry: a couple behind one
+            # the retry (strict): a couple behind one placeholder
+            line = day_first_dates(english_abbreviations(english_titles(line, couples=not strict)))
         for sentence in split_sentences(line):
             unit = self._unit(sentence, strict)
             if len(unit.pieces) <= 1:  # not cut: at most max_piece_tokens
@@ -536,8 +539,8 @@ class Translator:
     def _flags(self, line: str, text: str, best: list, pieces: list[list[int]], units: list[Unit],
                confidence: float) -> list[str]:
         """The failures a translation shows, a user's reasons to check it: it copies the source, loops, reached
-        the length cap, is empty; it keeps English words, loses a number or a name, or is less confident than
-        most translations of its kind (nmt.text.flags)."""
+        the length cap, is empty; it keeps English words, loses a number or a name, holds a date in digits that may
+        be month or day first, or is less confident than most translations of its kind (nmt.text.flags)."""
         flags = []
         if text.strip() and normalized(text) == normalized(line):
             flags.append("copy")
@@ -548,12 +551,14 @@ class Translator:
                 prose, french = prose.replace(original, " "), french.replace(original, " ")
             if words := untranslated_words(prose, french):
                 flags.append("untranslated: " + ", ".join(words))
-        if numbers := lost_numbers(line, text):
+        if numbers := lost_numbers(day_first_dates(line) if self.typography.active else line, text):
             flags.append("number lost: " + ", ".join(numbers))
         names = [unit.source[start:end] for unit in units
                  for start, end in first_name_spans(unit.source) + titled_name_spans(unit.source)]
         if names := missing_names(list(dict.fromkeys(names)), text):
             flags.append("name lost: " + ", ".join(names))
+        if dates := dates_of_unknown_order(line):  # a French reader reads them day first
+            flags.append("date order unknown: " + ", ".join(dates))
         floor = low_confidence(line, self.confidence_floors)
         if floor is not None and text.strip() and confidence < floor:
             flags.append(f"low confidence: {confidence:.2f} < {floor:.2f}")

@@ -11,9 +11,10 @@ fifteen hundred): every number of the source that carries a thousands comma or a
 translation, however the model grouped it, and written the French way; so is an amount with its currency
 ("1 299 €", once), a percentage ("12,5 %") and a date ("3 mars 2025"). What cannot be read for sure stays as
 written: a version ("2.5.1"), a score ("3-1"), a code (those are behind placeholders: nmt.text.protect), a date
-in digits (3/4/2025 is March or April). Then French spacing: a no-break space inside « » and before ":", a narrow
-one before ";", "!" and "?" (fr-CA: none there), and elisions the model left out ("le ordinateur" ->
-"l'ordinateur", "de les" -> "des").
+in digits whose order is unknown (3/4/2025 is March or April: flagged by nmt.decoding.translate); one whose day
+shows it goes to the model day first (day_first_dates: "12/25/2024" -> "25/12/2024"). Then French spacing: a
+no-break space inside « » and before ":", a narrow one before ";", "!" and "?" (fr-CA: none there), and elisions
+the model left out ("le ordinateur" -> "l'ordinateur", "de les" -> "des").
 
 `Typography("none")` changes nothing: the model's own text. Links, addresses and codes of the source are never
 touched, wherever they stand in the translation.
@@ -236,6 +237,24 @@ def source_dates(source: str) -> list[Date]:
             if 1 <= day <= 31:
                 dates.append(Date(day, month, match.group(3)))
     return dates
+
+
+# A date in digits, month/day/year or day/month/year; its order is sure where one of the first two is over 12
+DIGIT_DATE = re.compile(r"(?<![\d/.,-])(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})(?![\d/]|[.,]\d)")
+
+
+def dates_of_unknown_order(source: str) -> list[str]:
+    """The dates in digits of `source` that may be day or month first (05/12/2024), as written."""
+    return [match.group() for match in DIGIT_DATE.finditer(source)
+            if int(match.group(1)) != int(match.group(2)) and 1 <= int(match.group(1)) <= 12
+            and 1 <= int(match.group(2)) <= 12]
+
+
+def day_first_dates(english: str) -> str:
+    """`english` with its dates in digits written month first for sure written day first, as French reads them
+    (the model copies them): "12/25/2024" -> "25/12/2024"."""
+    return DIGIT_DATE.sub(lambda match: f"{match.group(2)}/{match.group(1)}/{match.group(3)}"
+                          if 1 <= int(match.group(1)) <= 12 < int(match.group(2)) <= 31 else match.group(), english)
 
 
 def render_dates(source: str, translation: str) -> str:
