@@ -35,11 +35,19 @@ def test_an_entity_dropped_at_the_end_goes_back_before_the_closing_punctuation()
 @pytest.mark.parametrize("english, french", [
     ("The company lost $5bn last year.", "5 milliards de dollars"), ("It cost £2.5m.", "2,5 millions de livres"),
     ("Debts of \u20ac1bn.", "1 milliard d'euros"), ("It cost $1,200bn.", "1\u202f200 milliards de dollars"),
-    ("The race is 10km long.", "10 km"), ("A 500GB drive.", "500 Go"), ("It reached 88kW.", "88 kW")])
+    ("The race is 10km long.", "10 km"), ("A 500GB drive.", "500 Go"), ("It reached 88kW.", "88 kW"),
+    ("They raised $5M.", "5 millions de dollars"), ("Worth €2B.", "2 milliards d'euros"),
+    ("He weighs 180 lbs.", "180 livres"), ("It weighs 1.5 lb.", "1,5 livre"), ("The room is 20 sq ft.",
+    "20 pieds carrés"), ("Add 1 tbsp of oil.", "1 cuillère à soupe"), ("She is 5 ft 6 in tall.",
+    "5 pieds 6 pouces"), ("He is 6'2\" tall.", "6 pieds 2 pouces")])
 def test_amounts_and_units_with_english_abbreviations_come_back_as_french_writes_them(english, french):
     protected = protect(english)
     assert protected.originals == (french,) and "\u29851\u2986" in protected.text
     assert protected.numbers == ()  # rendered, not left to the model
+
+
+def test_inches_alone_are_left_to_the_model():
+    assert protect("It is 5 in the morning.").originals == ()  # "in" is mostly the word
 
 
 def test_ordinals_and_decades_are_left_to_the_model():

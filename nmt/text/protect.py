@@ -39,6 +39,8 @@ from nmt.text.typography import (
     FRENCH_ORDINAL_MARK,
     SINGULAR_BEFORE_DECADE,
     french_decade,
+    french_feet_and_inches,
+    french_imperial_unit,
     french_money,
     french_ordinal,
     french_time,
@@ -89,7 +91,12 @@ CLOCK_TIME = re.compile(r"(?<![\w:.])(\d{1,2})(?:[:.]([0-5]\d))?\s?([ap])\.?\s?m
 # placeholder moved it: "la minute de 36e"). Only a translation that keeps an English ordinal or decade ("la
 # minute 81st", "dans la 1980s") or drops an ordinal's French mark ("Il a fini 2.") is translated again with them
 # rendered (GLUED_RENDERINGS).
-MONEY_SCALE = re.compile(r"(?<![\w.])([$\u20ac\u00a3])(\d+(?:[.,]\d+)?)\s?(bn|mn|m|tn)(?![\w-])")
+MONEY_SCALE = re.compile(r"(?<![\w.])([$\u20ac\u00a3])(\d+(?:[.,]\d+)?)\s?(bn|mn|m|tn|M|B)(?![\w-])")
+# Imperial units after a number, which French writes out: the model made "180 lbs" "180 libraires" (booksellers)
+# and "20 sq ft" "20 sq flèche"; not "in" ("at 5 in the morning"), but feet and inches together ("5 ft 6 in")
+FEET_AND_INCHES = re.compile(r"(?<![\w.,])(\d+)\s?(?:ft|')\s?(\d+)\s?(?:in|\"|'')(?![\w-])")
+IMPERIAL_UNIT = re.compile(r"(?<![\w.,])(\d+(?:,\d{3})*(?:\.\d+)?)\s?(lbs?|oz|sq\.?\s?ft|ft|tsp|tbsp|yds?|gal)"
+                           r"(?![\w-])")
 GLUED_UNIT = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)?)(km|kg|cm|mm|mg|ml|kW|MW|GW|kWh|GB|MB|TB|mph)(?![\w-])")
 # An ordinal as English writes it (2nd, 21st, 9th); in a date ("November 9th", "the 20th of December") French
 # writes the day as a number ("9 novembre"), the first as "1er"
@@ -162,7 +169,8 @@ def glued_kept(glued: Sequence[tuple[str, str]], translation: str) -> int:
 
 # A pattern of an English form and what its placeholder comes back as in French (None: as written)
 RENDERINGS: tuple[tuple[re.Pattern, Callable[[re.Match], str | None]], ...] = (
-    (CLOCK_TIME, french_time), (MONEY_SCALE, french_money), (GLUED_UNIT, french_unit))
+    (CLOCK_TIME, french_time), (MONEY_SCALE, french_money), (GLUED_UNIT, french_unit),
+    (FEET_AND_INCHES, french_feet_and_inches), (IMPERIAL_UNIT, french_imperial_unit))
 
 
 def missing_numbers(numbers: Sequence[str], translation: str) -> list[str]:

@@ -36,7 +36,7 @@ FRENCH_ORDINAL_MARK = r"(?:e|er|re|ère|ème|eme|è|ᵉ|nde?)(?!\w)"
 CURRENCIES = {"$": ("dollar", "de "), "\u20ac": ("euro", "d'"), "\u00a3": ("livre", "de ")}
 
 
-SCALES = {"bn": "milliard", "m": "million", "mn": "million", "tn": "billion"}
+SCALES = {"bn": "milliard", "m": "million", "mn": "million", "tn": "billion", "M": "million", "B": "milliard"}
 
 
 FRENCH_UNITS = {"GB": "Go", "MB": "Mo", "TB": "To"}
@@ -70,6 +70,28 @@ def french_money(match: re.Match) -> str:
 
 def french_unit(match: re.Match) -> str:
     return f"{french_number(match.group(1))} {FRENCH_UNITS.get(match.group(2), match.group(2))}"
+
+
+# An imperial unit's French words, singular and plural (under 2 singular, as French counts)
+IMPERIAL_UNITS = {"lb": ("livre", "livres"), "lbs": ("livre", "livres"), "oz": ("once", "onces"),
+                  "ft": ("pied", "pieds"), "sq ft": ("pied carré", "pieds carrés"),
+                  "tsp": ("cuillère à café", "cuillères à café"), "tbsp": ("cuillère à soupe", "cuillères à soupe"),
+                  "yd": ("yard", "yards"), "yds": ("yard", "yards"), "gal": ("gallon", "gallons")}
+
+
+def counted(amount: str, unit: tuple[str, str]) -> str:
+    """An English number and a unit's French words, singular or plural by the number: "1.5 livre", "3 pieds"."""
+    value = float(amount.replace(",", ""))
+    return f"{french_number(amount)} {unit[0] if value < 2 else unit[1]}"
+
+
+def french_imperial_unit(match: re.Match) -> str:
+    unit = re.sub(r"sq\.?\s?ft", "sq ft", match.group(2))
+    return counted(match.group(1), IMPERIAL_UNITS[unit])
+
+
+def french_feet_and_inches(match: re.Match) -> str:
+    return f"{counted(match.group(1), IMPERIAL_UNITS['ft'])} {counted(match.group(2), ('pouce', 'pouces'))}"
 
 
 def french_ordinal(match: re.Match) -> str:
