@@ -277,9 +277,9 @@ def render_dates(source: str, translation: str) -> str:
 
 # "à" and "de" before a date, as French contracts them with the date's article: "jusqu'à 31 décembre" -> "jusqu'au
 # 31 décembre", "de 5 janvier au 31" -> "du 5 janvier au 31"; English's "on" word for word: "sur 22 septembre" -> "le
-# 22 septembre"
+# 22 septembre", "sur 25/12/2024" -> "le 25/12/2024"
 BEFORE_DATE = re.compile(r"(?<![\w-])(à|À|de|De|sur(?: le)?|Sur(?: le)?)\s+(?=(?:1er|\d{1,2})\s+(?:"
-                         + "|".join(FRENCH_MONTHS) + r")\b)")
+                         + "|".join(FRENCH_MONTHS) + r")\b|\d{1,2}/\d{1,2}/\d{2,4}(?![\d/]))")
 WITH_ARTICLE = {"à": "au ", "À": "Au ", "de": "du ", "De": "Du ", "sur": "le ", "Sur": "Le ", "sur le": "le ",
                 "Sur le": "Le "}
 
