@@ -46,6 +46,13 @@ def test_amounts_and_units_with_english_abbreviations_come_back_as_french_writes
     assert protected.numbers == ()  # rendered, not left to the model
 
 
+def test_an_ordinal_placeholder_followed_by_the_model_s_own_mark_comes_back_once_marked():
+    retried = protect("It happened in the 19th century.", strict=True)
+    assert retried.originals == ("19e",)
+    for mark in ("e", "ème", ""):
+        assert retried.restore(f"C'est arrivé au ⦅1⦆{mark} siècle.") == "C'est arrivé au 19e siècle."
+
+
 def test_inches_alone_are_left_to_the_model():
     assert protect("It is 5 in the morning.").originals == ()  # "in" is mostly the word
 

@@ -123,6 +123,17 @@ def french_bytes(text: str) -> str:
     return BYTES_AFTER_NUMBER.sub(lambda match: NBSP + FRENCH_BYTES[match.group(1)], text)
 
 
+# Ordinals as French typography writes them: "2e", not "2ème" or "2è"; the first "1er", or "1re" after a feminine
+# determiner, never "1e" ("la 1e femme" -> "la 1re femme", "venu 1ème" -> "venu 1er")
+LONG_ORDINAL = re.compile(r"(?<![\w,.])(\d+)(?:ème|eme|è)(?!\w)")
+FIRST = re.compile(r"(?<![\w,.])((?:(?:la|une|sa|ma|ta|cette|notre|votre|leur)\s+)?)1e(?!\w)", re.IGNORECASE)
+
+
+def french_ordinals(text: str) -> str:
+    text = LONG_ORDINAL.sub(r"\1e", text)
+    return FIRST.sub(lambda match: match.group(1) + ("1re" if match.group(1) else "1er"), text)
+
+
 # "million" and "milliard" stay singular under 2 in French ("1,5 million"); the model made them plural
 UNDER_TWO_SCALE = re.compile(r"(?<![\d,.\u202f\u00a0])([01](?:,\d+)?)(\s)(million|milliard)s\b")
 
@@ -452,7 +463,7 @@ def render_sentence(source: str, translation: str, typography: Typography) -> st
 
     def render(prose: str) -> str:
         prose = render_numbers(source, prose, typography)
-        prose = french_scales(french_bytes(prose))
+        prose = french_ordinals(french_scales(french_bytes(prose)))
         prose = dates_with_article(render_dates(source, prose))
         prose = repair_elisions(prose, typography.elided)
         return french_couples(prose)

@@ -234,6 +234,9 @@ class Protected:
             if number not in seen:
                 text = insert_at_word_boundary(text, original, position)
         text = text.replace("\0", " ")
+        for ordinal in {original for original in self.originals if re.fullmatch(r"\d+(?:e|er|re)", original)}:
+            # the model's own ordinal mark after the placeholder: "⦅1⦆e siècle" came back "19ee siècle"
+            text = re.sub(rf"(?<![\d.,]){ordinal}{FRENCH_ORDINAL_MARK}", ordinal, text)
         if any(original.startswith("années ") for original in self.originals):
             text = SINGULAR_BEFORE_DECADE.sub(plural_article, text)
         return re.sub(r" {2,}", " ", text).strip()
