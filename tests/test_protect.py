@@ -6,13 +6,14 @@ from nmt.text.protect import entities, glued_kept, protect
 
 
 def test_entities_go_behind_numbered_placeholders_and_come_back():
-    sentence = "Visit https://example.com/faq?lang=en or write to help@example.org about AF1234 by 9:30 🎉"
-    assert protect(sentence).text == "Visit ⦅1⦆ or write to ⦅2⦆ about ⦅3⦆ by 9:30 ⦅4⦆"  # the number: the model's
+    sentence = "Visit https://example.com/faq?lang=en or write to help@example.org about AF1234 for 930 users 🎉"
+    assert protect(sentence).text == "Visit ⦅1⦆ or write to ⦅2⦆ about ⦅3⦆ for 930 users ⦅4⦆"  # the number: the model's
     assert protect(sentence).numbers == ("930",)  # which must keep its digits
     protected = protect(sentence, strict=True)  # the retry: numbers behind placeholders too
-    assert protected.text == "Visit ⦅1⦆ or write to ⦅2⦆ about ⦅3⦆ by ⦅4⦆ ⦅5⦆"
-    assert protected.restore("Visitez ⦅1⦆ ou écrivez à ⦅2⦆ au sujet de ⦅3⦆ avant ⦅4⦆ ⦅5⦆") == (
-        "Visitez https://example.com/faq?lang=en ou écrivez à help@example.org au sujet de AF1234 avant 9:30 🎉")
+    assert protected.text == "Visit ⦅1⦆ or write to ⦅2⦆ about ⦅3⦆ for ⦅4⦆ users ⦅5⦆"
+    assert protected.restore("Visitez ⦅1⦆ ou écrivez à ⦅2⦆ au sujet de ⦅3⦆ pour ⦅4⦆ utilisateurs ⦅5⦆") == (
+        "Visitez https://example.com/faq?lang=en ou écrivez à help@example.org au sujet de AF1234 pour 930 "
+        "utilisateurs 🎉")
 
 
 def test_restoring_never_loses_or_repeats_an_entity():
@@ -37,6 +38,7 @@ def test_an_entity_dropped_at_the_end_goes_back_before_the_closing_punctuation()
     ("Debts of \u20ac1bn.", "1 milliard d'euros"), ("It cost $1,200bn.", "1\u202f200 milliards de dollars"),
     ("The race is 10km long.", "10 km"), ("A 500GB drive.", "500 Go"), ("It reached 88kW.", "88 kW"),
     ("They raised $5M.", "5 millions de dollars"), ("Worth €2B.", "2 milliards d'euros"),
+    ("It closes at 20:00.", "20 h"), ("Open until 09:30.", "9 h 30"),
     ("He weighs 180 lbs.", "180 livres"), ("It weighs 1.5 lb.", "1,5 livre"), ("The room is 20 sq ft.",
     "20 pieds carrés"), ("Add 1 tbsp of oil.", "1 cuillère à soupe"), ("She is 5 ft 6 in tall.",
     "5 pieds 6 pouces"), ("He is 6'2\" tall.", "6 pieds 2 pouces")])
@@ -55,6 +57,13 @@ def test_an_ordinal_placeholder_followed_by_the_model_s_own_mark_comes_back_once
 
 def test_inches_alone_are_left_to_the_model():
     assert protect("It is 5 in the morning.").originals == ()  # "in" is mostly the word
+
+
+def test_a_time_on_the_24_hour_clock_comes_back_in_french_only_where_a_word_says_it_is_one():
+    protected = protect("The shop is open from 9:30 to 17:45.")
+    assert protected.originals == ("9 h 30", "17 h 45")
+    for unchanged in ("Read John 3:16 first.", "The ratio was 3:1.", "It ended 2:30 after extra time."):
+        assert protect(unchanged).originals == ()
 
 
 def test_ordinals_and_decades_are_left_to_the_model():
@@ -109,7 +118,7 @@ def test_names_are_runs_of_rare_capitalized_words_and_the_first_word_only_in_a_r
     assert name_spans("Priya Raghunathan teaches in Bangalore.", rare) == [(0, 17), (29, 38)]
     assert name_spans("Bangalore is far.", rare) == []  # a first word alone: any sentence starts capitalized
     assert name_spans("On Sunday Tom went to London with NASA.", rare) == []  # common words, an acronym
-    assert protect("Call Ifeoma at 9:30.", names=rare, strict=True).originals == ("Ifeoma", "9:30")
+    assert protect("Call Ifeoma at 9:30.", names=rare, strict=True).originals == ("Ifeoma", "9 h 30")
     assert protect(sentence).originals == ()  # without `names`, names are text
 
 

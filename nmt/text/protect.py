@@ -38,6 +38,7 @@ from nmt.text.names import TITLED_PERSON, first_name_spans, french_titled, name_
 from nmt.text.typography import (
     FRENCH_ORDINAL_MARK,
     SINGULAR_BEFORE_DECADE,
+    french_day_time,
     french_decade,
     french_feet_and_inches,
     french_imperial_unit,
@@ -82,6 +83,9 @@ NUMBER_WITH_WORD = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?:-?[a-z]+)+(?![\w-])"
 # A time of day with a.m. or p.m. (7 a.m., 10:30 p.m., 1pm): behind a placeholder that comes back as French
 # writes it ("7 h", "22 h 30", "13 h"). The period that ends a sentence after it stays.
 CLOCK_TIME = re.compile(r"(?<![\w:.])(\d{1,2})(?:[:.]([0-5]\d))?\s?([ap])\.?\s?m(?:\.(?!\s*$))?(?!\w)", re.IGNORECASE)
+# A time on the 24-hour clock after a word that says it is one ("at 20:00", "from 9:30 to 17:45"), which the model
+# copied ("ferme à 20:00"): as French writes it ("20 h", "9 h 30"); "John 3:16" and a score "2:30" stay
+DAY_TIME = re.compile(r"(?<![\w:.])(\d{1,2}):([0-5]\d)(?![\d:]|\s?[ap]\.?\s?m\b)", re.IGNORECASE)
 # Amounts and quantities with an English abbreviation glued to them, behind a placeholder that comes back as
 # French writes them: money with a scale ($5bn -> 5 milliards de dollars, £2.5m -> 2,5 millions de livres), which
 # the model turned into wrong amounts ("£14bn" came out "14 £"), and units glued to the number (10km -> 10 km,
@@ -169,7 +173,7 @@ def glued_kept(glued: Sequence[tuple[str, str]], translation: str) -> int:
 
 # A pattern of an English form and what its placeholder comes back as in French (None: as written)
 RENDERINGS: tuple[tuple[re.Pattern, Callable[[re.Match], str | None]], ...] = (
-    (CLOCK_TIME, french_time), (MONEY_SCALE, french_money), (GLUED_UNIT, french_unit),
+    (CLOCK_TIME, french_time), (DAY_TIME, french_day_time), (MONEY_SCALE, french_money), (GLUED_UNIT, french_unit),
     (FEET_AND_INCHES, french_feet_and_inches), (IMPERIAL_UNIT, french_imperial_unit))
 
 

@@ -51,6 +51,19 @@ def french_time(match: re.Match) -> str | None:
     return f"{hour} h" + (f" {minutes}" if minutes and minutes != "00" else "")
 
 
+TIME_WORDS = re.compile(r"\b(?:at|from|to|until|till|by|before|after|between|and|since|around|about)\s+$",
+                        re.IGNORECASE)
+
+
+def french_day_time(match: re.Match) -> str | None:
+    """DAY_TIME's match as French writes a time ("20 h", "9 h 30"), where a word before it says it is one ("at",
+    "from", "until"); None otherwise, or for an hour over 23."""
+    hour, minutes = int(match.group(1)), match.group(2)
+    if hour > 23 or not TIME_WORDS.search(match.string, 0, match.start()):
+        return None
+    return f"{hour} h" + (f" {minutes}" if minutes != "00" else "")
+
+
 def french_number(digits: str) -> str:
     """An English number as French writes it: 2.5 -> 2,5 (a comma with one to two digits after it, as in 2,5,
     is taken for a decimal point only where it cannot be a thousands separator)."""
