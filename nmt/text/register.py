@@ -82,7 +82,6 @@ IMPERATIVE = re.compile(r"(?<![\w'’-])([^\W\d_]{2,}ez|(?<![^\s«\"(])(?:Faites
                         r"(?![\w'’]))?(-(?:en|y|le|la|les|moi|lui|leur)(?![\w'’]))?(?![\w'’])")
 SUBJECT_BEFORE = re.compile(r"(?:\bvous|\bqui)(?:\s+(?:ne|n['’]|le|la|les|l['’]|lui|leur|en|y|me|m['’]|nous|se|s['’]))*"
                             r"\s*$", re.IGNORECASE)
-VOWEL_START = re.compile(r"[aeiouyhàâéèêîôûœ]", re.IGNORECASE)
 
 
 def tu_imperative(verb: str) -> str | None:
@@ -132,7 +131,6 @@ def informal_imperatives(french: str) -> str:
 
 
 def _informal_imperatives(french: str) -> str:
-
     def informal(match: re.Match) -> str:
         verb, attached, second = match.group(1), match.group(2) or "", match.group(3) or ""
         if SUBJECT_BEFORE.search(french[: match.start()]):
