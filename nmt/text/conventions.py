@@ -126,7 +126,7 @@ def french_bytes(text: str) -> str:
 # Ordinals as French typography writes them: "2e", not "2ème" or "2è"; the first "1er", or "1re" after a feminine
 # determiner, never "1e" ("la 1e femme" -> "la 1re femme", "venu 1ème" -> "venu 1er")
 LONG_ORDINAL = re.compile(r"(?<![\w,.])(\d+)(?:ème|eme|è)(?!\w)")
-FIRST = re.compile(r"(?<![\w,.])((?:(?:la|une|sa|ma|ta|cette|notre|votre|leur)\s+)?)1e(?!\w)", re.IGNORECASE)
+FIRST = re.compile(r"(?<![\w,.])((?:(?:la|une|sa|ma|ta|cette|notre|votre|leur)\s+)?)1e(?![\w+-]|\.\d)", re.IGNORECASE)
 
 
 def french_ordinals(text: str) -> str:
@@ -459,12 +459,12 @@ def render_sentence(source: str, translation: str, typography: Typography) -> st
     paths left as they are, in the translation and in the source ("https://x.org/1.0/" came out ".../1,0/")."""
     if not typography.active or not translation:
         return translation
-    source = prose_only(source)
+    english = prose_only(source)
 
     def render(prose: str) -> str:
-        prose = render_numbers(source, prose, typography)
+        prose = render_numbers(english, prose, typography)
         prose = french_ordinals(french_scales(french_bytes(prose)))
-        prose = dates_with_article(render_dates(source, prose))
+        prose = dates_with_article(render_dates(english, prose))
         prose = repair_elisions(prose, typography.elided)
         return french_couples(prose)
 
