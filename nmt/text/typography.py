@@ -93,7 +93,7 @@ IMPERIAL_UNITS = {"lb": ("livre", "livres"), "lbs": ("livre", "livres"), "oz": (
 
 
 def counted(amount: str, unit: tuple[str, str]) -> str:
-    """An English number and a unit's French words, singular or plural by the number: "1.5 livre", "3 pieds"."""
+    """An English number and a unit's French words, singular or plural by the number: "1,5 livre", "3 pieds"."""
     value = float(amount.replace(",", ""))
     return f"{french_number(amount)} {unit[0] if value < 2 else unit[1]}"
 
