@@ -275,8 +275,7 @@ class Translator:
         limit = self.max_piece_tokens
         units = []
         if self.typography.active and self.ordinary_input:
-            # the retry (strict): a couple behind one placeholder
-            line = day_first_dates(english_abbreviations(english_titles(line, couples=not strict)))
+            line = self._as_the_model_knows(line, strict)
         for sentence in split_sentences(line):
             unit = self._unit(sentence, strict)
             if len(unit.pieces) <= 1:  # not cut: at most max_piece_tokens
@@ -288,6 +287,13 @@ class Translator:
             units.extend(self._unit(clause, strict) for clause in split_clauses(
                 sentence, lambda text: len(self.tokenizer.encode(text)), limit))
         return [unit for unit in units if unit.pieces]
+
+    @staticmethod
+    def _as_the_model_knows(line: str, strict: bool = False) -> str:
+        """An English line with its titles, couples, country abbreviations and month-first dates in digits written
+        as the model translates them right (nmt.text.conventions); in the retry (strict), a couple stays as
+        written, for one placeholder to hold it."""
+        return day_first_dates(english_abbreviations(english_titles(line, couples=not strict)))
 
     def _unit(self, text: str, strict: bool = False) -> Unit:
         """`text` in sentence case if it is in capitals, with its entities behind placeholders where the model
@@ -551,7 +557,8 @@ class Translator:
                 prose, french = prose.replace(original, " "), french.replace(original, " ")
             if words := untranslated_words(prose, french):
                 flags.append("untranslated: " + ", ".join(words))
-        if numbers := lost_numbers(day_first_dates(line) if self.typography.active else line, text):
+        rewritten = self.typography.active and self.ordinary_input
+        if numbers := lost_numbers(self._as_the_model_knows(line) if rewritten else line, text):
             flags.append("number lost: " + ", ".join(numbers))
         names = [unit.source[start:end] for unit in units
                  for start, end in first_name_spans(unit.source) + titled_name_spans(unit.source)]
