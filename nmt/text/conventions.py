@@ -26,8 +26,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nmt.text.names import couples_written_out
+from nmt.text.names import NAME_WORDS, couples_written_out
 from nmt.text.protect import BACKTICKED, EMAIL, PATH, URL, verbatim_spans
+from nmt.text.typography import FRENCH_BYTES
 
 TYPOGRAPHIES = ("fr", "fr-CA", "none")
 APOSTROPHES = ("keep", "straight", "curly")
@@ -113,9 +114,7 @@ def number_in_translation(english: str, grouped: bool = False) -> re.Pattern:
     return re.compile(r"(?<![\d.,])" + number_body(english, grouped) + r"(?![\d]|[.,]\d)")
 
 
-# Bytes as French writes them, after a number: octets (1,5 Go, 500 Mo), not bytes (GB, MB)
-FRENCH_BYTES = {"kB": "ko", "KB": "Ko", "MB": "Mo", "GB": "Go", "TB": "To", "PB": "Po", "KiB": "Kio", "MiB": "Mio",
-                "GiB": "Gio", "TiB": "Tio"}
+# Bytes after a number as French writes them (typography.FRENCH_BYTES)
 BYTES_AFTER_NUMBER = re.compile(r"(?<=\d)[ \u00a0\u202f]?(" + "|".join(FRENCH_BYTES) + r")\b")
 
 
@@ -377,7 +376,7 @@ def english_abbreviations(text: str) -> str:
 
 # A couple the model wrote as two people ("M. Brown et Mme Brown", "à M. Martin et à Mme Martin"), as French writes
 # it: "M. et Mme Brown", "à M. et Mme Martin"
-FRENCH_COUPLE = re.compile(r"\bM\. ([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?) et (?:(à|de) )?Mme \1(?![\w'’-])")
+FRENCH_COUPLE = re.compile(rf"\bM\. ({NAME_WORDS}) et (?:(à|de) )?Mme \1(?![\w'’-])")
 
 
 def french_couples(text: str) -> str:

@@ -11,7 +11,8 @@ from pathlib import Path
 # A doctor or professor and their name, behind a placeholder that comes back as French writes them ("le Dr Smith",
 # "le docteur Smith", "le professeur Martin"): the model took "Dr." for a word ("Le dîner est ici.") and copied
 # "Doctor"
-TITLED_NAME_AFTER = r" ([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?)(?![\w'’-])"  # one or two capitalized words
+NAME_WORDS = r"[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?"  # the name after a title: one or two capitalized words
+TITLED_NAME_AFTER = rf" ({NAME_WORDS})(?![\w'’-])"
 TITLED_PERSON = re.compile(r"(?<![\w.])(Dr|Doctor|Prof|Professor|Mr\.? (?:and|&) Mrs)\.?" + TITLED_NAME_AFTER)
 
 # A couple ("Mr. and Mrs. Brown"): the model kept one of them ("M. Brown vit ici.") or put the name after the wrong
@@ -19,7 +20,7 @@ TITLED_PERSON = re.compile(r"(?<![\w.])(Dr|Doctor|Prof|Professor|Mr\.? (?:and|&)
 # written back as French does ("M. et Mme Brown", nmt.text.conventions); where the model still loses one, the
 # retry (strict) puts the couple behind one placeholder, as TITLED_PERSON does
 COUPLE = re.compile(r"(?<![\w.])Mr\.? (?:and|&) Mrs\.?" + TITLED_NAME_AFTER)
-COUPLE_WRITTEN_OUT = re.compile(r"(?<![\w.])Mr ([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?) and Mrs \1(?![\w'’-])")
+COUPLE_WRITTEN_OUT = re.compile(rf"(?<![\w.])Mr ({NAME_WORDS}) and Mrs \1(?![\w'’-])")
 
 
 FRENCH_TITLES = {"Dr": "le Dr", "Doctor": "le docteur", "Prof": "le professeur", "Professor": "le professeur",

@@ -39,7 +39,10 @@ CURRENCIES = {"$": ("dollar", "de "), "\u20ac": ("euro", "d'"), "\u00a3": ("livr
 SCALES = {"bn": "milliard", "m": "million", "mn": "million", "tn": "billion", "M": "million", "B": "milliard"}
 
 
-FRENCH_UNITS = {"GB": "Go", "MB": "Mo", "TB": "To"}
+# Bytes as French writes them: octets (1,5 Go, 500 Mo), not bytes (GB, MB); glued to a number (GLUED_UNIT) or
+# after one (nmt.text.conventions.french_bytes)
+FRENCH_BYTES = {"kB": "ko", "KB": "Ko", "MB": "Mo", "GB": "Go", "TB": "To", "PB": "Po", "KiB": "Kio", "MiB": "Mio",
+                "GiB": "Gio", "TiB": "Tio"}
 
 
 def french_time(match: re.Match) -> str | None:
@@ -48,6 +51,11 @@ def french_time(match: re.Match) -> str | None:
     if not 1 <= hour <= 12:
         return None
     hour = hour % 12 + (12 if half == "p" else 0)
+    return french_clock(hour, minutes)
+
+
+def french_clock(hour: int, minutes: str | None) -> str:
+    """A time as French writes it: "7 h", "22 h 30" (no minutes where they are none or 00)."""
     return f"{hour} h" + (f" {minutes}" if minutes and minutes != "00" else "")
 
 
@@ -61,7 +69,7 @@ def french_day_time(match: re.Match) -> str | None:
     hour, minutes = int(match.group(1)), match.group(2)
     if hour > 23 or not TIME_WORDS.search(match.string, 0, match.start()):
         return None
-    return f"{hour} h" + (f" {minutes}" if minutes != "00" else "")
+    return french_clock(hour, minutes)
 
 
 def french_number(digits: str) -> str:
@@ -82,7 +90,7 @@ def french_money(match: re.Match) -> str:
 
 
 def french_unit(match: re.Match) -> str:
-    return f"{french_number(match.group(1))} {FRENCH_UNITS.get(match.group(2), match.group(2))}"
+    return f"{french_number(match.group(1))} {FRENCH_BYTES.get(match.group(2), match.group(2))}"
 
 
 # An imperial unit's French words, singular and plural (under 2 singular, as French counts)
