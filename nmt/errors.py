@@ -1,6 +1,7 @@
 """Errors a user can cause and fix. The CLI turns each into one `error: ...` line and its exit code."""
 
 import contextlib
+import os
 import signal
 from collections.abc import Iterator
 
@@ -63,8 +64,21 @@ def signal_name(signal_number: int) -> str:
 
 @contextlib.contextmanager
 def stop_signals_handled_by(handler) -> Iterator[None]:
-    """STOP_SIGNALS go to `handler(signal_number, frame)` inside the block; the previous handlers after it."""
-    previous = {each: signal.signal(each, handler) for each in STOP_SIGNALS}
+    """STOP_SIGNALS go to `handler(signal_number, frame)` inside the block; the previous handlers after it.
+
+    A process forked inside the block (a worker pool's) keeps `handler` until it sets its own, and a raise from
+    it can land where Python drops it (a fork hook): a pool's terminate then waited for ever on a worker that
+    lived on. There, SIGINT is left to the parent (the terminal sends it to both) and SIGTERM and SIGHUP end the
+    process as their default does."""
+    owner = os.getpid()
+
+    def handled(signal_number: int, frame) -> None:
+        if os.getpid() == owner:
+            handler(signal_number, frame)
+        elif signal_number != signal.SIGINT:
+            os._exit(128 + signal_number)
+
+    previous = {each: signal.signal(each, handled) for each in STOP_SIGNALS}
     try:
         yield
     finally:
