@@ -102,3 +102,38 @@ def test_a_pot_made_by_xgettext_becomes_a_french_po_that_msgfmt_checks(tiny_chec
     english = polib.pofile(str(pot))
     assert len(french) == len(english) and french.percent_translated() == 100
     assert str(polib.pofile(french.__unicode__())) == str(french)  # polib reads back what it wrote
+
+
+def test_a_count_goes_to_the_model_as_a_number_and_comes_back_where_french_puts_it():
+    """"%d files" went to the model as "⦅1⦆ files", which it wrote "Fichiers ⦅1⦆" (files number %d); a count now
+    goes as a number that the model places as French places a count, and comes back as its format."""
+    asked = []
+
+    def french(texts: list[str]) -> list[str]:
+        asked.append(texts)
+        return [{"Deleted 5 files in \u29852\u2986.": "5 fichiers supprimés dans \u29852\u2986.",
+                 "1 file": "1 fichier", "5 files": "5 fichiers", "Item 5 of 7": "Élément 5 sur 7",
+                 "Page 5": "Page cinq", "5 Selected": "5 Selected",
+                 "\u29851\u2986 Selected": "\u29851\u2986 sélectionnés"}.get(text, text) for text in texts]
+
+    pot = POT.split("\n\n")[0] + "\n\n" + "\n\n".join([
+        '#, c-format\nmsgid "Deleted %d files in %s."\nmsgstr ""',
+        '#, c-format\nmsgid "%d file"\nmsgid_plural "%d files"\nmsgstr[0] ""\nmsgstr[1] ""',
+        '#, c-format\nmsgid "Item %d of %d"\nmsgstr ""', '#, c-format\nmsgid "Page %d"\nmsgstr ""',
+        '#, c-format\nmsgid "%d Selected"\nmsgstr ""']) + "\n"
+    by_id = {entry.msgid: entry for entry in polib.pofile(translate_po(pot, french))}
+    assert by_id["Deleted %d files in %s."].msgstr == "%d fichiers supprimés dans %s."
+    assert by_id["%d file"].msgstr_plural == {0: "%d fichier", 1: "%d fichiers"}
+    assert by_id["Item %d of %d"].msgstr == "Élément %d sur %d"
+    # "cinq": the number did not come back, so the line is asked again with its count as a placeholder; so is a
+    # line that came back as it went
+    assert asked[1] == ["Page \u29851\u2986", "\u29851\u2986 Selected"] and by_id["Page %d"].msgstr == "Page %d"
+    assert by_id["%d Selected"].msgstr == "%d sélectionnés"
+
+
+def test_a_count_inside_other_formats_stays_a_placeholder():
+    for msgid in ("%d:%02d left", "%d%% done", "%d/%d copied", "file%d.txt saved"):
+        assert Message.of(msgid).pieces() == Message.of(msgid).pieces(counted=False), msgid
+    assert Message.of("Deleted %(count)d files from {folder}.").pieces() == ["Deleted 5 files from \u29852\u2986."]
+    assert Message.of("{count} new messages").pieces() == ["5 new messages"]
+    assert Message.of("%d items in 5 folders").pieces() == ["7 items in 5 folders"]  # a number of its own kept apart

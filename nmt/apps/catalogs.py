@@ -5,7 +5,9 @@
 Every untranslated entry gets its msgstr (a plural entry msgstr[0] from msgid and msgstr[1] from msgid_plural, as
 French has two forms); an entry translated already is kept unless `overwrite`. What a program fills in or reads
 comes back intact: printf formats (%s, %d, %(name)s, %1$d), brace fields ({name}, {0}), Qt's %1, markup (<b>)
-go to the model as placeholders it copies (one it drops goes back where it stood), and the accelerator (_File,
+go to the model as placeholders it copies (one it drops goes back where it stood); a count ("%d files", "{count}
+files") goes as a number instead, so that it stands where French puts a count ("%d fichiers", not "Fichiers %d"),
+and as a placeholder again where the model does not write that number back once. The accelerator (_File,
 &File) is taken out and put back before the same letter of the French where it has one, else before its first
 letter ("_Open" -> "_Ouvrir"). A translation made here is marked fuzzy, for a translator to review, unless `fuzzy`
 is off; msgctxt, comments, references and flags are kept. The header says Language: fr, UTF-8 and French plural
@@ -28,10 +30,17 @@ from nmt.text.protect import MAX_PLACEHOLDERS, PLACEHOLDER, PLACEHOLDER_PATTERN,
 FRENCH_PLURALS = "nplurals=2; plural=(n > 1);"
 
 # What a program fills in or reads in a message: printf's formats (C and Python's %(name)s), brace fields,
-# Qt's %1, markup tags
+# Qt's %1, markup tags, and any other % before a letter (strftime's %b %Y, glibc's %m: the model wrote "%b" as "% de")
 FORMAT = re.compile(r"%%|%\([\w.]+\)[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]"
                     r"|%(?:\d+\$)?[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?"
-                    r"[diouxXeEfFgGaAcspn]|%L?\d+|\{[\w.\[\]]*(?:![rsa])?(?::[^{}]*)?\}|</?[A-Za-z][^<>]*>")
+                    r"[diouxXeEfFgGaAcspn]|%L?\d+|\{[\w.\[\]]*(?:![rsa])?(?::[^{}]*)?\}|</?[A-Za-z][^<>]*>|%[A-Za-z]")
+# A format that a program fills with a count: printf's and Python's integer conversions, Qt's %n, a brace field
+# named as a count or typed d; alone between spaces or punctuation that ends a word (not "%d:%02d", "%d%%")
+COUNT = re.compile(r"(?:%\([\w.]+\)[-+ #0]*\d*|%(?:\d+\$)?[-+ #0']*\d*(?:hh|h|ll|l|L|q|j|z|t)?)[diu]|%n"
+                   r"|\{(?:n|num|count|number|total|\w+_count|count_\w+)?(?::\d*d)?\}")
+# The numbers a count goes to the model as: small ones, which it puts where French puts a count ("37 files" ->
+# "Fichiers 37", "5 files" -> "5 fichiers"; one digit or two, no thousands separator to write)
+STAND_INS = ("5", "7", "8", "6", "9", "4", "3", "12", "15")
 # An accelerator: _ (GTK) or & (Qt, KDE) before a letter, not inside a word (snake_case) nor an entity (&amp;)
 ACCELERATOR = re.compile(r"(?<![\w&_])([_&])(?=[^\W\d_])(?!\w+;)")
 
@@ -53,10 +62,9 @@ def translate_po(text: str, translate: Callable[[list[str]], list[str]],
         raise FileRefused(f"not a gettext catalog: {exc}") from None
     todo = [entry for entry in catalog if not entry.obsolete and entry.msgid
             and (options.overwrite or not entry.translated() and "fuzzy" not in entry.flags)]
-    messages = [Message.of(entry.msgid) for entry in todo]
+    messages = [Message.of(entry.msgid, singular=bool(entry.msgid_plural)) for entry in todo]
     plurals = [Message.of(entry.msgid_plural) if entry.msgid_plural else None for entry in todo]
-    pieces = [piece for message in messages + [p for p in plurals if p] for piece in message.pieces()]
-    found = iter(translate(pieces))
+    found = iter(_translated([message for message in messages + plurals if message], translate))
     french = [message.restored([next(found) for _ in message.pieces()]) for message in messages]
     french_plurals = [plural.restored([next(found) for _ in plural.pieces()]) if plural else None
                       for plural in plurals]
@@ -78,6 +86,31 @@ def translate_po(text: str, translate: Callable[[list[str]], list[str]],
     return catalog.__unicode__()
 
 
+def _translated(messages: list[Message], translate: Callable[[list[str]], list[str]]) -> list[str]:
+    """The translations of every message's pieces, in order, with placeholders where the counts stood: a piece
+    whose counts' numbers do not each come back once, or that came back as it went ("5 Selected"), is translated
+    again with its counts as placeholders."""
+    pieces = [piece for message in messages for piece in message.pieces()]
+    guarded = [piece for message in messages for piece in message.pieces(counted=False)]
+    counts = [each for message in messages for each in message.piece_counts()]
+    french = [_counts_back(text, numbers) if not numbers or text != piece else None
+              for piece, text, numbers in zip(pieces, translate(pieces), counts, strict=True)]
+    again = [index for index, text in enumerate(french) if text is None]
+    for index, text in zip(again, translate([guarded[index] for index in again]) if again else [], strict=True):
+        french[index] = text
+    return french
+
+
+def _counts_back(french: str, numbers: dict[str, int]) -> str | None:
+    """`french` with each count's number as its placeholder again, or None where one is not there exactly once."""
+    for number, placeholder in numbers.items():
+        spots = list(re.finditer(rf"(?<![\w,.]){number}(?!\w|[,.]\d)", french))  # not "1er", "1,5", "15"
+        if len(spots) != 1:
+            return None
+        french = french[:spots[0].start()] + PLACEHOLDER.format(placeholder) + french[spots[0].end():]
+    return french
+
+
 @dataclass(frozen=True)
 class Message:
     """A msgid as the model is given it: its lines (a message's own line breaks kept), its formats and markup as
@@ -87,34 +120,49 @@ class Message:
     originals: tuple[tuple[str, ...], ...]  # per line, what placeholder n+1 stands for
     positions: tuple[tuple[float, ...], ...]
     accelerator: tuple[str, str] | None  # (mark, letter)
+    counts: tuple[dict[str, int], ...] = ()  # per line, the number each count goes to the model as: its placeholder
 
     @classmethod
-    def of(cls, msgid: str) -> Message:
+    def of(cls, msgid: str, singular: bool = False) -> Message:
+        """`singular`: the msgid of a plural entry, whose first count goes to the model as 1 (its others as
+        placeholders: a second 1 could not be told apart)."""
         accelerator = None
         marks = ACCELERATOR.findall(msgid)
         if len(marks) == 1:
             match = ACCELERATOR.search(msgid)
             accelerator = (match.group(1), msgid[match.end()])
             msgid = msgid[:match.start()] + msgid[match.end():]
-        lines, originals, positions = [], [], []
+        lines, originals, positions, counts = [], [], [], []
         for line in msgid.split("\n"):
-            kept, where = [], []
+            kept, where, numbers = [], [], {}
+            written = FORMAT.sub(" ", line)  # the numbers the line writes itself, not a format's "%1$d"
+            free = [number for number in (("1",) if singular else STAND_INS)
+                    if not re.search(rf"(?<!\d){number}(?!\d)", written)]
 
-            def placeholder(match: re.Match, kept=kept, where=where, line=line) -> str:
+            def placeholder(match: re.Match, kept=kept, where=where, line=line, free=free, numbers=numbers) -> str:
                 if len(kept) == MAX_PLACEHOLDERS:
                     return match.group()
                 kept.append(match.group())
                 where.append(match.start() / max(1, len(line)))
+                if free and _alone(line, match) and COUNT.fullmatch(match.group()):
+                    numbers[free.pop(0)] = len(kept)
                 return PLACEHOLDER.format(len(kept))
 
             lines.append(FORMAT.sub(placeholder, line))
             originals.append(tuple(kept))
             positions.append(tuple(where))
-        return cls(tuple(lines), tuple(originals), tuple(positions), accelerator)
+            counts.append(numbers)
+        return cls(tuple(lines), tuple(originals), tuple(positions), accelerator, tuple(counts))
 
-    def pieces(self) -> list[str]:
-        """The texts the model translates: the lines with words in them."""
-        return [line.strip() for line in self.lines if has_words(line)]
+    def pieces(self, counted: bool = True) -> list[str]:
+        """The texts the model translates: the lines with words in them, each count as its number (`counted`) or
+        as its placeholder."""
+        return [(_with_numbers(line, numbers) if counted else line).strip()
+                for line, numbers in zip(self.lines, self.counts, strict=True) if has_words(line)]
+
+    def piece_counts(self) -> list[dict[str, int]]:
+        """For each of pieces(), the number each count went to the model as: its placeholder."""
+        return [numbers for line, numbers in zip(self.lines, self.counts, strict=True) if has_words(line)]
 
     def restored(self, translations: list[str]) -> str:
         """The msgstr from the translations of pieces(), in order: each line's spaces at its ends and its
@@ -131,6 +179,19 @@ class Message:
             lines.append(lead + Protected("", originals, positions).restore(next(found)) + trail)
         text = "\n".join(lines)
         return _with_accelerator(text, self.accelerator) if self.accelerator else text
+
+
+def _alone(line: str, match: re.Match) -> bool:
+    """Whether a format stands as a word: spaces or the line's ends around it, or punctuation then those."""
+    before, after = line[:match.start()], line[match.end():]
+    return re.search(r"(?:^|\s)[(\[«\"']?$", before) is not None and re.match(r"[)\]»\"'.,;:!?]*(?:\s|$)", after) \
+        is not None
+
+
+def _with_numbers(line: str, numbers: dict[str, int]) -> str:
+    for number, placeholder in numbers.items():
+        line = line.replace(PLACEHOLDER.format(placeholder), number)
+    return line
 
 
 def has_words(line: str) -> bool:

@@ -114,12 +114,15 @@ def number_in_translation(english: str, grouped: bool = False) -> re.Pattern:
     return re.compile(r"(?<![\d.,])" + number_body(english, grouped) + r"(?![\d]|[.,]\d)")
 
 
-# Bytes after a number as French writes them (typography.FRENCH_BYTES)
-BYTES_AFTER_NUMBER = re.compile(r"(?<=\d)[ \u00a0\u202f]?(" + "|".join(FRENCH_BYTES) + r")\b")
+# Bytes after a number as French writes them (typography.FRENCH_BYTES), and the model's slip "5 mB/s" (millibytes)
+# for "5 MB/s"
+MISCASED_BYTES = {"mB": "MB"}
+BYTES_AFTER_NUMBER = re.compile(r"(?<=\d)[ \u00a0\u202f]?(" + "|".join([*FRENCH_BYTES, *MISCASED_BYTES]) + r")\b")
 
 
 def french_bytes(text: str) -> str:
-    return BYTES_AFTER_NUMBER.sub(lambda match: NBSP + FRENCH_BYTES[match.group(1)], text)
+    return BYTES_AFTER_NUMBER.sub(lambda match: NBSP + FRENCH_BYTES[MISCASED_BYTES.get(match.group(1),
+                                                                                       match.group(1))], text)
 
 
 # Ordinals as French typography writes them: "2e", not "2ème" or "2è"; the first "1er", or "1re" after a feminine
