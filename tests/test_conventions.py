@@ -86,6 +86,18 @@ def test_a_date_in_digits_goes_to_the_model_day_first_where_its_day_shows_its_or
     assert dates_of_unknown_order("From 05/12/2024 to 12/25/2024, or 25/12/2024, or 4/4/2024.") == ["05/12/2024"]
 
 
+def test_an_abbreviated_month_of_a_date_goes_to_the_model_written_out():
+    # "The store closes at noon on Dec. 24." came out "Le magasin ferme au 24 décembre.": "at noon" lost
+    from nmt.text.conventions import english_months
+
+    assert english_months("Closed at noon on Dec. 24.") == "Closed at noon on December 24."
+    assert english_months("From Sept 3rd to Oct. 2, 2025.") == "From September 3rd to October 2, 2025."
+    assert english_months("Due 24 Dec. 2025, or on 3 Jan.") == "Due 24 December 2025, or on 3 January."
+    assert english_months("Due on 24 Dec. The rest later.") == "Due on 24 December. The rest later."
+    for unchanged in ("He did it in Dec.", "Mar 10.5 volts", "Apr 3:30", "Jan Smith, 24"):
+        assert english_months(unchanged) == unchanged
+
+
 def test_country_abbreviations_go_to_the_model_without_periods_a_sentence_s_own_period_kept():
     # "U.K." came out "l'ONU" and "U.N." "les États-Unis"; "UK" and "UN" come out right
     from nmt.text.conventions import english_abbreviations

@@ -180,6 +180,7 @@ def test_an_ordinal_or_decade_is_kept_with_a_french_mark_and_without_an_english_
     assert glued_kept([("81st", "81e")], "la minute 81st") == glued_kept([ninth], "le 9th novembre") == 0
     assert glued_kept([ninth, decade], "le 9 novembre, dans les années 1980") == 2
     assert glued_kept([decade], "dans la 1980s") == glued_kept([("'90s", "années 90")], "les années '90s") == 0
+    assert glued_kept([("2020s", "années 2020")], "Les 2020 ont été difficiles.") == 0  # a year, not a decade
 
 
 def test_the_article_before_a_decade_the_retry_rendered_is_made_plural():
@@ -188,7 +189,8 @@ def test_the_article_before_a_decade_the_retry_rendered_is_made_plural():
     for french, restored in (("Dans la ⦅1⦆, il a grandi.", "Dans les années 1980, il a grandi."),
                              ("le début de la ⦅1⦆", "le début des années 1980"), ("du ⦅1⦆", "des années 1980"),
                              ("à l'⦅1⦆", "aux années 1980"), ("Les ⦅1⦆", "Les années 1980"),
-                             ("En ⦅1⦆, il a grandi.", "Dans les années 1980, il a grandi.")):
+                             ("En ⦅1⦆, il a grandi.", "Dans les années 1980, il a grandi."),
+                             ("Il a grandi à ⦅1⦆.", "Il a grandi dans les années 1980.")):
         assert protected.restore(french) == restored
     assert protect("He is 35.", strict=True).restore("la ⦅1⦆") == "la 35"  # no decade: left alone
 

@@ -12,7 +12,8 @@ translation, however the model grouped it, and written the French way; so is an 
 ("1 299 €", once), a percentage ("12,5 %") and a date ("3 mars 2025"). What cannot be read for sure stays as
 written: a version ("2.5.1"), a score ("3-1"), a code (those are behind placeholders: nmt.text.protect), a date
 in digits whose order is unknown (3/4/2025 is March or April: flagged by nmt.decoding.translate); one whose day
-shows it goes to the model day first (day_first_dates: "12/25/2024" -> "25/12/2024"). Then French spacing: a
+shows it goes to the model day first (day_first_dates: "12/25/2024" -> "25/12/2024"), an abbreviated month
+written out (english_months: "Dec. 24" -> "December 24"). Then French spacing: a
 no-break space inside « » and before ":", a narrow one before ";", "!" and "?" (fr-CA: none there), and elisions
 the model left out ("le ordinateur" -> "l'ordinateur", "de les" -> "des").
 
@@ -144,6 +145,29 @@ def french_scales(text: str) -> str:
     return UNDER_TWO_SCALE.sub(r"\1\2\3", text)
 
 
+# "3x plus rapide" (three times faster) as French writes it: "3 fois plus rapide"
+TIMES_MORE = re.compile(r"(?<![\w,.])(\d+(?:,\d+)?)\s?[x×]\s+(?=(?:plus|moins|mieux|autant)\b)")
+# A range of counts before a word ("5-10 minutes", at most 3 digits, the first the smaller and not 0: not a score
+# "3-1", "lost 0-1", "a 1-2 defeat", a year "2010-2012" nor a telephone number), which French writes "5 à 10 minutes"
+COUNT_RANGE = re.compile(r"(?<![\w,.\-–/])([1-9]\d{0,2})\s?[-–]\s?(\d{1,3})(?=\s+([^\W\d_]+))")
+NOT_COUNTED = {"in", "at", "on", "to", "for", "with", "and", "or", "the", "a", "an", "by", "from", "of", "after",
+               "before", "against", "win", "wins", "victory", "defeat", "loss", "lead", "draw", "vote", "votes",
+               "home", "away", "score", "scoreline", "decision", "majority", "ruling", "split"}
+# "open 24/7": "24 h/24, 7 j/7"
+ROUND_THE_CLOCK = re.compile(r"(?<![\w/.,])24/7(?![\w/]|[.,]\d)")
+
+
+def french_counts(source: str, translation: str) -> str:
+    """"3x plus" as "3 fois plus", a range of counts the source has as "N à M", "24/7" as "24 h/24, 7 j/7"."""
+    translation = TIMES_MORE.sub(r"\1 fois ", translation)
+    for low, high in {(int(a), int(b)) for a, b, word in COUNT_RANGE.findall(source)
+                      if int(a) < int(b) and word.lower() not in NOT_COUNTED}:
+        translation = re.sub(rf"(?<![\w,.\-–/]){low}\s?[-–]\s?{high}(?=\s+[^\W\d_])", f"{low} à {high}", translation)
+    if ROUND_THE_CLOCK.search(source):
+        translation = ROUND_THE_CLOCK.sub(f"24{NBSP}h/24, 7{NBSP}j/7", translation)
+    return translation
+
+
 def render_numbers(source: str, translation: str, typography: Typography) -> str:
     """Each number of `source` that has a thousands comma or a decimal point, written the French way in
     `translation` wherever the model put it; amounts, percentages and temperatures with their signs as French
@@ -263,6 +287,29 @@ def dates_of_unknown_order(source: str) -> list[str]:
             and 1 <= int(match.group(2)) <= 12]
 
 
+# Words that open an English sentence: a period before one may end the sentence
+SENTENCE_OPENERS = "The|A|An|I|He|She|It|We|You|They|This|That|There|But|And|In|On|So|Then"
+
+# A month abbreviated in a date: "Dec. 24", "Dec 24th", "24 Dec. 2025", "the 3rd of Sept."
+SHORT_MONTH = r"(Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)(\.?)"
+SHORT_MONTH_FIRST = re.compile(rf"(?<![\w.]){SHORT_MONTH}(?=\s+\d{{1,2}}(?:st|nd|rd|th)?(?![\w:.,]\d|\d))")
+SHORT_MONTH_AFTER_DAY = re.compile(rf"(?<![\w.,])(\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?){SHORT_MONTH}(?!\w)"
+                                   rf"(?=(\s*$|\s+(?:{SENTENCE_OPENERS})\b)?)")
+
+
+def english_months(english: str) -> str:
+    """`english` with the months of its dates written out: with "Dec. 24" the model lost the words around the date
+    ("closes at noon on Dec. 24" -> "ferme au 24 décembre"), with "December 24" it keeps them. A period that also
+    ends the sentence stays ("on 24 Dec." -> "on 24 December.")."""
+
+    def month(short: str) -> str:
+        return MONTHS[MONTH_NAMES[short.lower()]]
+
+    english = SHORT_MONTH_FIRST.sub(lambda match: month(match.group(1)), english)
+    return SHORT_MONTH_AFTER_DAY.sub(lambda match: match.group(1) + month(match.group(2))
+                                     + ("." if match.group(3) and match.group(4) is not None else ""), english)
+
+
 def day_first_dates(english: str) -> str:
     """`english` with its dates in digits written month first for sure written day first, as French reads them
     (the model copies them): "12/25/2024" -> "25/12/2024"."""
@@ -285,14 +332,17 @@ def render_dates(source: str, translation: str) -> str:
             translation, count = pattern.subn(date.french, translation, count=1)
             if count:
                 break
+        # the month the model also wrote before the date: "délai de décembre 1er décembre 2013"
+        translation = re.sub(rf"(?<!\w){FRENCH_MONTHS[date.month]}\s+(?={re.escape(date.french)})", "", translation)
     return translation
 
 
 # "à" and "de" before a date, as French contracts them with the date's article: "jusqu'à 31 décembre" -> "jusqu'au
 # 31 décembre", "de 5 janvier au 31" -> "du 5 janvier au 31"; English's "on" word for word: "sur 22 septembre" -> "le
-# 22 septembre", "sur 25/12/2024" -> "le 25/12/2024"
+# 22 septembre", "sur 25/12/2024" -> "le 25/12/2024", "sur 2024-03-15" -> "le 2024-03-15"
 BEFORE_DATE = re.compile(r"(?<![\w-])(à|À|de|De|sur(?: le)?|Sur(?: le)?)\s+(?=(?:1er|\d{1,2})\s+(?:"
-                         + "|".join(FRENCH_MONTHS) + r")\b|\d{1,2}/\d{1,2}/\d{2,4}(?![\d/]))")
+                         + "|".join(FRENCH_MONTHS) + r")\b|\d{1,2}/\d{1,2}/\d{2,4}(?![\d/])"
+                         r"|\d{4}-\d{2}-\d{2}(?![\d-]))")
 WITH_ARTICLE = {"à": "au ", "À": "Au ", "de": "du ", "De": "Du ", "sur": "le ", "Sur": "Le ", "sur le": "le ",
                 "Sur le": "Le "}
 
@@ -367,7 +417,6 @@ def english_titles(text: str, couples: bool = True) -> str:
 # "les États-Unis", where "UK" and "UN" come out right. A period that also ends the sentence stays: before the end
 # of the text, or before a word that opens sentences ("in the U.K. She ..."); before another capitalized word
 # ("the U.K. Parliament") it is the abbreviation's.
-SENTENCE_OPENERS = "The|A|An|I|He|She|It|We|You|They|This|That|There|But|And|In|On|So|Then"
 DOTTED_ABBREVIATION = re.compile(rf"(?<![\w.])(U\.S\.A|U\.K|U\.S|U\.N|E\.U)\.(?=(\s*$|\s+(?:{SENTENCE_OPENERS})\b)?)")
 
 
@@ -465,7 +514,7 @@ def render_sentence(source: str, translation: str, typography: Typography) -> st
 
     def render(prose: str) -> str:
         prose = render_numbers(english, prose, typography)
-        prose = french_ordinals(french_scales(french_bytes(prose)))
+        prose = french_ordinals(french_scales(french_bytes(french_counts(english, prose))))
         prose = dates_with_article(render_dates(english, prose))
         prose = repair_elisions(prose, typography.elided)
         return french_couples(prose)

@@ -165,8 +165,10 @@ def glued_kept(glued: Sequence[tuple[str, str]], translation: str) -> int:
         digits, ending = re.fullmatch(r"['\u2019]?(\d+)(\w+)", english).groups()
         if re.search(rf"(?<![\d.,]){digits}['\u2019]?{ending}(?!\w)", translation, re.IGNORECASE):
             continue
-        if not re.fullmatch(r"\d+\D+", french) or re.search(rf"(?<![\d.,]){digits}{FRENCH_ORDINAL_MARK}",
-                                                             translation):
+        if french.startswith("années "):  # "Les 2020 ont été" for "The 2020s have been": a year, not a decade
+            kept += re.search(rf"\bannées\s+{digits}(?!\d)", translation, re.IGNORECASE) is not None
+        elif not re.fullmatch(r"\d+\D+", french) or re.search(rf"(?<![\d.,]){digits}{FRENCH_ORDINAL_MARK}",
+                                                               translation):
             kept += 1
     return kept
 

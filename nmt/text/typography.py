@@ -132,13 +132,14 @@ def french_decade(match: re.Match) -> str:
 
 # The article the model writes before a placeholder it takes for a singular noun, where it comes back as a
 # decade (french_decade): "dans la ⦅1⦆" -> "dans la années 1980" -> "dans les années 1980"; "en ⦅1⦆", as a year
-# takes it, is "dans les" before a decade
-SINGULAR_BEFORE_DECADE = re.compile(r"\b(de la|à la|à l['\u2019]|du|au|la|le|de|l['\u2019]|en)\s*(?=années \d)",
+# takes it, is "dans les" before a decade, as is "à ⦅1⦆", the model's "in ⦅1⦆" ("augmenté à années 2010")
+SINGULAR_BEFORE_DECADE = re.compile(r"\b(de la|à la|à l['\u2019]|du|au|la|le|de|l['\u2019]|en|à)\s*(?=années \d)",
                                     re.IGNORECASE)
 
 
 PLURAL_ARTICLES = {"de la": "des", "à la": "aux", "à l'": "aux", "à l\u2019": "aux", "du": "des", "au": "aux",
-                   "la": "les", "le": "les", "de": "des", "l'": "les", "l\u2019": "les", "en": "dans les"}
+                   "la": "les", "le": "les", "de": "des", "l'": "les", "l\u2019": "les", "en": "dans les",
+                   "à": "dans les"}
 
 
 def plural_article(match: re.Match) -> str:
