@@ -55,6 +55,31 @@ def test_xliff_1_2_targets_are_filled_for_review_with_their_inline_elements_and_
     assert again["done"].find(q("target")).get("state") == "translated"
 
 
+def test_the_formats_of_a_unit_s_text_come_back_and_its_count_stands_where_french_puts_it():
+    """"Deleted %d files in %@." came out "Supprimer % des fichiers en %@." and "Hello, %1$s!" "Héllo,1 $ !": a
+    format in the text is a placeholder as a tag is, and a count goes to the model as a number."""
+    english = f'''<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="1.2" xmlns="{NS_12}"><file source-language="en" datatype="plaintext" original="app"><body>
+<trans-unit id="count"><source>Deleted %d files in %@ &amp; <g id="1">{{folder}}</g>.</source></trans-unit>
+<trans-unit id="hello"><source>Hello, %1$s! 100%% sure.</source></trans-unit>
+</body></file></xliff>'''.encode()
+    asked = []
+
+    def french(texts: list[str]) -> list[str]:
+        asked.extend(texts)
+        return ["5 FICHIERS SUPPRIMÉS DANS \u29852\u2986 & \u29853\u2986\u29854\u2986\u29855\u2986."
+                if text.startswith("Deleted") else dropping([text])[0] for text in texts]
+
+    found = units(translate_xliff(english, french), NS_12, "trans-unit")
+    q = lambda name: f"{{{NS_12}}}{name}"  # noqa: E731
+    assert asked[0] == "Deleted 5 files in \u29852\u2986 & \u29853\u2986\u29854\u2986\u29855\u2986."
+    count = found["count"].find(q("target"))
+    assert "".join(count.itertext()) == "%d FICHIERS SUPPRIMÉS DANS %@ & {folder}."
+    assert count.find(q("g")).text == "{folder}"
+    hello = "".join(found["hello"].find(q("target")).itertext())  # dropped by the model: put back where they stood
+    assert hello.count("%1$s") == 1 and hello.count("%%") == 1 and "HELLO" in hello
+
+
 def test_xliff_2_segments_are_filled_and_marked_as_machine_translations():
     french = translate_xliff((FILES / "app-2.0.xlf").read_bytes(), dropping)
     q = lambda name: f"{{{NS_2}}}{name}"  # noqa: E731

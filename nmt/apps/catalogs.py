@@ -29,11 +29,11 @@ from nmt.text.protect import MAX_PLACEHOLDERS, PLACEHOLDER, PLACEHOLDER_PATTERN,
 
 FRENCH_PLURALS = "nplurals=2; plural=(n > 1);"
 
-# What a program fills in or reads in a message: printf's formats (C and Python's %(name)s), brace fields,
+# What a program fills in or reads in a message: printf's formats (C and Python's %(name)s, Apple's %@), brace fields,
 # Qt's %1, markup tags, and any other % before a letter (strftime's %b %Y, glibc's %m: the model wrote "%b" as "% de")
 FORMAT = re.compile(r"%%|%\([\w.]+\)[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]"
                     r"|%(?:\d+\$)?[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?"
-                    r"[diouxXeEfFgGaAcspn]|%L?\d+|\{[\w.\[\]]*(?:![rsa])?(?::[^{}]*)?\}|</?[A-Za-z][^<>]*>|%[A-Za-z]")
+                    r"[diouxXeEfFgGaAcspn@]|%L?\d+|\{[\w.\[\]]*(?:![rsa])?(?::[^{}]*)?\}|</?[A-Za-z][^<>]*>|%[A-Za-z]")
 # A format that a program fills with a count: printf's and Python's integer conversions, Qt's %n, a brace field
 # named as a count or typed d; alone between spaces or punctuation that ends a word (not "%d:%02d", "%d%%")
 COUNT = re.compile(r"(?:%\([\w.]+\)[-+ #0]*\d*|%(?:\d+\$)?[-+ #0']*\d*(?:hh|h|ll|l|L|q|j|z|t)?)[diu]|%n"
@@ -64,7 +64,7 @@ def translate_po(text: str, translate: Callable[[list[str]], list[str]],
             and (options.overwrite or not entry.translated() and "fuzzy" not in entry.flags)]
     messages = [Message.of(entry.msgid, singular=bool(entry.msgid_plural)) for entry in todo]
     plurals = [Message.of(entry.msgid_plural) if entry.msgid_plural else None for entry in todo]
-    found = iter(_translated([message for message in messages + plurals if message], translate))
+    found = iter(counted_translations([message for message in messages + plurals if message], translate))
     french = [message.restored([next(found) for _ in message.pieces()]) for message in messages]
     french_plurals = [plural.restored([next(found) for _ in plural.pieces()]) if plural else None
                       for plural in plurals]
@@ -86,8 +86,9 @@ def translate_po(text: str, translate: Callable[[list[str]], list[str]],
     return catalog.__unicode__()
 
 
-def _translated(messages: list[Message], translate: Callable[[list[str]], list[str]]) -> list[str]:
-    """The translations of every message's pieces, in order, with placeholders where the counts stood: a piece
+def counted_translations(messages: list, translate: Callable[[list[str]], list[str]]) -> list[str]:
+    """The translations of every message's pieces (a Message, or nmt.apps.xliff's Inline: pieces(counted),
+    piece_counts()), in order, with placeholders where the counts stood: a piece
     whose counts' numbers do not each come back once, or that came back as it went ("5 Selected"), is translated
     again with its counts as placeholders."""
     pieces = [piece for message in messages for piece in message.pieces()]
@@ -104,7 +105,8 @@ def _translated(messages: list[Message], translate: Callable[[list[str]], list[s
 def _counts_back(french: str, numbers: dict[str, int]) -> str | None:
     """`french` with each count's number as its placeholder again, or None where one is not there exactly once."""
     for number, placeholder in numbers.items():
-        spots = list(re.finditer(rf"(?<![\w,.]){number}(?!\w|[,.]\d)", french))  # not "1er", "1,5", "15"
+        # not "1er", "1,5", "15", nor a placeholder's "⦅5⦆"
+        spots = list(re.finditer(rf"(?<![\w,.\u2985]){number}(?![\w\u2986]|[,.]\d)", french))
         if len(spots) != 1:
             return None
         french = french[:spots[0].start()] + PLACEHOLDER.format(placeholder) + french[spots[0].end():]
@@ -135,16 +137,14 @@ class Message:
         lines, originals, positions, counts = [], [], [], []
         for line in msgid.split("\n"):
             kept, where, numbers = [], [], {}
-            written = FORMAT.sub(" ", line)  # the numbers the line writes itself, not a format's "%1$d"
-            free = [number for number in (("1",) if singular else STAND_INS)
-                    if not re.search(rf"(?<!\d){number}(?!\d)", written)]
+            free = stand_ins(line, singular)
 
             def placeholder(match: re.Match, kept=kept, where=where, line=line, free=free, numbers=numbers) -> str:
                 if len(kept) == MAX_PLACEHOLDERS:
                     return match.group()
                 kept.append(match.group())
                 where.append(match.start() / max(1, len(line)))
-                if free and _alone(line, match) and COUNT.fullmatch(match.group()):
+                if free and alone(line, match) and COUNT.fullmatch(match.group()):
                     numbers[free.pop(0)] = len(kept)
                 return PLACEHOLDER.format(len(kept))
 
@@ -157,7 +157,7 @@ class Message:
     def pieces(self, counted: bool = True) -> list[str]:
         """The texts the model translates: the lines with words in them, each count as its number (`counted`) or
         as its placeholder."""
-        return [(_with_numbers(line, numbers) if counted else line).strip()
+        return [(with_numbers(line, numbers) if counted else line).strip()
                 for line, numbers in zip(self.lines, self.counts, strict=True) if has_words(line)]
 
     def piece_counts(self) -> list[dict[str, int]]:
@@ -181,14 +181,23 @@ class Message:
         return _with_accelerator(text, self.accelerator) if self.accelerator else text
 
 
-def _alone(line: str, match: re.Match) -> bool:
+def stand_ins(line: str, singular: bool = False) -> list[str]:
+    """The numbers the counts of `line` may go to the model as: STAND_INS (a plural entry's singular: 1) but those
+    the line writes itself (not counting a format's "%1$d")."""
+    written = FORMAT.sub(" ", line)
+    return [number for number in (("1",) if singular else STAND_INS)
+            if not re.search(rf"(?<!\d){number}(?!\d)", written)]
+
+
+def alone(line: str, match: re.Match) -> bool:
     """Whether a format stands as a word: spaces or the line's ends around it, or punctuation then those."""
     before, after = line[:match.start()], line[match.end():]
     return re.search(r"(?:^|\s)[(\[«\"']?$", before) is not None and re.match(r"[)\]»\"'.,;:!?]*(?:\s|$)", after) \
         is not None
 
 
-def _with_numbers(line: str, numbers: dict[str, int]) -> str:
+def with_numbers(line: str, numbers: dict[str, int]) -> str:
+    """`line` with each count's placeholder as the number it goes to the model as."""
     for number, placeholder in numbers.items():
         line = line.replace(PLACEHOLDER.format(placeholder), number)
     return line

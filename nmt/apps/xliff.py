@@ -7,7 +7,8 @@ Each unit's source is kept and its target filled where it has none (or, with `ov
 state="translated" and subState="nmt:machine" (2.x has no state for a translation to review; "initial" would say
 it has none). A unit marked translate="no" is left alone. Inline elements come back where the model puts their
 placeholder: a code element whole (1.2's <ph>, <bpt>, <ept>, <it>, <x/>, <bx/>, <ex/>; 2.x's <ph/>, <sc/>,
-<ec/>), the tags of an element around text apart, its text translated (1.2's <g>, <mrk>; 2.x's <pc>, <mrk>).
+<ec/>), the tags of an element around text apart, its text translated (1.2's <g>, <mrk>; 2.x's <pc>, <mrk>); so
+does a format in the text (printf's, Apple's "%@", brace fields), as in a gettext catalog.
 The file says target-language="fr" (1.2) or trgLang="fr" (2.x); everything else is written back as it was read.
 A file that declares a document type or entities is refused (an entity bomb needs them).
 """
@@ -18,7 +19,16 @@ import html
 import re
 from collections.abc import Callable
 
-from nmt.apps.catalogs import CatalogOptions, has_words
+from nmt.apps.catalogs import (
+    COUNT,
+    FORMAT,
+    CatalogOptions,
+    alone,
+    counted_translations,
+    has_words,
+    stand_ins,
+    with_numbers,
+)
 from nmt.errors import FileRefused
 from nmt.text.protect import MAX_PLACEHOLDERS, PLACEHOLDER, Protected
 
@@ -57,7 +67,7 @@ def translate_xliff(data: bytes, translate: Callable[[list[str]], list[str]],
     todo = [(holder, source, target) for holder, source, target in pairs if source is not None
             and (options.overwrite or target is None or not "".join(target.itertext()).strip())]
     messages = [Inline.of(_inner(source, namespace)) for _, source, _ in todo]
-    found = iter(translate([piece for message in messages for piece in message.pieces()]))
+    found = iter(counted_translations(messages, translate))
     for (holder, source, target), message in zip(todo, messages, strict=True):
         content = message.restored([next(found) for _ in message.pieces()])
         if target is None:  # after its source, indented as it is
@@ -101,29 +111,56 @@ def _fill(target, content: str, namespace: str) -> None:
 
 
 class Inline:
-    """A source's XML as the model is given it: its text unescaped, each inline code element and each tag a
-    placeholder (MAX_PLACEHOLDERS at most: then the rest of the text stays whole)."""
+    """A source's XML as the model is given it: its text unescaped, each inline code element, each tag and each
+    format of the text (nmt.apps.catalogs.FORMAT: "%d", "%1$@", "{count}") a placeholder (MAX_PLACEHOLDERS at most:
+    else the source stays whole). The model wrote "Deleted %d files" as "Supprimer % des fichiers"."""
 
-    def __init__(self, text: str, originals: tuple[str, ...], positions: tuple[float, ...], whole: str | None):
+    def __init__(self, text: str, originals: tuple[str, ...], positions: tuple[float, ...], whole: str | None,
+                 counts: dict[str, int] | None = None):
         self.text, self.originals, self.positions, self.whole = text, originals, positions, whole
+        self.counts = counts or {}  # the number each count goes to the model as: its placeholder (as in catalogs)
 
     @classmethod
     def of(cls, xml: str) -> Inline:
-        tags = list(CODE_ELEMENT.finditer(xml))
-        if len(tags) > MAX_PLACEHOLDERS:  # too many to place: left as it is
-            return cls("", (), (), whole=xml)
-        pieces, originals, positions, last = [], [], [], 0
-        plain_length = max(1, len(CODE_ELEMENT.sub("", xml)))
-        for number, match in enumerate(tags, 1):
-            pieces.append(html.unescape(xml[last:match.start()]) + PLACEHOLDER.format(number))
-            originals.append(match.group())
-            positions.append(len(html.unescape(CODE_ELEMENT.sub("", xml[:match.start()]))) / plain_length)
-            last = match.end()
-        pieces.append(html.unescape(xml[last:]))
-        return cls("".join(pieces), tuple(originals), tuple(positions), whole=None)
+        text_length = max(1, len(html.unescape(CODE_ELEMENT.sub("", xml))))
+        pieces: list[str] = []
+        originals: list[str] = []
+        positions: list[float] = []
+        place = 0  # characters of text before the next piece
+        free, counts = stand_ins(html.unescape(CODE_ELEMENT.sub(" ", xml))), {}
 
-    def pieces(self) -> list[str]:
-        return [self.text.strip()] if self.whole is None and has_words(self.text) else []
+        def text(part: str) -> str:  # a printf or brace format in the text: a placeholder too ("%d", "{count}")
+            plain, kept, last = html.unescape(part), [], 0
+            for match in FORMAT.finditer(plain):
+                originals.append(html.escape(match.group(), quote=False))
+                positions.append((place + match.start()) / text_length)
+                if free and alone(plain, match) and COUNT.fullmatch(match.group()):
+                    counts[free.pop(0)] = len(originals)
+                kept.append(plain[last:match.start()] + PLACEHOLDER.format(len(originals)))
+                last = match.end()
+            return "".join(kept) + plain[last:]
+
+        last = 0
+        for match in CODE_ELEMENT.finditer(xml):
+            pieces.append(text(xml[last:match.start()]))
+            place += len(html.unescape(xml[last:match.start()]))
+            originals.append(match.group())
+            positions.append(place / text_length)
+            pieces.append(PLACEHOLDER.format(len(originals)))
+            last = match.end()
+        pieces.append(text(xml[last:]))
+        if len(originals) > MAX_PLACEHOLDERS:  # too many to place: left as it is
+            return cls("", (), (), whole=xml)
+        return cls("".join(pieces), tuple(originals), tuple(positions), whole=None, counts=counts)
+
+    def pieces(self, counted: bool = True) -> list[str]:
+        """The text the model translates, its counts as numbers (`counted`) or as placeholders."""
+        if self.whole is not None or not has_words(self.text):
+            return []
+        return [(with_numbers(self.text, self.counts) if counted else self.text).strip()]
+
+    def piece_counts(self) -> list[dict[str, int]]:
+        return [self.counts] if self.pieces() else []
 
     def restored(self, translations: list[str]) -> str:
         """The target's XML from the translation of pieces(): its text escaped, its placeholders' originals back
