@@ -279,3 +279,13 @@ def test_words_that_are_also_names_are_not_first_names(sentence):
     """The list leaves out names that are English words a sentence may start with: a translation need not
     keep them."""
     assert protect(sentence).first_names == ()
+
+
+def test_a_program_s_format_in_a_line_is_a_placeholder_a_percentage_is_not():
+    # "Deleted %d files in %s." came out "Supprimer % des fichiers en %.", "{count}" "{counte }"
+    assert protect("Deleted %d files in %s.").text == "Deleted \u29851\u2986 files in \u29852\u2986."
+    assert protect("Hello, %1$s and %(name)s: {count} new, {0:>5}.").text == \
+        "Hello, \u29851\u2986 and \u29852\u2986: \u29853\u2986 new, \u29854\u2986."
+    for prose in ("Save 50% on all items.", "50% d'entre eux", "Up 5%, down 3%.", "A set {1, 2} or {}."):
+        assert protect(prose).text == prose
+    assert protect("Deleted %d files.").restore("Supprimé \u29851\u2986 fichiers.") == "Supprimé %d fichiers."

@@ -70,6 +70,10 @@ CODE = re.compile(r"(?<![\w-])(?:--?[a-z][\w-]*|\d+(?:\.\d+){2,}(?:[\w.-]*\w)?"
 # brackets with it), a dotted name of two letters or more a part (nmt.decoding.translate, config.yaml; not
 # "e.g."), a path (/usr/bin, ~/.config, ./run.sh, C:\Users)
 BACKTICKED = re.compile(r"`[^`\n]+`")
+# A program's format in a message, printf's or a brace field ("Deleted %d files", "Hello, %1$s", "{count} new"):
+# the model wrote "%d files" as "% des fichiers" and "{count}" as "{counte }"; not "50% d'entre eux", "{ }"
+FORMAT_SPEC = re.compile(r"(?<![\w%])%(?:\d+\$|\([\w.]+\))?[-+#0']*\d*(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?"
+                         r"[diouxXeEfFgGcsp@](?!\w)|(?<![\w{])\{(?:\d+|[A-Za-z_]\w*)(?:[.:!][^{}\s]*)?\}(?!\})")
 IDENTIFIER = re.compile(r"(?<![\w.-])(?:[A-Za-z_]\w*(?:\.[A-Za-z_]\w+)+|[A-Za-z_]\w*_\w+|[a-z]+[A-Z]\w*"
                         r"|[A-Z][a-z\d]+(?:[A-Z][a-z\d]*)+)(?:\(\))?(?![\w-])")
 PATH = re.compile(r"(?<![\w/.])(?:~|\.{1,2})?/[\w.-]*\w(?:/[\w.-]*\w)*/?(?![\w/])|(?<!\w)[A-Za-z]:\\[\w.\\-]*\w")
@@ -140,10 +144,10 @@ def verbatim_spans(text: str, numbers: bool = True, glued: bool = False) -> list
     with `glued`, it is one like any other (its letters kept English behind the placeholder)."""
     spans: list[tuple[int, int]] = []
     left_to_model = [] if glued else [match.span() for match in NUMBER_WITH_WORD.finditer(text)]
-    patterns = (URL, EMAIL, BACKTICKED, PATH, IDENTIFIER, CODE) + ((NUMBER,) if numbers else ())
+    patterns = (URL, EMAIL, BACKTICKED, PATH, FORMAT_SPEC, IDENTIFIER, CODE) + ((NUMBER,) if numbers else ())
     for pattern in patterns:
         for match in pattern.finditer(text):
-            if not overlaps(match.span(), spans) and (pattern in (URL, EMAIL, BACKTICKED, PATH)
+            if not overlaps(match.span(), spans) and (pattern in (URL, EMAIL, BACKTICKED, PATH, FORMAT_SPEC)
                                                       or not overlaps(match.span(), left_to_model)):
                 spans.append(match.span())
     spans.extend(span for span in emoji_runs(text) if not overlaps(span, spans))
