@@ -13,9 +13,9 @@ translation, however the model grouped it, and written the French way; so is an 
 written: a version ("2.5.1"), a score ("3-1"), a code (those are behind placeholders: nmt.text.protect), a date
 in digits whose order is unknown (3/4/2025 is March or April: flagged by nmt.decoding.translate); one whose day
 shows it goes to the model day first (day_first_dates: "12/25/2024" -> "25/12/2024"), an abbreviated month
-written out (english_months: "Dec. 24" -> "December 24"). Then French spacing: a
-no-break space inside « » and before ":", a narrow one before ";", "!" and "?" (fr-CA: none there), and elisions
-the model left out ("le ordinateur" -> "l'ordinateur", "de les" -> "des").
+written out (english_months: "Dec. 24" -> "December 24"). Then French spacing: a no-break space inside « » and
+before ":", a narrow one before ";", "!" and "?" (fr-CA: none there), and elisions the model left out ("le
+ordinateur" -> "l'ordinateur", "de les" -> "des").
 
 `Typography("none")` changes nothing: the model's own text. Links, addresses and codes of the source are never
 touched, wherever they stand in the translation.
