@@ -32,7 +32,6 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from nmt.text.names import TITLED_PERSON, first_name_spans, french_titled, name_spans, titled_name_spans
 from nmt.text.typography import (
@@ -48,9 +47,6 @@ from nmt.text.typography import (
     french_unit,
     plural_article,
 )
-
-if TYPE_CHECKING:
-    pass
 
 PLACEHOLDER = "\u2985{}\u2986"  # ⦅1⦆: white parentheses, which ordinary text does not use
 MAX_PLACEHOLDERS = 9
