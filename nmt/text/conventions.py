@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from nmt.text.names import NAME_WORDS, couples_written_out
 from nmt.text.protect import BACKTICKED, EMAIL, PATH, URL, verbatim_spans
-from nmt.text.typography import FRENCH_BYTES
+from nmt.text.typography import ENGLISH_MONTHS, FRENCH_BYTES, SHORT_MONTHS
 
 TYPOGRAPHIES = ("fr", "fr-CA", "none")
 APOSTROPHES = ("keep", "straight", "curly")
@@ -149,7 +149,8 @@ def french_scales(text: str) -> str:
 TIMES_MORE = re.compile(r"(?<![\w,.])(\d+(?:,\d+)?)\s?[x×]\s+(?=(?:plus|moins|mieux|autant)\b)")
 # A range of counts before a word ("5-10 minutes", at most 3 digits, the first the smaller and not 0: not a score
 # "3-1", "lost 0-1", "a 1-2 defeat", a year "2010-2012" nor a telephone number), which French writes "5 à 10 minutes"
-COUNT_RANGE = re.compile(r"(?<![\w,.\-–/])([1-9]\d{0,2})\s?[-–]\s?(\d{1,3})(?=\s+([^\W\d_]+))")
+RANGE_START = r"(?<![\w,.\-–/])"  # not inside a longer number, a date or another range
+COUNT_RANGE = re.compile(RANGE_START + r"([1-9]\d{0,2})\s?[-–]\s?(\d{1,3})(?=\s+([^\W\d_]+))")
 NOT_COUNTED = {"in", "at", "on", "to", "for", "with", "and", "or", "the", "a", "an", "by", "from", "of", "after",
                "before", "against", "win", "wins", "victory", "defeat", "loss", "lead", "draw", "vote", "votes",
                "home", "away", "score", "scoreline", "decision", "majority", "ruling", "split"}
@@ -162,7 +163,7 @@ def french_counts(source: str, translation: str) -> str:
     translation = TIMES_MORE.sub(r"\1 fois ", translation)
     for low, high in {(int(a), int(b)) for a, b, word in COUNT_RANGE.findall(source)
                       if int(a) < int(b) and word.lower() not in NOT_COUNTED}:
-        translation = re.sub(rf"(?<![\w,.\-–/]){low}\s?[-–]\s?{high}(?=\s+[^\W\d_])", f"{low} à {high}", translation)
+        translation = re.sub(rf"{RANGE_START}{low}\s?[-–]\s?{high}(?=\s+[^\W\d_])", f"{low} à {high}", translation)
     if ROUND_THE_CLOCK.search(source):
         translation = ROUND_THE_CLOCK.sub(f"24{NBSP}h/24, 7{NBSP}j/7", translation)
     return translation
@@ -242,8 +243,7 @@ FRENCH_MONTHS = ("janvier", "février", "mars", "avril", "mai", "juin", "juillet
                  "novembre", "décembre")
 MONTH_NAMES = {**{name.lower(): i for i, name in enumerate(MONTHS)},
                **{name.lower()[:3]: i for i, name in enumerate(MONTHS)}, "sept": 8}
-ENGLISH_MONTH = r"(January|February|March|April|May|June|July|August|September|October|November|December" \
-                r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\.?"
+ENGLISH_MONTH = rf"({ENGLISH_MONTHS})\.?"
 DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 YEAR = r"(\d{4})"
 # March 3, 2025 / March 3rd / March 3 2025
@@ -291,7 +291,7 @@ def dates_of_unknown_order(source: str) -> list[str]:
 SENTENCE_OPENERS = "The|A|An|I|He|She|It|We|You|They|This|That|There|But|And|In|On|So|Then"
 
 # A month abbreviated in a date: "Dec. 24", "Dec 24th", "24 Dec. 2025", "the 3rd of Sept."
-SHORT_MONTH = r"(Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)(\.?)"
+SHORT_MONTH = rf"({SHORT_MONTHS})(\.?)"
 SHORT_MONTH_FIRST = re.compile(rf"(?<![\w.]){SHORT_MONTH}(?=\s+\d{{1,2}}(?:st|nd|rd|th)?(?![\w:.,]\d|\d))")
 SHORT_MONTH_AFTER_DAY = re.compile(rf"(?<![\w.,])(\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?){SHORT_MONTH}(?!\w)"
                                    rf"(?=(\s*$|\s+(?:{SENTENCE_OPENERS})\b)?)")

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import re
 
+# An English month's name, in full or abbreviated ("May" never is)
+SHORT_MONTHS = "Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec"
+ENGLISH_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December|" \
+    + SHORT_MONTHS
 # a month's name before an ordinal ("May 3rd") or after it ("the 3rd of May"): a date, not a rank
-MONTH = (r"(?:January|February|March|April|May|June|July|August|September|October|November|December"
-         r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)")
+MONTH = f"(?:{ENGLISH_MONTHS})"
 MONTH_BEFORE = re.compile(MONTH + r"\.?\s+(?:the\s+)?(?:\d+(?:st|nd|rd|th)?\s*(?:,|&|and|to|-)\s*(?:the\s+)?)*$")
 MONTH_AFTER = re.compile(r"\s+(?:of\s+)?" + MONTH + r"\b")
 
