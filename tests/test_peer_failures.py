@@ -119,3 +119,28 @@ def test_a_join_that_times_out_names_the_join_s_timeout(tmp_path):
     last = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 1 and last.startswith("error: rank 0: the other ranks did not join within "
                                                       "--join-timeout 0.05 minutes"), result.stderr[-2000:]
+
+
+@pytest.mark.slow  # a torch import and 3 s of waits
+def test_a_wait_past_the_collectives_timeout_ends_the_process_in_one_line():
+    """The watch behind --dist-timeout (CollectiveWatch): a nested wait counts from the outermost one, a wait
+    that ended in time stops no one, and one past the timeout ends the process with one line and exit 1."""
+    import subprocess
+    import sys
+
+    program = ("import time\n"
+               "from nmt.training.distributed import CollectiveWatch\n"
+               "watch = CollectiveWatch(3, 0.02)\n"  # 1.2 s
+               "with watch.waiting():\n"
+               "    time.sleep(0.1)\n"
+               "time.sleep(1.5)\n"
+               "print('answered in time', flush=True)\n"
+               "with watch.waiting():\n"
+               "    with watch.waiting():\n"
+               "        pass\n"  # leaves the outer wait timed
+               "    time.sleep(30)\n"
+               "print('not reached', flush=True)\n")
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and result.stdout == "answered in time\n", result.stderr[-2000:]
+    assert result.stderr == ("error: rank 3: the other ranks did not answer within --dist-timeout 0.02 minutes "
+                             "(one failed or hangs; its log says why)\n")

@@ -922,6 +922,38 @@ def test_a_rank_that_fails_before_the_join_stops_the_others_within_seconds(tmp_p
     assert not list((tmp_path / "cache0").glob("*.tmp-*")) and not list((tmp_path / "cache0").glob("*.claim"))
 
 
+@pytest.mark.slow  # two torchrun launches, a few seconds of a stopped rank
+def test_a_rank_that_hangs_mid_run_stops_the_others_after_dist_timeout_in_one_line(tmp_path):
+    """Issue 81: a machine that hangs after the join (here: node 1's worker stopped with SIGSTOP) must end
+    the others after --dist-timeout with one line naming that option, whatever the backend: NCCL's own
+    watchdog aborts the process with pages of C++ instead, and gloo's timeout surfaced inside DDP's backward
+    as a RuntimeError's traceback."""
+    nodes = launch_nodes(tmp_path / "run", (tmp_path / "cache0", tmp_path / "cache1"),
+                         (tmp_path / "tmp0", tmp_path / "tmp1"), 100_000, "--dist-timeout", "0.05")
+    try:
+        deadline = time.monotonic() + 180
+        while not ((tmp_path / "run" / "metrics.jsonl").exists() and len(logged_losses(tmp_path / "run")) >= 3):
+            assert time.monotonic() < deadline and all(node.poll() is None for node in nodes), \
+                "".join(node.stderr.read()[-2000:] for node in nodes if node.poll() is not None)
+            time.sleep(0.2)
+        workers = subprocess.run(["pgrep", "-P", str(nodes[1].pid)], capture_output=True, text=True).stdout.split()
+        assert len(workers) == 1
+        os.kill(int(workers[0]), signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        code = nodes[0].wait(timeout=120)
+        waited = time.monotonic() - stopped_at
+        os.kill(int(workers[0]), signal.SIGCONT)
+    finally:
+        for node in nodes:
+            node.kill()
+    error = nodes[0].stderr.read()
+    lines = [line for line in error.splitlines() if line.startswith("error: rank 0: ")]
+    assert code != 0 and waited >= 3 and len(lines) == 1, error[-3000:]
+    assert "did not answer within --dist-timeout 0.05 minutes" in lines[0], error[-3000:]
+    ours = error[:error.index(lines[0])]  # torchrun's agent reports the failure after, in its own way
+    assert "Traceback" not in ours and "terminate called" not in ours, error[-3000:]
+
+
 def test_an_update_weighs_every_target_token_alike_whichever_batch_it_is_in(tmp_path):
     """The paper's and fairseq's normalization: an update's gradient is that of the loss summed over its
     target tokens over their number. Two batches of very different sizes accumulated give the gradient of

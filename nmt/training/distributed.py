@@ -11,6 +11,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,7 @@ class Distributed:
     rank: int = 0
     world_size: int = 1
     group: object = None  # every rank, with the collectives' timeout (the default group has the join's)
+    watch: CollectiveWatch | None = None  # ends this process in one line when the others stop answering
 
     @property
     def is_main(self) -> bool:
@@ -41,8 +44,9 @@ class Distributed:
                          join_minutes: float = 360) -> Distributed:
         """Join the process group torchrun describes (NCCL on CUDA, gloo on a CPU, or `backend`), with
         `timeout_minutes` for any collective to wait (the ranks wait at barriers for rank 0's validation and
-        checkpoints). NCCL takes one GPU a process: more processes on a machine than GPUs is refused. A lone
-        process under torchrun joins only where `backend` is given (to try the backend and DDP on one GPU)."""
+        checkpoints): a CollectiveWatch's, the group's own a little later. NCCL takes one GPU a process: more
+        processes on a machine than GPUs is refused. A lone process under torchrun joins only where `backend` is
+        given (to try the backend and DDP on one GPU)."""
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         if world_size == 1 and (backend is None or "MASTER_ADDR" not in os.environ):
             return cls(device)
@@ -62,9 +66,13 @@ class Distributed:
             # `timeout_minutes`.
             dist.init_process_group(backend=backend, timeout=datetime.timedelta(minutes=join_minutes),
                                     device_id=device if backend == "nccl" else None)
-        group = dist.new_group(timeout=datetime.timedelta(minutes=timeout_minutes), backend=backend)
+        group = dist.new_group(timeout=datetime.timedelta(minutes=timeout_minutes + WATCH_LEAD), backend=backend)
         log.info("joined the process group: rank %d of %d, %s on %s", dist.get_rank(), world_size, backend, device)
-        return cls(device, dist.get_rank(), world_size, group)
+        return cls(device, dist.get_rank(), world_size, group, CollectiveWatch(dist.get_rank(), timeout_minutes))
+
+    def waiting(self):
+        """Around anything that waits for the other ranks (a collective, an update with DDP's all-reduce)."""
+        return self.watch.waiting() if self.watch is not None else nullcontext()
 
     def close(self) -> None:
         """Leave the process group (at every exit: a group torn down by the interpreter's exit can abort)."""
@@ -80,15 +88,17 @@ class Distributed:
         if self.world_size == 1:
             return int(flag)
         tensor = torch.tensor([int(flag)], device=self.device)
-        torch.distributed.all_reduce(tensor, group=self.group)
-        return int(tensor.item())
+        with self.waiting():  # on NCCL, the wait is in the host sync (item)
+            torch.distributed.all_reduce(tensor, group=self.group)
+            return int(tensor.item())
 
     def gathered(self, value) -> list:
         """Every rank's `value` (a picklable object), in rank order, on every rank."""
         if self.world_size == 1:
             return [value]
         values = [None] * self.world_size
-        torch.distributed.all_gather_object(values, value, group=self.group)
+        with self.waiting():
+            torch.distributed.all_gather_object(values, value, group=self.group)
         return values
 
     def from_main(self, value):
@@ -96,8 +106,60 @@ class Distributed:
         if self.world_size == 1:
             return value
         holder = [value]
-        torch.distributed.broadcast_object_list(holder, src=0, group=self.group, device=self.device)
+        with self.waiting():
+            torch.distributed.broadcast_object_list(holder, src=0, group=self.group, device=self.device)
         return holder[0]
+
+
+def unanswered(rank: int, minutes: float) -> str:
+    """The line a rank ends with when the others stopped answering after the join."""
+    return (f"rank {rank}: the other ranks did not answer within --dist-timeout {minutes:g} minutes (one failed "
+            "or hangs; its log says why)")
+
+
+WATCH_LEAD = 1.0  # minutes: the process group's own timeout comes this long after the watch's
+
+
+class CollectiveWatch:
+    """A rank whose collective waits past the process group's timeout is ended by the backend in its own way:
+    NCCL's watchdog aborts the process with pages of C++, gloo raises inside DDP's backward a RuntimeError
+    that names a C++ file. So every wait on the other ranks (an update: DDP's all-reduce and the update's host
+    sync; Distributed's collectives) is timed by a thread of this process, which after `minutes` prints one
+    line and exits 1, before the group's own timeout (WATCH_LEAD later); torchrun's agents end the rest.
+
+        with watch.waiting():   # nested waits count from the outermost
+            torch.distributed.all_reduce(flags, group=group)"""
+
+    def __init__(self, rank: int, minutes: float):
+        self.rank, self.seconds = rank, 60 * minutes
+        self.poll = min(5.0, self.seconds / 4)
+        self._since: float | None = None  # time.monotonic() at the outermost wait's start; None when not waiting
+        self._depth = 0
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._watch, name="nmt-collective-watch", daemon=True)
+            self._thread.start()
+        if self._depth == 0:
+            self._since = time.monotonic()
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self._since = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.poll)
+            since = self._since
+            if since is not None and time.monotonic() - since > self.seconds:
+                sys.stderr.write(f"error: {unanswered(self.rank, self.seconds / 60)}\n")
+                sys.stderr.flush()
+                os._exit(1)
 
 
 def check_gpus_per_process(processes: int, visible: int) -> None:

@@ -344,7 +344,8 @@ class Loop:
                 for group in groups:
                     if self.finished():
                         break
-                    loss, n_tokens, flops, stepped = self.update(group)
+                    with self.dist.waiting():  # for the other ranks, in DDP's all-reduce and the host sync
+                        loss, n_tokens, flops, stepped = self.update(group)
                     s["batch_in_epoch"] += 1
                     if not stepped:
                         s["skipped"] = s.get("skipped", 0) + 1

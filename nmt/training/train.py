@@ -48,6 +48,7 @@ from nmt.training.distributed import (
     lock_run_folder,
     training_device,
     training_precision,
+    unanswered,
 )
 from nmt.training.loop import EpochBatches, Loop, MovingAverage, to_random_state, tokenized_pairs
 from nmt.training.schedule import REWARM, decay_end, paper_peak_lr, rate_factor
@@ -144,9 +145,7 @@ class Trainer:
                 raise NmtError(f"rank {self.dist_rank}: the other ranks did not join within --join-timeout "
                                f"{self.config.join_timeout:g} minutes (one was not started, or hangs before "
                                f"joining; its log says why): {first}") from None
-            raise NmtError(f"rank {self.dist.rank}: the other ranks did not answer within --dist-timeout "
-                           f"{self.config.dist_timeout:g} minutes (one failed or hangs; its log says why): "
-                           f"{first}") from None
+            raise NmtError(f"{unanswered(self.dist.rank, self.config.dist_timeout)}: {first}") from None
         except BaseException as exc:
             if watch is None or self.dist.world_size > 1:  # joined: the process group tells the others
                 raise
@@ -228,9 +227,10 @@ class Trainer:
         self.agreed_elapsed = state["elapsed"]
         wrapped = TranslationLoss(model, config.label_smoothing, compiled=config.compile)
         if self.dist.group is not None:
-            wrapped = torch.nn.parallel.DistributedDataParallel(  # the model's buffers are constants: no broadcast
-                wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                broadcast_buffers=False, process_group=self.dist.group)
+            with self.dist.waiting():  # the model's buffers are constants: no broadcast
+                wrapped = torch.nn.parallel.DistributedDataParallel(
+                    wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                    broadcast_buffers=False, process_group=self.dist.group)
         if self.dist.is_main:
             import yaml
 
