@@ -198,14 +198,24 @@ def render_numbers(source: str, translation: str, typography: Typography) -> str
 
 # A name or word before a number with a decimal point that makes it a version: "Python 3.13", "version 2.1", "v1.5"
 VERSION_BEFORE = re.compile(r"(?:\b[A-Z][\w+#-]*|\b(?:[Vv]ersion|[Rr]elease|v)) ?$")
+# A word before a number with a decimal point that makes it a part of a text, which French numbers with a point
+# too ("la section 4.2", not "4,2": a decimal): "section 4.2", "see figures 3.1 and 3.2", "§ 5.1"
+SECTION_BEFORE = re.compile(
+    r"(?:\b(?:[Ss]ection|[Cc]hapter|[Ff]igure|[Ff]ig\.|[Tt]able|[Ss]tep|[Pp]aragraph|[Pp]art|[Aa]rticle|[Aa]ppendix|"
+    r"[Aa]nnex|[Cc]lause|[Rr]ule|[Ee]xercise|[Ll]esson|[Ee]quation|[Ee]q\.|[Tt]heorem|[Ll]emma|[Ee]xample|"
+    r"[Ll]isting|[Ff]ootnote|[Ii]tem)s?|§§?)"
+    r" ?(?:\d+(?:\.\d+)+(?:, | and | or | to | through |-|–))*$")
 
 
 def is_version(match: re.Match) -> bool:
-    """Whether GROUPED_NUMBER's `match` is a version rather than a number with decimals."""
+    """Whether GROUPED_NUMBER's `match` is a version or a section's number rather than a number with decimals."""
     before = match.string[:match.start()]
+    if "," in match.group(1):
+        return False
+    if SECTION_BEFORE.search(before):
+        return True
     word = re.search(r"(\w+) ?$", before)
-    return ("," not in match.group(1) and VERSION_BEFORE.search(before) is not None
-            and not (word and word.group(1) in MONTHS))
+    return VERSION_BEFORE.search(before) is not None and not (word and word.group(1) in MONTHS)
 
 
 def render_amount(match: re.Match, translation: str, typography: Typography) -> str:
