@@ -98,6 +98,23 @@ def test_an_abbreviated_month_of_a_date_goes_to_the_model_written_out():
         assert english_months(unchanged) == unchanged
 
 
+def test_a_schedule_s_ranges_and_abbreviated_days_go_to_the_model_written_out():
+    # "Mon–Fri, 9 am–5 pm" came out "Mono-Fri", "Monday–Friday" "Lundi" (Friday lost), "closed Sun." "fermé le soleil"
+    from nmt.text.conventions import english_days_and_hours
+
+    assert english_days_and_hours("Mon–Fri, 9 am–5 pm") == "Monday to Friday, from 9 am to 5 pm"
+    assert english_days_and_hours("Open Mon.-Sat. 10:00-18:00, closed Sun. Call us.") == \
+        "Open Monday to Saturday from 10:00 to 18:00, closed Sunday. Call us."
+    assert english_days_and_hours("The meeting is on Tue., March 4.") == "The meeting is on Tuesday, March 4."
+    assert english_days_and_hours("Wed 12/3 at 9am") == "Wednesday 12/3 at 9am"
+    assert english_days_and_hours("We met between 9am-11am, at 3:15-3:45.") == \
+        "We met between 9am and 11am, from 3:15 to 3:45."
+    for unchanged in ("He sat down on Sun Street.", "The Sun rose. Sat on it.", "I wed her in June.",
+                      "It ended 2-1.", "Call 555-1234.", "The 9-5 grind", "Monday to Friday, 9 am to 5 pm",
+                      "Read John 3:16-18."):
+        assert english_days_and_hours(unchanged) == unchanged
+
+
 def test_country_abbreviations_go_to_the_model_without_periods_a_sentence_s_own_period_kept():
     # "U.K." came out "l'ONU" and "U.N." "les États-Unis"; "UK" and "UN" come out right
     from nmt.text.conventions import english_abbreviations

@@ -49,6 +49,7 @@ from nmt.text.conventions import (
     dates_of_unknown_order,
     day_first_dates,
     english_abbreviations,
+    english_days_and_hours,
     english_months,
     english_titles,
     punctuate,
@@ -291,10 +292,11 @@ class Translator:
 
     @staticmethod
     def _as_the_model_knows(line: str, strict: bool = False) -> str:
-        """An English line with its abbreviated months, titles, couples, country abbreviations and month-first dates
-        in digits written as the model translates them right (nmt.text.conventions); in the retry (strict), a
-        couple stays as written, for one placeholder to hold it."""
-        return day_first_dates(english_abbreviations(english_titles(english_months(line), couples=not strict)))
+        """An English line with its abbreviated months and days, ranges of days and hours, titles, couples, country
+        abbreviations and month-first dates in digits written as the model translates them right
+        (nmt.text.conventions); in the retry (strict), a couple stays as written, for one placeholder to hold it."""
+        line = english_days_and_hours(english_months(line))
+        return day_first_dates(english_abbreviations(english_titles(line, couples=not strict)))
 
     def _unit(self, text: str, strict: bool = False) -> Unit:
         """`text` in sentence case if it is in capitals, with its entities behind placeholders where the model

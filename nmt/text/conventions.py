@@ -320,6 +320,81 @@ def english_months(english: str) -> str:
                                      + ("." if match.group(3) and match.group(4) is not None else ""), english)
 
 
+# ---- days and hours ----------------------------------------------------------------------------------------
+
+DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+FRENCH_DAYS = ("lundi", "mardi", "mercredi", "jeudi", "vendredi", "samedi", "dimanche")
+SHORT_DAY_NAMES = {"mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3, "thurs": 3, "fri": 4, "sat": 5,
+                   "sun": 6}
+SHORT_DAY = r"(?:Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)"
+ANY_DAY = rf"(?:{'|'.join(DAYS)}|{SHORT_DAY}\.?)"
+# Opening hours: the model read "Mon–Fri" as "Mono-Fri", lost a day of "Monday–Friday" ("Lundi, 9 h 17 h") and
+# took "closed Sun." for the sun; "Monday to Friday" it translates. So a range of days or of times goes to the
+# model with "to" for its dash, and abbreviated days written out where the line is a schedule (a range of days,
+# or a day before a date or a time: "Sat 10am", "Tue., March 4"); "Sat", "Sun", "Wed" elsewhere are words.
+DAY_RANGE = re.compile(rf"(?<![\w.])({ANY_DAY})(\s?[-\u2013\u2014]\s?|\s(?:to|through|thru|until)\s)({ANY_DAY})(?!\w)")
+DAY_BEFORE_DATE = re.compile(rf"(?<![\w.]){SHORT_DAY}\.?,?\s(?:\d|(?:{ENGLISH_MONTHS})\b)")
+SHORT_DAY_WORD = re.compile(rf"(?<![\w.])({SHORT_DAY})(\.?)(?!\w)(?=(\s*$|\s+(?!(?:{ENGLISH_MONTHS}|{ANY_DAY})\b)[A-Z]"
+                            r")?)")
+HOUR = r"\d{1,2}(?:[:.][0-5]\d)?\s?[ap]\.?\s?m\.?|\d{1,2}:[0-5]\d"
+HOUR_RANGE = re.compile(rf"(?<![\w:.])(from\s+|between\s+|at\s+)?({HOUR})\s?[-\u2013\u2014]\s?({HOUR})(?![\w:])",
+                        re.IGNORECASE)
+
+
+def english_days_and_hours(english: str) -> str:
+    """`english` with its ranges of days and hours written with "to" ("Mon–Fri, 9 am–5 pm" -> "Monday to Friday,
+    from 9 am to 5 pm") and, in a schedule, its abbreviated days written out; a period that also ends the
+    sentence stays ("closed Sun." -> "closed Sunday.")."""
+    if DAY_RANGE.search(english) or DAY_BEFORE_DATE.search(english):
+        english = SHORT_DAY_WORD.sub(lambda match: DAYS[SHORT_DAY_NAMES[match.group(1).lower()]]
+                                     + ("." if match.group(2) and match.group(3) is not None else ""), english)
+    english = DAY_RANGE.sub(lambda match: f"{match.group(1)} to {match.group(3)}"
+                            if match.group(2).strip() in "-\u2013\u2014" else match.group(), english)
+
+    def hours(match: re.Match) -> str:
+        first, last = match.group(2), match.group(3)
+        if any(int(re.match(r"\d+", hour).group()) > 23 for hour in (first, last)):
+            return match.group()
+        if match.group(1) and match.group(1).lower().startswith("between"):
+            return f"{match.group(1)}{first} and {last}"
+        opening = match.group(1) if match.group(1) and match.group(1).lower().startswith("from") else "from "
+        return f"{opening}{first} to {last}"
+
+    return HOUR_RANGE.sub(hours, english)
+
+
+FRENCH_DAY = "|".join(FRENCH_DAYS)
+FRENCH_DAY_RANGE = re.compile(rf"(?<![\w'’])(?:(du|de|le)\s)?({FRENCH_DAY})\s(?:à|au|jusqu['’]au)\s(?:le\s)?"
+                              rf"({FRENCH_DAY})(?!\w)", re.IGNORECASE)
+FRENCH_HOUR = r"\d{1,2}[ \u00a0\u202f]h(?:[ \u00a0\u202f]\d{2})?"
+FRENCH_HOUR_RANGE = re.compile(rf"(?<![\w'’])(?:(de|à|dès)\s)?({FRENCH_HOUR})\s?(?:à|-|\u2013)\s?({FRENCH_HOUR})"
+                               r"(?![\w])", re.IGNORECASE)
+ENGLISH_HOUR_RANGE = re.compile(rf"(?<![\w:.])(?:{HOUR})(?:\s?[-\u2013\u2014]\s?|\s(?:to|and)\s)(?:{HOUR})(?![\w:])",
+                                re.IGNORECASE)
+
+
+def french_days_and_hours(english: str, translation: str) -> str:
+    """`translation` with the ranges of days and hours of `english` as French writes a schedule: "lundi à
+    vendredi" -> "du lundi au vendredi", "9 h à 17 h" -> "de 9 h à 17 h"."""
+    if DAY_RANGE.search(english):
+
+        def days(match: re.Match) -> str:
+            capital = match.start() == 0 and match.group()[0].isupper()
+            written = f"du {match.group(2).lower()} au {match.group(3).lower()}"
+            return written[0].upper() + written[1:] if capital else written
+
+        translation = FRENCH_DAY_RANGE.sub(days, translation)
+    if ENGLISH_HOUR_RANGE.search(english):
+
+        def hours(match: re.Match) -> str:
+            capital = match.start() == 0 and match.group()[0].isupper()
+            written = f"de {match.group(2)} à {match.group(3)}"
+            return written[0].upper() + written[1:] if capital else written
+
+        translation = FRENCH_HOUR_RANGE.sub(hours, translation)
+    return translation
+
+
 def day_first_dates(english: str) -> str:
     """`english` with its dates in digits written month first for sure written day first, as French reads them
     (the model copies them): "12/25/2024" -> "25/12/2024"."""
@@ -526,6 +601,7 @@ def render_sentence(source: str, translation: str, typography: Typography) -> st
         prose = render_numbers(english, prose, typography)
         prose = french_ordinals(french_scales(french_bytes(french_counts(english, prose))))
         prose = dates_with_article(render_dates(english, prose))
+        prose = french_days_and_hours(english, prose)
         prose = repair_elisions(prose, typography.elided)
         return french_couples(prose)
 
