@@ -115,6 +115,18 @@ def test_a_schedule_s_ranges_and_abbreviated_days_go_to_the_model_written_out():
         assert english_days_and_hours(unchanged) == unchanged
 
 
+def test_abbreviated_hours_minutes_and_seconds_go_to_the_model_written_out():
+    # "Batteries last up to 10 hrs." came out "jusqu'à 10 hrs", "20 mins" "20 mins"
+    from nmt.text.conventions import english_durations
+
+    assert english_durations("Batteries last up to 10 hrs.") == "Batteries last up to 10 hours."
+    assert english_durations("Takes 1 hr, maybe 2 hrs. Then 30 secs!") == \
+        "Takes 1 hour, maybe 2 hours. Then 30 seconds!"
+    assert english_durations("10 hrs. per day, 5mins each") == "10 hours per day, 5 minutes each"
+    for unchanged in ("The HRS team", "5 min", "He hrs 5", "10 mins2"):
+        assert english_durations(unchanged) == unchanged
+
+
 def test_country_abbreviations_go_to_the_model_without_periods_a_sentence_s_own_period_kept():
     # "U.K." came out "l'ONU" and "U.N." "les États-Unis"; "UK" and "UN" come out right
     from nmt.text.conventions import english_abbreviations

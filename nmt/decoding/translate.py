@@ -50,6 +50,7 @@ from nmt.text.conventions import (
     day_first_dates,
     english_abbreviations,
     english_days_and_hours,
+    english_durations,
     english_months,
     english_titles,
     punctuate,
@@ -292,10 +293,10 @@ class Translator:
 
     @staticmethod
     def _as_the_model_knows(line: str, strict: bool = False) -> str:
-        """An English line with its abbreviated months and days, ranges of days and hours, titles, couples, country
-        abbreviations and month-first dates in digits written as the model translates them right
+        """An English line with its abbreviated months, days and durations, ranges of days and hours, titles,
+        couples, country abbreviations and month-first dates in digits written as the model translates them right
         (nmt.text.conventions); in the retry (strict), a couple stays as written, for one placeholder to hold it."""
-        line = english_days_and_hours(english_months(line))
+        line = english_durations(english_days_and_hours(english_months(line)))
         return day_first_dates(english_abbreviations(english_titles(line, couples=not strict)))
 
     def _unit(self, text: str, strict: bool = False) -> Unit:

@@ -198,6 +198,10 @@ def render_numbers(source: str, translation: str, typography: Typography) -> str
 
 # A name or word before a number with a decimal point that makes it a version: "Python 3.13", "version 2.1", "v1.5"
 VERSION_BEFORE = re.compile(r"(?:\b[A-Z][\w+#-]*|\b(?:[Vv]ersion|[Rr]elease|v)) ?$")
+# Capitalized words before a number that opens a sentence with a quantity, not a name with its version: "Rated
+# 4.5 out of 5", "About 2.5 million", "Over 3.5 billion" (and any word in -ed or -ly: "Priced", "Nearly")
+QUANTITY_WORDS = frozenset("about around almost approximately over under only just some up down at least more less "
+                           "than nearly roughly costs weighs measures scored ranked".split())
 # A word before a number with a decimal point that makes it a part of a text, which French numbers with a point
 # too ("la section 4.2", not "4,2": a decimal): "section 4.2", "see figures 3.1 and 3.2", "§ 5.1"
 SECTION_BEFORE = re.compile(
@@ -215,7 +219,10 @@ def is_version(match: re.Match) -> bool:
     if SECTION_BEFORE.search(before):
         return True
     word = re.search(r"(\w+) ?$", before)
-    return VERSION_BEFORE.search(before) is not None and not (word and word.group(1) in MONTHS)
+    if word and (word.group(1) in MONTHS or word.group(1).lower() in QUANTITY_WORDS
+                 or word.group(1).lower().endswith(("ed", "ly"))):
+        return False
+    return VERSION_BEFORE.search(before) is not None
 
 
 def render_amount(match: re.Match, translation: str, typography: Typography) -> str:
@@ -361,6 +368,26 @@ def english_days_and_hours(english: str) -> str:
         return f"{opening}{first} to {last}"
 
     return HOUR_RANGE.sub(hours, english)
+
+
+# Hours, minutes and seconds abbreviated after a number, which the model copied ("10 hrs", "20 mins"): written out
+DURATION_ABBREVIATION = re.compile(r"(?<=\d)(\s?)(hrs?|mins|secs)\.?(?=[\s,;:!?)]|\.?$|\.\s)", re.IGNORECASE)
+DURATION_WORDS = {"hr": "hour", "hrs": "hours", "mins": "minutes", "secs": "seconds"}
+
+
+def english_durations(english: str) -> str:
+    """`english` with "hrs", "mins" and "secs" after a number written out ("10 hrs" -> "10 hours"); a period
+    that ends the sentence stays."""
+
+    def written(match: re.Match) -> str:
+        word = DURATION_WORDS[match.group(2).lower()]
+        number = re.search(r"[\d.,]+$", english[:match.start()]).group()
+        if word == "hours" and number in ("1", "1.0"):
+            word = "hour"
+        ends = match.group().endswith(".") and re.match(r"\s*$|\s+[A-Z]", english[match.end():]) is not None
+        return " " + word + ("." if ends else "")
+
+    return DURATION_ABBREVIATION.sub(written, english)
 
 
 FRENCH_DAY = "|".join(FRENCH_DAYS)
