@@ -115,16 +115,22 @@ def test_a_schedule_s_ranges_and_abbreviated_days_go_to_the_model_written_out():
         assert english_days_and_hours(unchanged) == unchanged
 
 
-def test_abbreviated_hours_minutes_and_seconds_go_to_the_model_written_out():
-    # "Batteries last up to 10 hrs." came out "jusqu'à 10 hrs", "20 mins" "20 mins"
-    from nmt.text.conventions import english_durations
+def test_abbreviated_units_and_words_go_to_the_model_written_out():
+    # "Batteries last up to 10 hrs." came out "jusqu'à 10 hrs", "20 mins" "20 mins", "after 500 m" "après 500
+    # millions", "approx. 300 euros" "approximative. 300 euros"
+    from nmt.text.conventions import english_short_forms
 
-    assert english_durations("Batteries last up to 10 hrs.") == "Batteries last up to 10 hours."
-    assert english_durations("Takes 1 hr, maybe 2 hrs. Then 30 secs!") == \
+    assert english_short_forms("Batteries last up to 10 hrs.") == "Batteries last up to 10 hours."
+    assert english_short_forms("Takes 1 hr, maybe 2 hrs. Then 30 secs!") == \
         "Takes 1 hour, maybe 2 hours. Then 30 seconds!"
-    assert english_durations("10 hrs. per day, 5mins each") == "10 hours per day, 5 minutes each"
-    for unchanged in ("The HRS team", "5 min", "He hrs 5", "10 mins2"):
-        assert english_durations(unchanged) == unchanged
+    assert english_short_forms("10 hrs. per day, 5mins each") == "10 hours per day, 5 minutes each"
+    assert english_short_forms("Turn left after 500 m, then 1 m.") == "Turn left after 500 meters, then 1 meter."
+    assert english_short_forms("Snacks, e.g. nuts, approx. 3 kg; France vs. Spain") == \
+        "Snacks, for example nuts, approximately 3 kg; France against Spain"
+    for unchanged in ("The HRS team", "5 min", "He hrs 5", "10 mins2", "It cost $5 m.", "It cost £5 m.",
+                      "Some 5 m people voted.", "A 5 mm screw",
+                      "Kick-off (20.45 hrs)", "At 1400 hrs.", "Roe v. Wade", "see fig. 3"):
+        assert english_short_forms(unchanged) == unchanged
 
 
 def test_country_abbreviations_go_to_the_model_without_periods_a_sentence_s_own_period_kept():
@@ -178,3 +184,11 @@ def test_the_degree_sign_goes_to_the_model_with_its_number_not_behind_a_placehol
 
     assert protect("It dropped to -12°C.").text == "It dropped to -12°C."
     assert protect("© 2024 Acme ⭐").text == "⦅1⦆ 2024 Acme ⦅2⦆"  # pictures stay behind placeholders
+
+
+def test_a_century_in_roman_numerals_reads_as_its_digits_for_the_checks_of_kept_numbers():
+    from nmt.text.conventions import digit_centuries
+
+    assert digit_centuries("Au XXIe siècle, après le XIXe siècle et le Ier siècle.") == \
+        "Au 21e siècle, après le 19e siècle et le 1er siècle."
+    assert digit_centuries("Le XVIIIe siècle, MCMXC, Xe") == "Le 18e siècle, MCMXC, Xe"

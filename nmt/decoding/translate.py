@@ -48,10 +48,11 @@ from nmt.text.conventions import (
     Typography,
     dates_of_unknown_order,
     day_first_dates,
+    digit_centuries,
     english_abbreviations,
     english_days_and_hours,
-    english_durations,
     english_months,
+    english_short_forms,
     english_titles,
     punctuate,
     render_sentence,
@@ -92,6 +93,7 @@ class Unit:
 def keeps_entities(units: list[Unit], text: str) -> bool:
     """Whether `text` holds the digits of every number that `units` left to the model, in order, every
     ordinal and decade as French writes it, every first name, and both people of every couple."""
+    text = digit_centuries(text)  # "XXIe siècle" keeps the 21st
     protected = [unit.protected for unit in units if unit.protected]
     numbers = [number for p in protected for number in p.numbers]
     glued = [pair for p in protected for pair in p.glued]
@@ -293,10 +295,10 @@ class Translator:
 
     @staticmethod
     def _as_the_model_knows(line: str, strict: bool = False) -> str:
-        """An English line with its abbreviated months, days and durations, ranges of days and hours, titles,
+        """An English line with its abbreviated months, days, units and words, ranges of days and hours, titles,
         couples, country abbreviations and month-first dates in digits written as the model translates them right
         (nmt.text.conventions); in the retry (strict), a couple stays as written, for one placeholder to hold it."""
-        line = english_durations(english_days_and_hours(english_months(line)))
+        line = english_short_forms(english_days_and_hours(english_months(line)))
         return day_first_dates(english_abbreviations(english_titles(line, couples=not strict)))
 
     def _unit(self, text: str, strict: bool = False) -> Unit:
@@ -562,7 +564,7 @@ class Translator:
             if words := untranslated_words(prose, french):
                 flags.append("untranslated: " + ", ".join(words))
         rewritten = self.typography.active and self.ordinary_input
-        if numbers := lost_numbers(self._as_the_model_knows(line) if rewritten else line, text):
+        if numbers := lost_numbers(self._as_the_model_knows(line) if rewritten else line, digit_centuries(text)):
             flags.append("number lost: " + ", ".join(numbers))
         names = [unit.source[start:end] for unit in units
                  for start, end in first_name_spans(unit.source) + titled_name_spans(unit.source)]

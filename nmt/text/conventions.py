@@ -161,6 +161,7 @@ ROUND_THE_CLOCK = re.compile(r"(?<![\w/.,])24/7(?![\w/]|[.,]\d)")
 def french_counts(source: str, translation: str) -> str:
     """"3x plus" as "3 fois plus", a range of counts the source has as "N à M", "24/7" as "24 h/24, 7 j/7"."""
     translation = TIMES_MORE.sub(r"\1 fois ", translation)
+    translation = re.sub(r"(?<=\d) ?à ?(?=\d)", " à ", translation)  # the model's "3 à2"
     for low, high in {(int(a), int(b)) for a, b, word in COUNT_RANGE.findall(source)
                       if int(a) < int(b) and word.lower() not in NOT_COUNTED}:
         translation = re.sub(rf"{RANGE_START}{low}\s?[-–]\s?{high}(?=\s+[^\W\d_])", f"{low} à {high}", translation)
@@ -370,24 +371,85 @@ def english_days_and_hours(english: str) -> str:
     return HOUR_RANGE.sub(hours, english)
 
 
-# Hours, minutes and seconds abbreviated after a number, which the model copied ("10 hrs", "20 mins"): written out
+# Short forms the model copied or misread, written out for it: "10 hrs" and "20 mins" (copied), "500 m" (read as
+# millions: "après 500 millions"; not after a currency nor before what millions count: "$5 m", "5 m people"),
+# "e.g." (lost), "approx." ("approximative. 300 euros"), "vs." ("La France vs. L'Allemagne")
 DURATION_ABBREVIATION = re.compile(r"(?<=\d)(\s?)(hrs?|mins|secs)\.?(?=[\s,;:!?)]|\.?$|\.\s)", re.IGNORECASE)
-DURATION_WORDS = {"hr": "hour", "hrs": "hours", "mins": "minutes", "secs": "seconds"}
+DURATION_WORDS = {"hr": "hour", "hrs": "hour", "mins": "minute", "secs": "second"}
+METERS = re.compile(r"(?<![$€£¥\w.,])(\d+(?:[.,]\d+)?) m(?=[\s,;:!?)]|\.?$|\.\s)(?!\s+(?:people|users|customers|"
+                    r"viewers|visitors|subscribers|barrels|tonnes|tons|jobs|homes|households|votes|shares|dollars|"
+                    r"euros|pounds|years|copies|units|downloads)\b)")
+SHORT_WORDS = {"e.g.": "for example", "approx.": "approximately", "vs.": "against"}
+SHORT_WORD = re.compile(r"(?<![\w.])(e\.g\.|approx\.|vs\.)(?=\s)", re.IGNORECASE)
 
 
-def english_durations(english: str) -> str:
-    """`english` with "hrs", "mins" and "secs" after a number written out ("10 hrs" -> "10 hours"); a period
-    that ends the sentence stays."""
+def english_short_forms(english: str) -> str:
+    """`english` with the short forms of hours, minutes, seconds and meters after a number, and "e.g.",
+    "approx." and "vs.", written out ("10 hrs" -> "10 hours", "500 m" -> "500 meters"); a period that ends the
+    sentence stays."""
 
-    def written(match: re.Match) -> str:
+    def duration(match: re.Match) -> str:
         word = DURATION_WORDS[match.group(2).lower()]
-        number = re.search(r"[\d.,]+$", english[:match.start()]).group()
-        if word == "hours" and number in ("1", "1.0"):
-            word = "hour"
+        number = re.search(r"[\d.,:]+$", english[:match.start()]).group()
+        if re.search(r"[.:]\d\d$|^\d{4}$", number):  # a time of day: "(20.45 hrs)", "1400 hrs"
+            return match.group()
         ends = match.group().endswith(".") and re.match(r"\s*$|\s+[A-Z]", english[match.end():]) is not None
-        return " " + word + ("." if ends else "")
+        return " " + word + ("" if number in ("1", "1.0") else "s") + ("." if ends else "")
 
-    return DURATION_ABBREVIATION.sub(written, english)
+    english = DURATION_ABBREVIATION.sub(duration, english)
+    english = METERS.sub(lambda match: match.group(1) + (" meter" if match.group(1) == "1" else " meters"), english)
+    return SHORT_WORD.sub(lambda match: SHORT_WORDS[match.group(1).lower()], english)
+
+
+# A number: "No. 5" ("no. 5" in the model's French), which French writes "n° 5"
+NUMBER_SIGN = re.compile(r"(?<![\w.])No\.\s?(?=\d)")
+FRENCH_NUMBER_SIGN = re.compile(r"(?<![\w.])([Nn])(?:o\.?|°|º)\s?(?=\d)")
+# A century in digits ("the 21st century" -> "le 21e siècle"), which French writes in Roman numerals: "XXIe siècle"
+CENTURY = re.compile(r"(?<![\w.])(\d{1,2})(?:st|nd|rd|th)[\s-]+century\b", re.IGNORECASE)
+FRENCH_CENTURY = re.compile(r"(?<![\w.])(?:(\d{1,2})(?:e|er|ème)\s+siècle(?!\w)|siècle\s+(\d{1,2})(?:e|er|ème)(?!\w))")
+ROMAN = ((10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I"))
+
+
+def roman(number: int) -> str:
+    digits = []
+    for value, letters in ROMAN:
+        while number >= value:
+            digits.append(letters)
+            number -= value
+    return "".join(digits)
+
+
+ROMAN_CENTURY = re.compile(r"(?<![\w.])([IVX]+)(?:e|er) siècle")
+
+
+def digit_centuries(text: str) -> str:
+    """`text` with its centuries in Roman numerals in digits again ("XXIe siècle" -> "21e siècle"): what the
+    checks of kept numbers and ordinals read."""
+    values = {letters: value for value, letters in ROMAN}
+
+    def digits(match: re.Match) -> str:
+        letters, number = match.group(1), 0
+        while letters:
+            two = letters[:2] if letters[:2] in values else letters[:1]
+            number, letters = number + values[two], letters[len(two):]
+        return f"{number}{'er' if number == 1 else 'e'} siècle"
+
+    return ROMAN_CENTURY.sub(digits, text)
+
+
+def french_numbering(english: str, translation: str) -> str:
+    """`translation` with the numbers and centuries of `english` as French writes them: "n° 5", "XXIe siècle"."""
+    if NUMBER_SIGN.search(english):
+        translation = FRENCH_NUMBER_SIGN.sub(lambda match: match.group(1) + "°" + NBSP, translation)
+    centuries = {int(match.group(1)) for match in CENTURY.finditer(english)}
+
+    def century(match: re.Match) -> str:
+        number = int(match.group(1) or match.group(2))
+        if number not in centuries or number == 0:
+            return match.group()
+        return f"{roman(number)}{'er' if number == 1 else 'e'} siècle"
+
+    return FRENCH_CENTURY.sub(century, translation) if centuries else translation
 
 
 FRENCH_DAY = "|".join(FRENCH_DAYS)
@@ -628,7 +690,7 @@ def render_sentence(source: str, translation: str, typography: Typography) -> st
         prose = render_numbers(english, prose, typography)
         prose = french_ordinals(french_scales(french_bytes(french_counts(english, prose))))
         prose = dates_with_article(render_dates(english, prose))
-        prose = french_days_and_hours(english, prose)
+        prose = french_numbering(english, french_days_and_hours(english, prose))
         prose = repair_elisions(prose, typography.elided)
         return french_couples(prose)
 
