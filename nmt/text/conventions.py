@@ -445,7 +445,7 @@ def french_numbering(english: str, translation: str) -> str:
 
     def century(match: re.Match) -> str:
         number = int(match.group(1) or match.group(2))
-        if number not in centuries or number == 0:
+        if number not in centuries or not 1 <= number <= 30:
             return match.group()
         return f"{roman(number)}{'er' if number == 1 else 'e'} siècle"
 
