@@ -1,7 +1,7 @@
 import pytest
 
 from nmt.text.casing import Casing, case_normalized, is_title_case
-from nmt.text.names import kept_first_names, name_spans
+from nmt.text.names import name_spans, names_kept
 from nmt.text.protect import entities, glued_kept, protect
 
 
@@ -248,15 +248,15 @@ def test_title_case_keeps_acronyms_in_capitals():
 
 def test_first_names_go_to_the_model_and_the_retry_puts_them_behind_placeholders():
     """Issue 62: "Bob will fix the bug." came out "Un garçon réparera...". A first name goes to the model as text
-    and must come back (Protected.first_names); the retry (strict) holds it behind a placeholder."""
+    and must come back (Protected.kept_names); the retry (strict) holds it behind a placeholder."""
     sentence = "Bob will fix the bug before Marie's release, and the Bobcats help."
     protected = protect(sentence)
-    assert protected.text == sentence and protected.first_names == ("Bob", "Marie")
+    assert protected.text == sentence and protected.kept_names == ("Bob", "Marie")
     retried = protect(sentence, strict=True)
     assert retried.text == "⦅1⦆ will fix the bug before ⦅2⦆'s release, and the Bobcats help."
-    assert retried.originals == ("Bob", "Marie") and retried.first_names == ()
-    assert kept_first_names(["Bob", "Marie"], "Bob corrigera le bogue avant la version de Marie.") == 2
-    assert kept_first_names(["Bob", "Marie"], "Bobby corrigera le bogue avant Marie-Claire.") == 0
+    assert retried.originals == ("Bob", "Marie") and retried.kept_names == ()
+    assert names_kept(["Bob", "Marie"], "Bob corrigera le bogue avant la version de Marie.") == 2
+    assert names_kept(["Bob", "Marie"], "Bobby corrigera le bogue avant Marie-Claire.") == 0
 
 
 def test_a_first_name_and_its_family_name_must_come_back_together():
@@ -265,12 +265,27 @@ def test_a_first_name_and_its_family_name_must_come_back_together():
     is checked with it, and the retry holds both behind one placeholder. A place named after one is no name."""
     rare = {"Dupont", "Smith"}.__contains__
     protected = protect("Dr. Marie Dupont will meet John Smith at noon.", names=rare)
-    assert protected.originals == ("Dupont", "Smith") and protected.first_names == ("Marie Dupont", "John Smith")
-    assert kept_first_names(protected.first_names, "Le Dr Marie Dupont John rencontrera Smith à midi.") == 1
+    assert protected.originals == ("Dupont", "Smith") and protected.kept_names == ("Marie Dupont", "John Smith")
+    assert names_kept(protected.kept_names, "Le Dr Marie Dupont John rencontrera Smith à midi.") == 1
     assert protect("Dr. Marie Dupont will meet John Smith.", strict=True).originals == ("Marie Dupont", "John Smith")
-    assert protect("Steve Jobs left; George Washington University grew.").first_names == (
+    assert protect("Steve Jobs left; George Washington University grew.").kept_names == (
         "Steve Jobs", "George Washington")
-    assert protect("She studied at Charles University on Monday with Anna.").first_names == ("Charles", "Anna")
+    assert protect("She studied at Charles University on Monday with Anna.").kept_names == ("Charles", "Anna")
+
+
+def test_a_company_must_come_back_whole_and_the_retry_puts_it_behind_a_placeholder():
+    """"Apple Inc. reported record profits." came out "Inc. Enregistrer les bénéfices enregistrés." (the model
+    took "Inc." for the sentence's end). A translation must keep a company's name, the words that open a sentence
+    left out of it, and may drop its legal form; the retry holds both behind one placeholder. A co-op is no
+    company."""
+    protected = protect("Yesterday Apple Inc. said Bob and The Walt Disney Co. would merge.")
+    assert protected.kept_names == ("Apple", "Bob", "Walt Disney")
+    retried = protect("Apple Inc. reported record profits.", strict=True)
+    assert retried.text == "⦅1⦆ reported record profits." and retried.originals == ("Apple Inc.",)
+    assert protect("Procter & Gamble Co. grew, as did Boeing Co shares.").kept_names == ("Procter & Gamble", "Boeing")
+    assert protect("He bought a Co-op share; the Co. CEO and Inc. magazine agreed.").kept_names == ()
+    assert names_kept(["Apple", "Boeing"], "Apple a annoncé des bénéfices, et les actions de Boeing Co.") == 2
+    assert names_kept(["Apple"], "Inc. Enregistrer les bénéfices enregistrés.") == 0
 
 
 @pytest.mark.parametrize("sentence", ["Will you come?", "Grace under pressure.", "Frank talks began.",
@@ -278,7 +293,7 @@ def test_a_first_name_and_its_family_name_must_come_back_together():
 def test_words_that_are_also_names_are_not_first_names(sentence):
     """The list leaves out names that are English words a sentence may start with: a translation need not
     keep them."""
-    assert protect(sentence).first_names == ()
+    assert protect(sentence).kept_names == ()
 
 
 def test_a_program_s_format_in_a_line_is_a_placeholder_a_percentage_is_not():

@@ -550,6 +550,13 @@ def test_a_translation_that_loses_a_first_name_is_translated_again_with_it_prote
     assert "Bob" in found[0].text and "Marie" in found[2].text and "Thomas" in found[2].text
 
 
+def test_a_translation_that_loses_a_company_is_translated_again_with_it_protected(translator):
+    """"Apple Inc. reported record profits." came out "Inc. Enregistrer les bénéfices enregistrés.": this random
+    model loses the company too, and the retry brings it back whole."""
+    found = translator.translate(["Apple Inc. reported record profits.", "Shares of Acme Ltd. fell."])
+    assert "Apple Inc." in found[0].text and "Acme Ltd." in found[1].text
+
+
 def test_a_couple_the_model_loses_one_of_is_translated_again_behind_one_placeholder(translator):
     """"Mr. and Mrs. Brown" goes to the model as two people; this random model loses Mrs, so the line is
     translated again with the couple behind one placeholder, which comes back as French writes it."""

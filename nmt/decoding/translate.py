@@ -59,7 +59,7 @@ from nmt.text.conventions import (
 )
 from nmt.text.flags import lost_numbers, low_confidence, untranslated_words
 from nmt.text.metrics import loops
-from nmt.text.names import first_name_spans, kept_couples, kept_first_names, missing_names, titled_name_spans
+from nmt.text.names import kept_couples, kept_name_spans, missing_names, name_to_keep, names_kept, titled_name_spans
 from nmt.text.protect import Protected, glued_kept, numbers_kept, protect
 from nmt.text.register import FORMALITIES, informal_imperatives, register_of
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
@@ -92,14 +92,14 @@ class Unit:
 
 def keeps_entities(units: list[Unit], text: str) -> bool:
     """Whether `text` holds the digits of every number that `units` left to the model, in order, every
-    ordinal and decade as French writes it, every first name, and both people of every couple."""
+    ordinal and decade as French writes it, every first name and company, and both people of every couple."""
     text = digit_centuries(text)  # "XXIe siècle" keeps the 21st
     protected = [unit.protected for unit in units if unit.protected]
     numbers = [number for p in protected for number in p.numbers]
     glued = [pair for p in protected for pair in p.glued]
-    names = [name for p in protected for name in p.first_names]
+    names = [name for p in protected for name in p.kept_names]
     return (numbers_kept(numbers, text) == len(numbers) and glued_kept(glued, text) == len(glued)
-            and kept_first_names(names, text) == len(names) and kept_couples(" ".join(u.source for u in units), text))
+            and names_kept(names, text) == len(names) and kept_couples(" ".join(u.source for u in units), text))
 
 
 @dataclass
@@ -566,8 +566,8 @@ class Translator:
         rewritten = self.typography.active and self.ordinary_input
         if numbers := lost_numbers(self._as_the_model_knows(line) if rewritten else line, digit_centuries(text)):
             flags.append("number lost: " + ", ".join(numbers))
-        names = [unit.source[start:end] for unit in units
-                 for start, end in first_name_spans(unit.source) + titled_name_spans(unit.source)]
+        names = [name_to_keep(unit.source[start:end]) for unit in units
+                 for start, end in kept_name_spans(unit.source) + titled_name_spans(unit.source)]
         if names := missing_names(list(dict.fromkeys(names)), text):
             flags.append("name lost: " + ", ".join(names))
         if dates := dates_of_unknown_order(line):  # a French reader reads them day first

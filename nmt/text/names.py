@@ -1,6 +1,6 @@
-"""Names in English text: first names (first_names.txt), capitalized words the vocabulary holds only in pieces,
-a name after a title ("Dr. Smith", not "Mr President"), and a doctor's or professor's title as French writes it;
-whether a translation kept them."""
+"""Names in English text: first names (first_names.txt), companies ("Apple Inc."), capitalized words the
+vocabulary holds only in pieces, a name after a title ("Dr. Smith", not "Mr President"), and a doctor's or
+professor's title as French writes it; whether a translation kept them."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def missing_names(names: Sequence[str], text: str) -> list[str]:
     return [name for name in names if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)]
 
 
-def kept_first_names(names: Sequence[str], text: str) -> int:
+def names_kept(names: Sequence[str], text: str) -> int:
     """How many of `names` `text` holds, each as a word of its own."""
     return len(names) - len(missing_names(names, text))
 
@@ -130,3 +130,43 @@ def first_name_spans(sentence: str) -> list[tuple[int, int]]:
                   and following.group() not in CALENDAR_WORDS and following.group() not in PLACE_WORDS)
         spans.append((match.start(), following.end() if family else match.end()))
     return spans
+
+
+# A company and its legal form ("Apple Inc.", "Acme Ltd.", "Procter & Gamble Co."): the model took "Inc." for the
+# sentence's end and lost the name ("Apple Inc. reported record profits." -> "Inc. Enregistrer les bénéfices
+# enregistrés."). The name is the capitalized words right before the form, those that open a sentence left out;
+# a translation must keep the name, and may drop the form ("Les actions de Boeing" for "Boeing Co shares")
+LEGAL_FORM = r",? (?:Inc|Corp|Ltd|LLC|plc|PLC|Co|GmbH|AG|S\.A|N\.V)(?![\w-])\.?"
+COMPANY = re.compile(r"(?<![\w'’&.-])((?:[A-Z][\w'’&-]*|&)(?: (?:[A-Z][\w'’&-]*|&)){0,3})" + LEGAL_FORM)
+OPENING_WORDS = frozenset(
+    "The A An And But Or So Yet Then Now Today Yesterday Meanwhile However When While After Before Since As At In "
+    "On For From By With To Both Like Unlike Its Their His Her Our".split())
+
+
+def company_spans(sentence: str) -> list[tuple[int, int]]:
+    """(start, end) of each company and its legal form in `sentence` (COMPANY): "Apple Inc." of "Yesterday
+    Apple Inc. said"."""
+    spans = []
+    for match in COMPANY.finditer(sentence):
+        start = match.start()
+        for word in re.finditer(r"\S+", match.group(1)):
+            if word.group() not in OPENING_WORDS:
+                break
+            start = match.start() + word.end() + 1
+        if start < match.end(1) and sentence[start] != "&":
+            spans.append((start, match.end()))
+    return spans
+
+
+def kept_name_spans(sentence: str) -> list[tuple[int, int]]:
+    """(start, end) of the names a translation of `sentence` must keep, in order: its companies with their
+    legal forms (company_spans; name_to_keep leaves the form out) and its first names with their family names
+    (first_name_spans)."""
+    companies = company_spans(sentence)
+    return sorted(companies + [span for span in first_name_spans(sentence)
+                               if not any(start < span[1] and span[0] < end for start, end in companies)])
+
+
+def name_to_keep(name: str) -> str:
+    """What a translation must hold of a name kept_name_spans found: "Apple" of "Apple Inc.", "Bob" of "Bob"."""
+    return re.sub(LEGAL_FORM + "$", "", name)

@@ -19,8 +19,8 @@ the 640 news:dev lines with digits, BLEU 24.87 -> 25.60 and numbers kept 1,017 -
 news-commentary:dev_newsdiscuss 22.11 -> 22.90, 162 -> 164 of 165; robustness:dev and :test BLEU 57.25 -> 58.30
 and 54.68 -> 55.93, every entity intact. Times with a.m./p.m., amounts with a scale and units glued to a number
 still go behind placeholders that come back in French (GLUED_RENDERINGS, written by nmt.text.typography). First
-names (nmt.text.names: "Bob", "Marie") go to the model as text too, and a translation that loses one is
-translated again with it behind a placeholder.
+names and companies (nmt.text.names: "Bob", "Marie", "Apple Inc.") go to the model as text too, and a translation
+that loses one is translated again with it behind a placeholder.
 
 Also here: the entities as the robustness report counts them (`entities`). Neighbours: nmt.text.names (names and
 titles), nmt.text.typography (French renderings), nmt.text.casing (capitals and Title Case).
@@ -33,7 +33,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from nmt.text.names import TITLED_PERSON, first_name_spans, french_titled, name_spans, titled_name_spans
+from nmt.text.names import TITLED_PERSON, french_titled, kept_name_spans, name_spans, name_to_keep, titled_name_spans
 from nmt.text.typography import (
     FRENCH_ORDINAL_MARK,
     SINGULAR_BEFORE_DECADE,
@@ -217,7 +217,7 @@ class Protected:
     untouched: bool = False  # the sentence held placeholder brackets of its own: its translation stays as it is
     numbers: tuple[str, ...] = ()  # the digits of the numbers left to the model, which its translation must keep
     glued: tuple[tuple[str, str], ...] = ()  # ordinals and decades left to the model: English, French form
-    first_names: tuple[str, ...] = ()  # the first names left to the model, which its translation must keep
+    kept_names: tuple[str, ...] = ()  # the first names and companies left to the model, which its translation keeps
 
     def restore(self, translation: str) -> str:
         """`translation` with each placeholder replaced by its original; a missing one inserted at its
@@ -273,16 +273,16 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
     """`sentence` with its URLs, e-mails, codes, emoji (and numbers; and with `names`, the names name_spans
     finds by it) replaced by ⦅1⦆, ⦅2⦆, ... (at most MAX_PLACEHOLDERS, in order; later ones stay as text).
     Numbers, and numbers with words glued to them, are left to the model (their digits listed in `numbers`, for
-    the translation to keep), and so are first names (`first_names`); with `strict` (the retry of a translation
-    that lost one), both go behind placeholders too (times and amounts of RENDERINGS go behind placeholders
-    either way). With `titles`, a doctor or professor and their name go behind one that comes back in French
-    (TITLED_PERSON). A sentence that already holds placeholder brackets is left as it is."""
+    the translation to keep), and so are first names and companies (`kept_names`); with `strict` (the retry of
+    a translation that lost one), both go behind placeholders too (times and amounts of RENDERINGS go behind
+    placeholders either way). With `titles`, a doctor or professor and their name go behind one that comes back
+    in French (TITLED_PERSON). A sentence that already holds placeholder brackets is left as it is."""
     if "\u2985" in sentence or "\u2986" in sentence:
         return Protected(sentence, (), (), untouched=True)
     spans = verbatim_spans(sentence, numbers and strict, strict)
-    first_names = [span for span in first_name_spans(sentence) if not overlaps(span, spans)]
+    kept = [span for span in kept_name_spans(sentence) if not overlaps(span, spans)]
     if strict:
-        spans, first_names = sorted(spans + first_names), []
+        spans, kept = sorted(spans + kept), []
     rendered = {}  # span -> what its placeholder comes back as, where not the source's own text
     if numbers or titles:
         chosen = (RENDERINGS + (GLUED_RENDERINGS if strict else ()) if numbers else ()) + (
@@ -315,10 +315,10 @@ def protect(sentence: str, numbers: bool = True, names: Callable[[str], bool] | 
         glued = [(match.group(), render(match)) for pattern, render in GLUED_RENDERINGS
                  for match in pattern.finditer(sentence) if not overlaps(match.span(), spans)]
     left = tuple(re.sub(r"\D", "", sentence[start:end]) for start, end in sorted(left_spans))
-    kept_names = tuple(sentence[start:end] for start, end in first_names)  # checked whole where a name's
+    kept_names = tuple(name_to_keep(sentence[start:end]) for start, end in kept)  # checked whole where a name's
     # placeholder holds the family name: the model wrote "John rencontrera Smith" for "John ⦅2⦆"
     return Protected("".join(pieces), tuple(originals), tuple(positions), numbers=left, glued=tuple(glued),
-                     first_names=kept_names)
+                     kept_names=kept_names)
 
 
 def contains(outer: tuple[int, int], inner: tuple[int, int]) -> bool:
