@@ -210,6 +210,18 @@ def test_a_time_with_am_or_pm_comes_back_as_french_writes_it(english, french):
         assert protected.text.endswith("⦆.")
 
 
+def test_a_time_zone_comes_back_with_its_time():
+    """"The meeting is at 3 PM EST." came out "La réunion est à 15 h." (the model dropped the zone). A zone goes
+    behind the time's placeholder; North America's zones without a season in French words ("15 h ET" reads "15 h
+    and"); a word in lower case is no zone."""
+    assert protect("The meeting is at 3 PM EST.").originals == ("15 h EST",)
+    assert protect("Join us at 9:30 a.m. (PT) or at 20:00 UTC+2.").originals == (
+        "9 h 30 (heure du Pacifique)", "20 h UTC+2")
+    assert protect("The show starts at 8 pm ET sharp.").originals == ("20 h (heure de l'Est)",)
+    for no_zone in ("We left at 5 pm est.", "Open at 9 a.m. ESTABLISHED 1990", "at 3 pm, CT scans"):
+        assert protect(no_zone).originals[0] in ("17 h", "9 h", "15 h")
+
+
 def test_an_hour_over_twelve_with_pm_is_no_time_and_times_count_in_french():
     assert protect("It happened at 13 p.m. sharp.", strict=True).originals == ("13",)  # a number, not a time
     assert entities("The concert starts at 2 p.m. on November 17.") == ([], ["14", "17"])

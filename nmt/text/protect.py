@@ -80,12 +80,17 @@ DIGIT_GROUPS = re.compile(r"\d+(?:[.,:]\d+)*")
 # which writes "années 1980", "2e", "10 km", "5 milliards", "35 ans"; a placeholder would keep the English
 # letters beside it ("⦅1⦆s"). Its digits still count as a number the translation must keep (entities).
 NUMBER_WITH_WORD = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?:-?[a-z]+)+(?![\w-])")
+# A time zone after a time, which goes with it behind its placeholder: the model dropped it ("The meeting is at
+# 3 PM EST." -> "La réunion est à 15 h.")
+TIME_ZONE = (r"(?: (\(?(?-i:UTC|GMT|[ECMP][SD]?T|BST|CES?T|JST|AE[SD]T)(?:[+-]\d{1,2}(?::?\d\d)?)?\)?)"
+             r"(?![\w+-]))?")  # in capitals only: "at 3 pm est" is no zone
 # A time of day with a.m. or p.m. (7 a.m., 10:30 p.m., 1pm): behind a placeholder that comes back as French
-# writes it ("7 h", "22 h 30", "13 h"). The period that ends a sentence after it stays.
-CLOCK_TIME = re.compile(r"(?<![\w:.])(\d{1,2})(?:[:.]([0-5]\d))?\s?([ap])\.?\s?m(?:\.(?!\s*$))?(?!\w)", re.IGNORECASE)
+# writes it ("7 h", "22 h 30", "13 h", "15 h EST"). The period that ends a sentence after it stays.
+CLOCK_TIME = re.compile(r"(?<![\w:.])(\d{1,2})(?:[:.]([0-5]\d))?\s?([ap])\.?\s?m(?:\.(?!\s*$))?(?!\w)" + TIME_ZONE,
+                        re.IGNORECASE)
 # A time on the 24-hour clock after a word that says it is one ("at 20:00", "from 9:30 to 17:45"), which the model
 # copied ("ferme à 20:00"): as French writes it ("20 h", "9 h 30"); "John 3:16" and a score "2:30" stay
-DAY_TIME = re.compile(r"(?<![\w:.])(\d{1,2}):([0-5]\d)(?![\d:]|\s?[ap]\.?\s?m\b)", re.IGNORECASE)
+DAY_TIME = re.compile(r"(?<![\w:.])(\d{1,2}):([0-5]\d)(?![\d:]|\s?[ap]\.?\s?m\b)" + TIME_ZONE, re.IGNORECASE)
 # Amounts and quantities with an English abbreviation glued to them, behind a placeholder that comes back as
 # French writes them: money with a scale ($5bn -> 5 milliards de dollars, £2.5m -> 2,5 millions de livres), which
 # the model turned into wrong amounts ("£14bn" came out "14 £"), and units glued to the number (10km -> 10 km,

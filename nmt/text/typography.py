@@ -49,17 +49,26 @@ FRENCH_BYTES = {"kB": "ko", "KB": "Ko", "MB": "Mo", "GB": "Go", "TB": "To", "PB"
 
 
 def french_time(match: re.Match) -> str | None:
-    """CLOCK_TIME's match as French writes a time ("7 h", "13 h", "10 h 30"); None for an hour over 12."""
+    """CLOCK_TIME's match as French writes a time ("7 h", "13 h", "10 h 30", "15 h EST"); None for an hour over
+    12."""
     hour, minutes, half = int(match.group(1)), match.group(2), match.group(3).lower()
     if not 1 <= hour <= 12:
         return None
     hour = hour % 12 + (12 if half == "p" else 0)
-    return french_clock(hour, minutes)
+    return french_clock(hour, minutes, match.group(4))
 
 
-def french_clock(hour: int, minutes: str | None) -> str:
-    """A time as French writes it: "7 h", "22 h 30" (no minutes where they are none or 00)."""
-    return f"{hour} h" + (f" {minutes}" if minutes and minutes != "00" else "")
+# North America's time zones without their season, which French writes out: "15 h ET" reads "15 h and"
+ZONE_WORDS = {"ET": "heure de l'Est", "CT": "heure du Centre", "MT": "heure des Rocheuses", "PT": "heure du Pacifique"}
+
+
+def french_clock(hour: int, minutes: str | None, zone: str | None = None) -> str:
+    """A time as French writes it: "7 h", "22 h 30" (no minutes where they are none or 00), its time zone after
+    it as English wrote it ("15 h EST", "10 h UTC") or in words ("15 h (heure de l'Est)" for "3 PM ET")."""
+    clock = f"{hour} h" + (f" {minutes}" if minutes and minutes != "00" else "")
+    if zone and zone.strip("()").upper() in ZONE_WORDS:
+        return f"{clock} ({ZONE_WORDS[zone.strip('()').upper()]})"
+    return f"{clock} {zone}" if zone else clock
 
 
 TIME_WORDS = re.compile(r"\b(?:at|from|to|until|till|by|before|after|between|and|since|around|about)\s+$",
@@ -72,7 +81,7 @@ def french_day_time(match: re.Match) -> str | None:
     hour, minutes = int(match.group(1)), match.group(2)
     if hour > 23 or not TIME_WORDS.search(match.string, 0, match.start()):
         return None
-    return french_clock(hour, minutes)
+    return french_clock(hour, minutes, match.group(3))
 
 
 def french_number(digits: str) -> str:
