@@ -115,6 +115,21 @@ def test_a_schedule_s_ranges_and_abbreviated_days_go_to_the_model_written_out():
         assert english_days_and_hours(unchanged) == unchanged
 
 
+def test_ranges_of_counts_and_amounts_go_to_the_model_with_to():
+    # "It takes 5–10 minutes." came out "Cela prend 510 minutes.", "$10–$20" "10 $ 20 $", "$5-10 million"
+    # "5 $ à 10 millions de dollars" (five dollars)
+    from nmt.text.conventions import english_ranges
+
+    assert english_ranges("It takes 5–10 minutes.") == "It takes 5 to 10 minutes."
+    assert english_ranges("Tickets cost $10–$20, rooms €80-120.") == "Tickets cost $10 to $20, rooms €80 to €120."
+    assert english_ranges("$1,000-2,000 a month") == "$1,000 to $2,000 a month"
+    assert english_ranges("a $5-10 million deal, £3–4m paid, €1.5-2bn of sales") == \
+        "a 5 to 10 million dollars deal, 3 to 4 million pounds paid, 1.5 to 2 billion euros of sales"
+    for unchanged in ("They won 3-1 at home.", "a 1-2 defeat", "Call 555-1234.", "The 2020–2024 plan",
+                      "It ended 2-1.", "Read John 3:16-18."):
+        assert english_ranges(unchanged) == unchanged
+
+
 def test_abbreviated_units_and_words_go_to_the_model_written_out():
     # "Batteries last up to 10 hrs." came out "jusqu'à 10 hrs", "20 mins" "20 mins", "after 500 m" "après 500
     # millions", "approx. 300 euros" "approximative. 300 euros"

@@ -158,6 +158,33 @@ NOT_COUNTED = {"in", "at", "on", "to", "for", "with", "and", "or", "the", "a", "
 ROUND_THE_CLOCK = re.compile(r"(?<![\w/.,])24/7(?![\w/]|[.,]\d)")
 
 
+# An amount's range ("$10–$20", "€80-120"), which the model wrote "10 $ 20 $" and "80 € à120 €"; with a scale
+# ("$5-10 million", "$1.5–2bn") it read five dollars ("5 $ à 10 millions de dollars"): written out, "5 to 10 million
+# dollars", it writes "5 à 10 millions de dollars"
+MONEY_RANGE = re.compile(r"(?<![\w.,])([$€£])(\d+(?:[.,]\d+)*)\s?[-–—]\s?\1?(\d+(?:[.,]\d+)*)(?![\w.,]?\d)"
+                         r"(?:\s?(million|billion|trillion|mn|bn|tn|m|M|B)\b)?")
+ENGLISH_SCALES = {"m": "million", "mn": "million", "M": "million", "bn": "billion", "B": "billion", "tn": "trillion"}
+ENGLISH_CURRENCIES = {"$": "dollars", "€": "euros", "£": "pounds"}
+
+
+def english_ranges(english: str) -> str:
+    """`english` with its ranges of counts and amounts written with "to", which the model translates as French
+    writes them ("5 à 10 minutes", "10 $ à 20 $", "5 à 10 millions de dollars"): with a dash it wrote "510
+    minutes" for "5–10 minutes"."""
+
+    def amounts(match: re.Match) -> str:
+        sign, low, high, scale = match.groups()
+        if scale:
+            return f"{low} to {high} {ENGLISH_SCALES.get(scale, scale)} {ENGLISH_CURRENCIES[sign]}"
+        return f"{sign}{low} to {sign}{high}"
+
+    def counts(match: re.Match) -> str:
+        low, high, word = match.groups()
+        return f"{low} to {high}" if int(low) < int(high) and word.lower() not in NOT_COUNTED else match.group()
+
+    return COUNT_RANGE.sub(counts, MONEY_RANGE.sub(amounts, english))
+
+
 def french_counts(source: str, translation: str) -> str:
     """"3x plus" as "3 fois plus", a range of counts the source has as "N à M", "24/7" as "24 h/24, 7 j/7"."""
     translation = TIMES_MORE.sub(r"\1 fois ", translation)
