@@ -41,7 +41,9 @@ def test_an_entity_dropped_at_the_end_goes_back_before_the_closing_punctuation()
     ("It closes at 20:00.", "20 h"), ("Open until 09:30.", "9 h 30"),
     ("He weighs 180 lbs.", "180 livres"), ("It weighs 1.5 lb.", "1,5 livre"), ("The room is 20 sq ft.",
     "20 pieds carrés"), ("Add 1 tbsp of oil.", "1 cuillère à soupe"), ("She is 5 ft 6 in tall.",
-    "5 pieds 6 pouces"), ("He is 6'2\" tall.", "6 pieds 2 pouces")])
+    "5 pieds 6 pouces"), ("He is 6'2\" tall.", "6 pieds 2 pouces"), ("It was going 70 mph.",
+    "70 miles à l'heure"), ("A 1 mph breeze.", "1 mile à l'heure"), ("It is 3 mi away.", "3 miles"),
+    ("It hit 88mph.", "88 miles à l'heure")])
 def test_amounts_and_units_with_english_abbreviations_come_back_as_french_writes_them(english, french):
     protected = protect(english)
     assert protected.originals == (french,) and "\u29851\u2986" in protected.text

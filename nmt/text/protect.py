@@ -102,11 +102,12 @@ DAY_TIME = re.compile(r"(?<![\w:.])(\d{1,2}):([0-5]\d)(?![\d:]|\s?[ap]\.?\s?m\b)
 # rendered (GLUED_RENDERINGS).
 MONEY_SCALE = re.compile(r"(?<![\w.])([$\u20ac\u00a3])(\d+(?:[.,]\d+)?)\s?(bn|mn|m|tn|M|B)(?![\w-])")
 # Imperial units after a number, which French writes out: the model made "180 lbs" "180 libraires" (booksellers)
-# and "20 sq ft" "20 sq flèche"; not "in" ("at 5 in the morning"), but feet and inches together ("5 ft 6 in")
+# and "20 sq ft" "20 sq flèche", kept "70 mph" English ("70 mphe"); not "in" ("at 5 in the morning"), but feet and
+# inches together ("5 ft 6 in")
 FEET_AND_INCHES = re.compile(r"(?<![\w.,])(\d+)\s?(?:ft|')\s?(\d+)\s?(?:in|\"|'')(?![\w-])")
-IMPERIAL_UNIT = re.compile(r"(?<![\w.,])(\d+(?:,\d{3})*(?:\.\d+)?)\s?(lbs?|oz|sq\.?\s?ft|ft|tsp|tbsp|yds?|gal)"
+IMPERIAL_UNIT = re.compile(r"(?<![\w.,])(\d+(?:,\d{3})*(?:\.\d+)?)\s?(lbs?|oz|sq\.?\s?ft|ft|tsp|tbsp|yds?|gal|mph|mi)"
                            r"(?![\w-])")
-GLUED_UNIT = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)?)(km|kg|cm|mm|mg|ml|kW|MW|GW|kWh|GB|MB|TB|mph)(?![\w-])")
+GLUED_UNIT = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)?)(km|kg|cm|mm|mg|ml|kW|MW|GW|kWh|GB|MB|TB)(?![\w-])")
 # An ordinal as English writes it (2nd, 21st, 9th); in a date ("November 9th", "the 20th of December") French
 # writes the day as a number ("9 novembre"), the first as "1er"
 ORDINAL = re.compile(r"(?<![\w.])(\d+)(?:st|nd|rd|th)(?![\w-])", re.IGNORECASE)

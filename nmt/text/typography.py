@@ -109,7 +109,8 @@ def french_unit(match: re.Match) -> str:
 IMPERIAL_UNITS = {"lb": ("livre", "livres"), "lbs": ("livre", "livres"), "oz": ("once", "onces"),
                   "ft": ("pied", "pieds"), "sq ft": ("pied carré", "pieds carrés"),
                   "tsp": ("cuillère à café", "cuillères à café"), "tbsp": ("cuillère à soupe", "cuillères à soupe"),
-                  "yd": ("yard", "yards"), "yds": ("yard", "yards"), "gal": ("gallon", "gallons")}
+                  "yd": ("yard", "yards"), "yds": ("yard", "yards"), "gal": ("gallon", "gallons"),
+                  "mi": ("mile", "miles"), "mph": ("mile à l'heure", "miles à l'heure")}
 
 
 def counted(amount: str, unit: tuple[str, str]) -> str:
