@@ -511,6 +511,23 @@ def french_days_and_hours(english: str, translation: str) -> str:
     return translation
 
 
+# "on Sunday" is one Sunday, which French writes "dimanche"; the model wrote "le dimanche", which French reads as
+# every Sunday ("les six jeunes ont été arrêtés le dimanche à Marzahn"). Not "on Sundays" nor "every Sunday", nor
+# before a date ("le dimanche 5 mars"), nor where a word after it says which ("le samedi suivant")
+ON_ONE_DAY = re.compile(rf"(?<!every )\b[Oo]n ({'|'.join(DAYS)})\b(?!s\b)")
+WHICH_DAY = r"(?:suivant|précédent|passé|dernier|prochain|d['’]après|d['’]avant|noir|saint|où|de\s)"
+
+
+def french_one_day(english: str, translation: str) -> str:
+    """`translation` with "le dimanche" as "dimanche" where `english` has "on Sunday" (ON_ONE_DAY)."""
+    for day in {match.group(1) for match in ON_ONE_DAY.finditer(english)}:
+        jour = FRENCH_DAYS[DAYS.index(day)]
+        translation = re.sub(rf"(?<!\bsur )(?<!\bpar )\b(?:(l)|L)e ({jour})\b(?!\s*\d)(?!\s+{WHICH_DAY})",
+                             lambda match: match.group(2) if match.group(1) else match.group(2).capitalize(),
+                             translation)
+    return translation
+
+
 def day_first_dates(english: str) -> str:
     """`english` with its dates in digits written month first for sure written day first, as French reads them
     (the model copies them): "12/25/2024" -> "25/12/2024"."""
@@ -717,7 +734,7 @@ def render_sentence(source: str, translation: str, typography: Typography) -> st
         prose = render_numbers(english, prose, typography)
         prose = french_ordinals(french_scales(french_bytes(french_counts(english, prose))))
         prose = dates_with_article(render_dates(english, prose))
-        prose = french_numbering(english, french_days_and_hours(english, prose))
+        prose = french_numbering(english, french_one_day(english, french_days_and_hours(english, prose)))
         prose = repair_elisions(prose, typography.elided)
         return french_couples(prose)
 
