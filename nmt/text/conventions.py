@@ -511,15 +511,24 @@ def french_days_and_hours(english: str, translation: str) -> str:
     return translation
 
 
-# "on Sunday" is one Sunday, which French writes "dimanche"; the model wrote "le dimanche", which French reads as
-# every Sunday ("les six jeunes ont été arrêtés le dimanche à Marzahn"). Not "on Sundays" nor "every Sunday", nor
-# before a date ("le dimanche 5 mars"), nor where a word after it says which ("le samedi suivant")
+# "on Sunday" in a sentence about what happened or will happen is one Sunday, which French writes "dimanche"; the
+# model wrote "le dimanche", which French reads as every Sunday ("les six jeunes ont été arrêtés le dimanche à
+# Marzahn"). Not "on Sundays" nor "every Sunday", nor in the present ("The museum is closed on Monday": "le
+# lundi" is right there), nor before a date ("le dimanche 5 mars"), nor where a word after it says which ("le
+# samedi suivant")
 ON_ONE_DAY = re.compile(rf"(?<!every )\b[Oo]n ({'|'.join(DAYS)})\b(?!s\b)")
+STATE = re.compile(r"\b(?:is|are|be|been|being|'s|'re)\s+\w+ed\b", re.IGNORECASE)  # "is closed": no event
+EVENT = re.compile(r"\b(?:\w+ed|was|were|had|did|said|told|went|came|left|met|made|took|gave|found|saw|won|lost|"
+                   r"began|held|fell|rose|hit|shot|ran|struck|sold|bought|spoke|wrote|broke|will|would|shall)\b|'ll\b",
+                   re.IGNORECASE)
 WHICH_DAY = r"(?:suivant|précédent|passé|dernier|prochain|d['’]après|d['’]avant|noir|saint|où|de\s)"
 
 
 def french_one_day(english: str, translation: str) -> str:
-    """`translation` with "le dimanche" as "dimanche" where `english` has "on Sunday" (ON_ONE_DAY)."""
+    """`translation` with "le dimanche" as "dimanche" where `english` has "on Sunday" (ON_ONE_DAY) and tells of
+    an event."""
+    if not EVENT.search(STATE.sub(" ", english)):
+        return translation
     for day in {match.group(1) for match in ON_ONE_DAY.finditer(english)}:
         jour = FRENCH_DAYS[DAYS.index(day)]
         translation = re.sub(rf"(?<!\bsur )(?<!\bpar )\b(?:(l)|L)e ({jour})\b(?!\s*\d)(?!\s+{WHICH_DAY})",
