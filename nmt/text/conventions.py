@@ -158,12 +158,17 @@ NOT_COUNTED = {"in", "at", "on", "to", "for", "with", "and", "or", "the", "a", "
 ROUND_THE_CLOCK = re.compile(r"(?<![\w/.,])24/7(?![\w/]|[.,]\d)")
 
 
+def is_count_range(low: str, high: str, word: str) -> bool:
+    """Whether COUNT_RANGE's match (its numbers and the word after them) counts something, not a score."""
+    return int(low) < int(high) and word.lower() not in NOT_COUNTED
+
+
 # An amount's range ("$10–$20", "€80-120"), which the model wrote "10 $ 20 $" and "80 € à120 €"; with a scale
 # ("$5-10 million", "$1.5–2bn") it read five dollars ("5 $ à 10 millions de dollars"): written out, "5 to 10 million
 # dollars", it writes "5 à 10 millions de dollars"
-MONEY_RANGE = re.compile(r"(?<![\w.,])([$€£])(\d+(?:[.,]\d+)*)\s?[-–—]\s?\1?(\d+(?:[.,]\d+)*)(?![\w.,]?\d)"
-                         r"(?:\s?(million|billion|trillion|mn|bn|tn|m|M|B)\b)?")
 ENGLISH_SCALES = {"m": "million", "mn": "million", "M": "million", "bn": "billion", "B": "billion", "tn": "trillion"}
+MONEY_RANGE = re.compile(r"(?<![\w.,])([$€£])(\d+(?:[.,]\d+)*)\s?[-–—]\s?\1?(\d+(?:[.,]\d+)*)(?![\w.,]?\d)"
+                         rf"(?:\s?(million|billion|trillion|{'|'.join(ENGLISH_SCALES)})\b)?")
 ENGLISH_CURRENCIES = {"$": "dollars", "€": "euros", "£": "pounds"}
 
 
@@ -179,8 +184,7 @@ def english_ranges(english: str) -> str:
         return f"{sign}{low} to {sign}{high}"
 
     def counts(match: re.Match) -> str:
-        low, high, word = match.groups()
-        return f"{low} to {high}" if int(low) < int(high) and word.lower() not in NOT_COUNTED else match.group()
+        return f"{match.group(1)} to {match.group(2)}" if is_count_range(*match.groups()) else match.group()
 
     return COUNT_RANGE.sub(counts, MONEY_RANGE.sub(amounts, english))
 
@@ -189,8 +193,7 @@ def french_counts(source: str, translation: str) -> str:
     """"3x plus" as "3 fois plus", a range of counts the source has as "N à M", "24/7" as "24 h/24, 7 j/7"."""
     translation = TIMES_MORE.sub(r"\1 fois ", translation)
     translation = re.sub(r"(?<=\d) ?à ?(?=\d)", " à ", translation)  # the model's "3 à2"
-    for low, high in {(int(a), int(b)) for a, b, word in COUNT_RANGE.findall(source)
-                      if int(a) < int(b) and word.lower() not in NOT_COUNTED}:
+    for low, high in {(int(a), int(b)) for a, b, word in COUNT_RANGE.findall(source) if is_count_range(a, b, word)}:
         translation = re.sub(rf"{RANGE_START}{low}\s?[-–]\s?{high}(?=\s+[^\W\d_])", f"{low} à {high}", translation)
     if ROUND_THE_CLOCK.search(source):
         translation = ROUND_THE_CLOCK.sub(f"24{NBSP}h/24, 7{NBSP}j/7", translation)

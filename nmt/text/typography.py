@@ -66,9 +66,10 @@ def french_clock(hour: int, minutes: str | None, zone: str | None = None) -> str
     """A time as French writes it: "7 h", "22 h 30" (no minutes where they are none or 00), its time zone after
     it as English wrote it ("15 h EST", "10 h UTC") or in words ("15 h (heure de l'Est)" for "3 PM ET")."""
     clock = f"{hour} h" + (f" {minutes}" if minutes and minutes != "00" else "")
-    if zone and zone.strip("()").upper() in ZONE_WORDS:
-        return f"{clock} ({ZONE_WORDS[zone.strip('()').upper()]})"
-    return f"{clock} {zone}" if zone else clock
+    if not zone:
+        return clock
+    words = ZONE_WORDS.get(zone.strip("()"))  # a zone is in capitals (nmt.text.protect.TIME_ZONE)
+    return f"{clock} ({words})" if words else f"{clock} {zone}"
 
 
 TIME_WORDS = re.compile(r"\b(?:at|from|to|until|till|by|before|after|between|and|since|around|about)\s+$",
