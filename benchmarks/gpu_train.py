@@ -5,10 +5,11 @@
 
 Four parts, on the embedded Multi30k corpus (report.md is rewritten after each, so a run cut short keeps what
 it measured):
-1. Throughput against --max-tokens, in this process: nmt's Transformer eager and compiled (`nmt train
-   --compile`), and torch.nn.Transformer with cuDNN's attention left out (the baseline at its best), base in
-   bf16 over the same batches at each size (benchmarks/train.py's loop, fused Adam, the eager models interleaved
-   step by step, the compiled one after them, apart): target tokens/s, model FLOPs utilization (the FLOPs of the
+1. Throughput against --max-tokens, in this process: nmt's Transformer eager, compiled (`nmt train
+   --compile`) and compiled over static shapes (`--compile --static-shapes`: on CUDA, replayed from CUDA
+   graphs), and torch.nn.Transformer with cuDNN's attention left out (the baseline at its best), base in bf16
+   over the same batches at each size (benchmarks/train.py's loop, fused Adam, the eager models interleaved
+   step by step, the compiled ones after them, apart): target tokens/s, model FLOPs utilization (the FLOPs of the
    real tokens, nmt.training.flops, as `nmt train` logs them, against the GPU's dense bf16 peak), peak memory.
 2. `torchrun --nproc_per_node 1 nmt train --dist-backend nccl`: one rank through init_process_group with NCCL
    and DistributedDataParallel, as on a cluster; target tokens/s and GPU memory as `nmt train` logs them.
@@ -33,7 +34,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from train import Run, TorchTransformer, compare
 
-from nmt.data.batching import collate, token_batches
+from nmt.data.batching import collate, static_collate, token_batches
 from nmt.data.corpus import load_embedded
 from nmt.model.config import ModelConfig
 from nmt.model.loss import TranslationLoss
@@ -84,13 +85,21 @@ def steady_speed(records: list[dict]) -> float:
 
 
 def multi30k_batches(device: torch.device, sentences: int, max_tokens: int, tokenizer,
-                     multiple: int = 1) -> list[tuple]:
+                     multiple: int = 1, static: bool = False) -> list[tuple]:
+    """Batches as `nmt train` makes them: padded to `multiple` (--compile), or to a few shapes (static:
+    --static-shapes)."""
     pairs = load_embedded("multi30k", "train")
     src_ids = tokenizer.encode_batch(pairs.source[:sentences])
     tgt_ids = tokenizer.encode_batch(pairs.target[:sentences])
-    index_batches = token_batches([len(s) for s in src_ids], [len(t) for t in tgt_ids], max_tokens, seed=1, epoch=0)
-    return [tuple(t.to(device) for t in collate([src_ids[i] for i in b], [tgt_ids[i] for i in b], 0, 2, 3,
-                                                multiple=multiple))
+    index_batches = token_batches([len(s) for s in src_ids], [len(t) for t in tgt_ids], max_tokens, seed=1, epoch=0,
+                                  static_shapes=static)
+
+    def padded(src, tgt):
+        if static:
+            return static_collate(src, tgt, 0, 2, 3, max_tokens)
+        return collate(src, tgt, 0, 2, 3, multiple=multiple)
+
+    return [tuple(t.to(device) for t in padded([src_ids[i] for i in b], [tgt_ids[i] for i in b]))
             for b in index_batches]
 
 
@@ -98,9 +107,10 @@ def part_throughput(device: torch.device, sizes: dict, steps: int) -> list[str]:
     pairs = load_embedded("multi30k", "train")
     tokenizer = train_tokenizer(pairs.source[:20000] + pairs.target[:20000], 8000)
     config = ModelConfig.preset(sizes["preset"], vocab_size=tokenizer.vocab_size)
-    def nmt_run(compiled: bool) -> Run:
+    def nmt_run(compiled: bool, graphs: bool = False) -> Run:
         torch.manual_seed(0)
-        criterion = TranslationLoss(Transformer(config), label_smoothing=0.1, compiled=compiled)
+        criterion = TranslationLoss(Transformer(config), label_smoothing=0.1, compiled=compiled,
+                                    graphs=graphs and device.type == "cuda")
 
         def nmt_loss(src, tgt_in, tgt_out, criterion=criterion):
             return criterion(src, tgt_in, tgt_out) / (tgt_out != 0).sum()
@@ -119,18 +129,21 @@ def part_throughput(device: torch.device, sizes: dict, steps: int) -> list[str]:
              "| --max-tokens | model | target tok/s | model FLOPs utilization | peak GPU memory (GiB) |",
              "|---|---|---|---|---|"]
     started = time.monotonic()
-    compiled = None
-    for phase in ("eager", "compiled"):
-        if phase == "compiled":
-            runs = {"nmt --compile": nmt_run(True)}
+    compiled = {}
+    graphs = " (CUDA graphs)" if device.type == "cuda" else ""
+    phases = {"eager": None, "compiled": "nmt --compile", "graphs": f"nmt --compile --static-shapes{graphs}"}
+    for phase, label in phases.items():
+        static = phase == "graphs"
+        if label:
+            runs = {label: nmt_run(True, graphs=static)}
             warm = time.monotonic()
-            for max_tokens in sizes["sweep"]:  # every size's shapes compiled before any timing
-                for batch in multi30k_batches(device, sizes["sentences"], max_tokens, tokenizer, multiple=8):
-                    runs["nmt --compile"].step(batch, timed=False)
-            compiled = time.monotonic() - warm
+            for max_tokens in sizes["sweep"]:  # every size's shapes compiled (and recorded) before any timing
+                for batch in multi30k_batches(device, sizes["sentences"], max_tokens, tokenizer, 8, static):
+                    runs[label].step(batch, timed=False)
+            compiled[phase] = time.monotonic() - warm
         for max_tokens in sizes["sweep"]:
             batches = multi30k_batches(device, sizes["sentences"], max_tokens, tokenizer,
-                                       multiple=8 if phase == "compiled" else 1)
+                                       multiple=8 if label else 1, static=static)
             batch = max(batches, key=lambda b: b[1].numel())
             tokens = int((batch[2] != 0).sum())
             if device.type == "cuda":
@@ -142,8 +155,10 @@ def part_throughput(device: torch.device, sizes: dict, steps: int) -> list[str]:
                 utilization = f"{speed * flops / peak:.1%}" if peak else "-"
                 lines.append(f"| {max_tokens:,} | {label} | {speed:,.0f} | {utilization} | {memory:.1f} |")
             print(lines[-len(runs):], f"{time.monotonic() - started:.0f} s", flush=True)
-    lines += ["", f"Peak memory: of the models measured together at that size. The compiled model: timed after "
-              f"the others, every size compiled first ({compiled:.0f} s), batches padded to multiples of 8."]
+    lines += ["", f"Peak memory: of the models measured together at that size. The compiled models: timed after "
+              f"the others, apart, every size compiled first ({compiled['compiled']:.0f} s; with static shapes "
+              f"{compiled['graphs']:.0f} s), batches padded to multiples of 8, or with --static-shapes to a few "
+              "shapes (lengths in buckets, rows to --max-tokens)."]
     return lines
 
 

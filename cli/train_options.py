@@ -110,6 +110,9 @@ TRAIN_OPTIONS = {
     "init_from": (str, typer.Option(None, "--init-from", help="Start from this checkpoint's weights (fine-tuning).")),
     "compile": (bool, typer.Option(None, "--compile/--no-compile", help="The encoder and decoder through "
         "torch.compile: fused kernels, a minute or more of compiling at start. Default off.")),
+    "static_shapes": (bool, typer.Option(None, "--static-shapes/--no-static-shapes", help="Pad every batch to one of "
+        "a few shapes (lengths in buckets, rows to --max-tokens); with --compile on CUDA the step is replayed from "
+        "CUDA graphs, one a shape. Default off.")),
     "ema": (float, typer.Option(None, "--ema", help="Keep a moving average of the weights with this decay (0.9999, "
         "say): validation scores it and every checkpoint holds it (`nmt average --ema`).")),
     "log_every": (int, typer.Option(None, "--log-every", help="Progress line every N steps. Default 100.")),

@@ -1,6 +1,16 @@
+from pathlib import Path
+
 import numpy as np
 
-from nmt.data.batching import collate, pad_sources, sorted_batches, token_batches
+from nmt.data.batching import (
+    bucket_length,
+    collate,
+    pad_sources,
+    sorted_batches,
+    static_collate,
+    static_rows,
+    token_batches,
+)
 
 
 def lengths(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -56,3 +66,50 @@ def test_pad_sources_is_the_source_side_of_collate():
     sources, targets = [[5, 6, 7], [8]], [[9], [10, 11]]
     assert pad_sources(sources, 0, 3).tolist() == collate(sources, targets, 0, 2, 3)[0].tolist() == [[5, 6, 7, 3],
                                                                                                     [8, 3, 0, 0]]
+
+
+def wmt_lengths() -> tuple[np.ndarray, np.ndarray]:
+    """benchmarks/wmt-lengths.tsv: the pieces of 4,000 Europarl and WMT news pairs."""
+    table = Path(__file__).parent.parent / "benchmarks" / "wmt-lengths.tsv"
+    rows = [line.split("\t") for line in table.read_text().splitlines() if not line.startswith("#")]
+    return np.array([int(s) for s, _ in rows]), np.array([int(t) for _, t in rows])
+
+
+def test_bucket_lengths_are_few_and_pad_by_under_8_or_a_quarter():
+    lengths_ = np.arange(1, 513)
+    padded = bucket_length(lengths_)
+    assert (padded >= lengths_).all() and (padded - lengths_ < np.maximum(8, lengths_ / 4)).all()
+    assert padded[:64].tolist() == [8 * (1 + (n - 1) // 8) for n in range(1, 65)]
+    assert len(set(padded[:256].tolist())) == 16  # 8..64 by 8, 80..128 by 16, 160..256 by 32
+    assert bucket_length(129) == 160 and isinstance(bucket_length(129), int)
+
+
+def test_static_batches_fit_their_shape_and_make_few_shapes_of_wmt_lengths():
+    """A static batch of padded length L holds at most max_tokens // L sentences, so every batch of one L has
+    one shape: CUDA graphs record one a shape (torch warns past 50), and the padding stays about that of
+    lengths padded to 8 (the compiled step's)."""
+    src, tgt = wmt_lengths()
+    for max_tokens in (4096, 16384):
+        batches = token_batches(src, tgt, max_tokens, seed=1, epoch=0, static_shapes=True)
+        assert sorted(np.concatenate(batches).tolist()) == list(range(len(src)))
+        shapes, padded = set(), 0
+        for batch in batches:
+            s, t = bucket_length(src[batch].max() + 1), bucket_length(tgt[batch].max() + 1)
+            assert len(batch) <= static_rows(max_tokens, max(s, t))
+            shapes.add((static_rows(max_tokens, max(s, t)), s, t))
+            padded += static_rows(max_tokens, max(s, t)) * (s + t)
+        eights = sum(len(b) * (-(-(src[b].max() + 1) // 8) * 8 + -(-(tgt[b].max() + 1) // 8) * 8)
+                     for b in token_batches(src, tgt, max_tokens, seed=1, epoch=0))
+        assert len(shapes) <= 50
+        assert padded < 1.1 * eights
+
+
+def test_static_collate_pads_to_the_shape_with_filler_rows_the_loss_ignores():
+    src, tgt_in, tgt_out = static_collate([[5, 6], [7]], [[8], [9, 10, 11]], 0, 2, 3, max_tokens=40)
+    assert src.shape == tgt_in.shape == tgt_out.shape == (5, 8)  # 40 // 8 rows, lengths to 8
+    plain = collate([[5, 6], [7]], [[8], [9, 10, 11]], 0, 2, 3)
+    for padded, unpadded in zip((src, tgt_in, tgt_out), plain, strict=True):
+        assert padded[:2, : unpadded.size(1)].tolist() == unpadded.tolist()
+        assert (padded[:2, unpadded.size(1):] == 0).all()
+    assert src[2:].tolist() == [[3] + [0] * 7] * 3  # EOS alone: an attention row is never all masked
+    assert tgt_in[2:, 0].tolist() == [2] * 3 and (tgt_in[2:, 1:] == 0).all() and (tgt_out[2:] == 0).all()

@@ -140,3 +140,27 @@ def test_a_batch_without_padding_does_not_compile_the_step_again():
         for src in (padded, unpadded):
             tgt = torch.full((2, 3), 5)
             compiled(src, tgt, criterion.mask(src))
+
+
+def test_a_static_batch_gives_the_loss_and_gradients_of_the_batch_itself():
+    """--static-shapes pads lengths to buckets and rows to the budget (nmt.data.batching.static_collate): the
+    loss over real tokens and every gradient stay those of the batch as collate makes it."""
+    from nmt.data.batching import collate, static_collate
+    from nmt.model.config import ModelConfig
+    from nmt.model.transformer import Transformer
+
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.preset("tiny", vocab_size=50, dropout=0.0)).train()
+    sources, targets = [[5, 6, 7], [8, 9, 10, 11, 12], [13]], [[14, 15], [16, 17, 18, 19], [20, 21, 22]]
+    results = []
+    for batch in (collate(sources, targets, 0, 2, 3), static_collate(sources, targets, 0, 2, 3, max_tokens=96)):
+        model.zero_grad()
+        loss = TranslationLoss(model, 0.1)(*batch)
+        loss.backward()
+        results.append((loss.detach(), gradients(model)))
+    assert static_collate(sources, targets, 0, 2, 3, max_tokens=96)[0].shape == (12, 8)
+    torch.testing.assert_close(results[1][0], results[0][0])
+    assert results[0][1].keys() == results[1][1].keys()
+    for name, gradient in results[0][1].items():
+        assert torch.isfinite(results[1][1][name]).all(), name
+        torch.testing.assert_close(results[1][1][name], gradient, rtol=1e-4, atol=1e-6, msg=name)

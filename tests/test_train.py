@@ -988,6 +988,58 @@ def test_an_update_weighs_every_target_token_alike_whichever_batch_it_is_in(tmp_
         torch.testing.assert_close(apart[name], gradient, atol=1e-6, rtol=1e-4)
 
 
+def test_a_static_shape_update_takes_the_gradient_tokens_and_flops_of_its_batches(tmp_path):
+    """--static-shapes (issue 81: shapes a CUDA graph can be recorded at): the update pads each batch to its
+    shape, filler rows and all, and takes the same gradient, target tokens and FLOPs as without."""
+    import types
+
+    from nmt.model.loss import TranslationLoss
+    from nmt.training.distributed import Distributed
+    from tests.conftest import tiny_model
+
+    rng = np.random.default_rng(0)
+    short = ([rng.integers(4, 50, 3)], [rng.integers(4, 50, 2)])
+    long = ([rng.integers(4, 50, 12) for _ in range(3)], [rng.integers(4, 50, 8) for _ in range(3)])
+    results = []
+    for static in (False, True):
+        torch.manual_seed(0)
+        model = tiny_model(vocab_size=50).train()
+        config = TrainConfig(out=str(tmp_path), data="multi30k", max_steps=1, max_tokens=100, clip_norm=0.0,
+                             dropout=0.0, static_shapes=static)
+        trainer = types.SimpleNamespace(config=config, dist=Distributed(), device=torch.device("cpu"),
+                                        precision="fp32", scaler_state=None, average=None, update_freq=2,
+                                        agreed_elapsed=None, local_elapsed=lambda: 0.0)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+        captured = []
+        optimizer.register_step_pre_hook(
+            lambda *_, model=model, captured=captured: captured.append(
+                {n: p.grad.clone() for n, p in model.named_parameters()}))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+        loop = Loop(trainer, model, TranslationLoss(model), optimizer, scheduler, None, {"step": 0}, None, None,
+                    None)
+        batches = [loop.collated(short), loop.collated(long)]
+        loss, tokens, flops, stepped = loop.update(batches)
+        results.append((loss, tokens, flops, captured[0], [tuple(b.src.shape) + (b.tgt_in.size(1),) for b in batches]))
+    (loss, tokens, flops, gradients, _), (static_loss, static_tokens, static_flops, static_gradients, shapes) = results
+    assert shapes == [(12, 8, 8), (6, 16, 16)]  # 100 // 8 rows of 8, 100 // 16 of 16
+    assert (static_tokens, static_flops) == (tokens, flops) and static_loss == pytest.approx(loss, rel=1e-5)
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(static_gradients[name], gradient, atol=1e-6, rtol=1e-4)
+
+
+def test_nmt_train_static_shapes_trains_records_the_option_and_warns_when_a_resume_drops_it(corpus, tmp_path):
+    first = nmt(*train_args(corpus, tmp_path, "--max-steps", "6", "--valid-every", "1000", "--log-every", "1",
+                            "--static-shapes"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    losses = logged_losses(tmp_path)
+    assert sorted(losses) == list(range(1, 7)) and all(math.isfinite(loss) for loss in losses.values())
+    assert "static_shapes: true" in (tmp_path / "config.yaml").read_text()
+    again = train_args(corpus, tmp_path, "--max-steps", "8", "--valid-every", "1000", "--log-every", "1")
+    resumed = nmt(*[arg for arg in again if arg != "--quiet"])  # the warning is a log line
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "static_shapes: True -> False" in resumed.stderr, resumed.stderr[-3000:]
+
+
 @pytest.mark.slow  # torch.compile on a CPU: a minute or two
 def test_the_compiled_step_trains_as_the_eager_one_and_compiles_once_for_every_length(corpus, tmp_path):
     """`--compile` (issue 64): over 50 updates of batches of every length, the losses of the eager step to

@@ -139,14 +139,19 @@ class TranslationLoss(nn.Module):
     """The model and its training loss as one module, for DistributedDataParallel to wrap (its hooks see
     every parameter used, the tied output projection included)."""
 
-    def __init__(self, model: Transformer, label_smoothing: float = 0.0, compiled: bool = False):
+    def __init__(self, model: Transformer, label_smoothing: float = 0.0, compiled: bool = False,
+                 graphs: bool = False):
         """compiled: the encoder and decoder through torch.compile (Inductor: the dropout, residual and norm
         chains fused into a few kernels; shapes marked dynamic, so that batches of every length share one
-        graph); the loss's chunks stay eager."""
+        graph); the loss's chunks stay eager. graphs (CUDA, batches of a few shapes: static_collate): the
+        compiled forward and backward replayed from a CUDA graph recorded at each shape's first batch
+        (torch.compile's reduce-overhead mode), not launched kernel by kernel."""
         super().__init__()
         self.model = model
         self.label_smoothing = label_smoothing
-        self.compiled = torch.compile(self._hidden, dynamic=True) if compiled else None
+        self.graphs = graphs and compiled
+        mode = "reduce-overhead" if self.graphs else None
+        self.compiled = torch.compile(self._hidden, dynamic=True, mode=mode) if compiled else None
 
     def mask(self, src: Tensor) -> Tensor | None:
         """The source mask the encoder and decoder take: the model's (on a CPU, None for a batch without padding:
@@ -163,6 +168,8 @@ class TranslationLoss(nn.Module):
 
         # Duck sizing would give the source and target lengths one symbol where a first batch has them equal,
         # and compile again at the first batch where they differ (on an H200: 70 s each time)
+        if self.graphs:  # the last batch's outputs are spent (its backward ran): their memory may be reused
+            torch.compiler.cudagraph_mark_step_begin()
         with fx_config.patch(use_duck_shape=False):
             return self.compiled(src, tgt_in, mask)
 

@@ -74,6 +74,8 @@ class TrainConfig:
     init_from: str | None = None
     ema: float | None = None  # decay of a moving average of the weights, validated and saved beside them
     compile: bool = False  # the encoder and decoder through torch.compile (nmt.model.loss.TranslationLoss)
+    static_shapes: bool = False  # batches of a few shapes (nmt.data.batching.static_collate); compiled on CUDA,
+    # the step is captured in CUDA graphs
     max_len: int = 250  # filter: subword tokens per side
     max_ratio: float = 3.0
     log_every: int = 100

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nmt.data.batching import collate, token_batches
+from nmt.data.batching import collate, static_collate, token_batches
 from nmt.data.corpus import ParallelText
 from nmt.data.prepare import TokenCorpus
 from nmt.decoding.configuration import DecodingConfig
@@ -29,7 +29,7 @@ from nmt.model.loss import TranslationLoss
 from nmt.model.transformer import Transformer
 from nmt.text.metrics import score
 from nmt.text.tokenizer import Tokenizer
-from nmt.training.flops import batch_flops, peak_flops
+from nmt.training.flops import peak_flops, training_flops
 
 log = logging.getLogger("nmt")
 
@@ -55,14 +55,14 @@ class EpochBatches:
     """Each epoch's token-budget batches of a prepared corpus (nmt.data.batching), from its stored lengths; the
     last epoch's are kept, since the first is asked for twice (its length, then its steps)."""
 
-    def __init__(self, corpus: TokenCorpus, max_tokens: int, seed: int):
-        self.corpus, self.max_tokens, self.seed = corpus, max_tokens, seed
+    def __init__(self, corpus: TokenCorpus, max_tokens: int, seed: int, static_shapes: bool = False):
+        self.corpus, self.max_tokens, self.seed, self.static_shapes = corpus, max_tokens, seed, static_shapes
         self._epoch, self._batches = None, []
 
     def of(self, epoch: int) -> list:
         if self._epoch != epoch:
             self._batches = token_batches(self.corpus.source_lengths, self.corpus.target_lengths, self.max_tokens,
-                                          self.seed, epoch)
+                                          self.seed, epoch, self.static_shapes)
             self._epoch = epoch
         return self._batches
 
@@ -203,11 +203,16 @@ class Loop:
         return read_ahead(groups(), PREFETCH_UPDATES)
 
     def collated(self, batch: Batch) -> Collated:
-        """A batch's token ids as the step takes them: padded (to 8 under --compile), pinned on CUDA."""
+        """A batch's token ids as the step takes them: padded (to 8 under --compile; with --static-shapes to one
+        of a few shapes), pinned on CUDA."""
         c = self.model_config
-        src, tgt_in, tgt_out = collate(batch[0], batch[1], c.pad_id, c.bos_id, c.eos_id,
-                                       COMPILED_LENGTH_MULTIPLE if self.config.compile else 1)
-        flops = batch_flops(c, src, tgt_out)
+        if self.config.static_shapes:
+            src, tgt_in, tgt_out = static_collate(batch[0], batch[1], c.pad_id, c.bos_id, c.eos_id,
+                                                  self.config.max_tokens)
+        else:
+            src, tgt_in, tgt_out = collate(batch[0], batch[1], c.pad_id, c.bos_id, c.eos_id,
+                                           COMPILED_LENGTH_MULTIPLE if self.config.compile else 1)
+        flops = training_flops(c, [len(s) + 1 for s in batch[0]], [len(t) + 1 for t in batch[1]])  # EOS counted
         if self.device.type == "cuda":  # the copies from pinned memory overlap the device's work
             src, tgt_in, tgt_out = src.pin_memory(), tgt_in.pin_memory(), tgt_out.pin_memory()
         return Collated(src, tgt_in, tgt_out, sum(map(len, batch[1])) + len(batch[1]), flops)  # targets with EOS

@@ -58,7 +58,8 @@ log = logging.getLogger("nmt")
 # Options whose change on resume alters the run (others, such as --max-steps, just extend it).
 # (The model's shape and the schedule are checked harder: a change is an error, see Trainer._resumable/_schedule.)
 RESUME_SENSITIVE = ("data", "src_file", "tgt_file", "hf_dataset", "prepared", "augment", "augment_swap",
-                    "register_tags", "max_tokens", "seed", "label_smoothing", "precision", "dropout", "ema")
+                    "register_tags", "max_tokens", "static_shapes", "seed", "label_smoothing", "precision", "dropout",
+                    "ema")
 
 
 class Trainer:
@@ -196,7 +197,7 @@ class Trainer:
         if init is not None:
             model.load_state_dict(init.weights)
         torch.manual_seed(config.seed + self.dist.rank)  # but different dropout
-        batches = EpochBatches(corpus, config.max_tokens, config.seed)
+        batches = EpochBatches(corpus, config.max_tokens, config.seed, config.static_shapes)
         self.update_freq = batches_per_update(config, self.dist.world_size)
         if len(batches.of(0)) < self.dist.world_size:
             raise UsageError(f"the corpus makes {len(batches.of(0))} batches of --max-tokens {config.max_tokens}, "
@@ -225,7 +226,8 @@ class Trainer:
             state = self._resume(resumed, model, optimizer, scheduler)
         self.started = time.monotonic() - state["elapsed"]
         self.agreed_elapsed = state["elapsed"]
-        wrapped = TranslationLoss(model, config.label_smoothing, compiled=config.compile)
+        wrapped = TranslationLoss(model, config.label_smoothing, compiled=config.compile,
+                                  graphs=config.compile and config.static_shapes and self.device.type == "cuda")
         if self.dist.group is not None:
             with self.dist.waiting():  # the model's buffers are constants: no broadcast
                 wrapped = torch.nn.parallel.DistributedDataParallel(
