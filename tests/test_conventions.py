@@ -130,6 +130,18 @@ def test_ranges_of_counts_and_amounts_go_to_the_model_with_to():
         assert english_ranges(unchanged) == unchanged
 
 
+def test_amounts_in_thousands_go_to_the_model_written_out():
+    # "The salary is $85k a year." came out "Le salaire est de 85 dollars par an."
+    from nmt.text.conventions import english_ranges, english_thousands
+
+    assert english_thousands("The salary is $85k a year.") == "The salary is $85,000 a year."
+    assert english_thousands("He raised €1.5K, then £2.25k and $0.5k.") == "He raised €1,500, then £2,250 and $500."
+    assert english_ranges(english_thousands("Salaries range from $50k-70k, bonuses €2.5k–€3k.")) == \
+        "Salaries range from $50,000 to $70,000, bonuses €2,500 to €3,000."
+    for unchanged in ("a 5k run", "a $5k-a-year job", "$85km", "$1,5k", "10k users"):
+        assert english_thousands(unchanged) == unchanged
+
+
 def test_abbreviated_units_and_words_go_to_the_model_written_out():
     # "Batteries last up to 10 hrs." came out "jusqu'à 10 hrs", "20 mins" "20 mins", "after 500 m" "après 500
     # millions", "approx. 300 euros" "approximative. 300 euros"

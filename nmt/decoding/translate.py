@@ -54,6 +54,7 @@ from nmt.text.conventions import (
     english_months,
     english_ranges,
     english_short_forms,
+    english_thousands,
     english_titles,
     punctuate,
     render_sentence,
@@ -299,7 +300,7 @@ class Translator:
         """An English line with its abbreviated months, days, units and words, ranges of days and hours, titles,
         couples, country abbreviations and month-first dates in digits written as the model translates them right
         (nmt.text.conventions); in the retry (strict), a couple stays as written, for one placeholder to hold it."""
-        line = english_ranges(english_short_forms(english_days_and_hours(english_months(line))))
+        line = english_ranges(english_thousands(english_short_forms(english_days_and_hours(english_months(line)))))
         return day_first_dates(english_abbreviations(english_titles(line, couples=not strict)))
 
     def _unit(self, text: str, strict: bool = False) -> Unit:

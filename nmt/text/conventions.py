@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 
 from nmt.text.names import NAME_WORDS, couples_written_out
 from nmt.text.protect import BACKTICKED, EMAIL, PATH, URL, verbatim_spans
@@ -170,6 +171,26 @@ ENGLISH_SCALES = {"m": "million", "mn": "million", "M": "million", "bn": "billio
 MONEY_RANGE = re.compile(r"(?<![\w.,])([$€£])(\d+(?:[.,]\d+)*)\s?[-–—]\s?\1?(\d+(?:[.,]\d+)*)(?![\w.,]?\d)"
                          rf"(?:\s?(million|billion|trillion|{'|'.join(ENGLISH_SCALES)})\b)?")
 ENGLISH_CURRENCIES = {"$": "dollars", "€": "euros", "£": "pounds"}
+
+
+# An amount in thousands ("$85k", "€1.5K", "$5-10k"): the model read "$85k a year" as 85 dollars
+THOUSANDS_NUMBER = r"(\d{1,3}(?:\.\d{1,3})?)\s?"
+THOUSANDS_END = r"[kK](?!\w|-[^\W\d_])"
+THOUSANDS = re.compile(r"(?<![\w.,])(US\$|C\$|A\$|[$€£¥])" + THOUSANDS_NUMBER + THOUSANDS_END)
+THOUSANDS_RANGE = re.compile(r"(?<![\w.,])(US\$|C\$|A\$|[$€£¥])" + THOUSANDS_NUMBER + r"[kK]?\s?([-–—])\s?(?:\1)?"
+                             + THOUSANDS_NUMBER + THOUSANDS_END)
+
+
+def in_thousands(number: str) -> str:
+    value = Decimal(number) * 1000
+    return f"{int(value):,}" if value == value.to_integral_value() else f"{value.normalize():,f}"
+
+
+def english_thousands(english: str) -> str:
+    """`english` with its amounts in thousands written out ("$85k" -> "$85,000", "€1.5K" -> "€1,500", "$5-10k" ->
+    "$5,000-$10,000"), which the model and the amount rules (render_numbers) take as any amount."""
+    english = THOUSANDS_RANGE.sub(lambda m: f"{m[1]}{in_thousands(m[2])}{m[3]}{m[1]}{in_thousands(m[4])}", english)
+    return THOUSANDS.sub(lambda m: m[1] + in_thousands(m[2]), english)
 
 
 def english_ranges(english: str) -> str:
