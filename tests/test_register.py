@@ -158,6 +158,28 @@ def test_asked_for_tu_the_vous_imperatives_the_model_wrote_become_tu_s(french, i
     assert informal_imperatives(french) == informal
 
 
+@pytest.mark.parametrize("french, formal", [
+    ("Contente-toi de continuer.", "Contentez-vous de continuer."),  # "Log in to continue.", asked for vous
+    ("Connecte-toi à votre compte.", "Connectez-vous à votre compte."),
+    ("Appelle-nous au 555-0199.", "Appelez-nous au 555-0199."),
+    ("Dis-moi tout.", "Dites-moi tout."),
+    ("Vas-y !", "Allez-y !"),
+    ("Va-t'en !", "Allez-vous-en !"),
+    ("Donne-le-moi.", "Donnez-le-moi."),
+    ("Inscris-toi ici, puis choisis-en un.", "Inscrivez-vous ici, puis choisissez-en un."),
+    ("Essaie-le, installe-le et jette-le.", "Essayez-le, installez-le et jetez-le."),
+    ("Connecte-toi avec ton compte.", "Connecte-toi avec ton compte."),  # vous here would mix both registers
+    ("Lève-toi.", "Lève-toi."),  # levez or lévez: not known without a lexicon, left
+    ("Sommes-nous prêts ? Pouvons-nous partir ?", "Sommes-nous prêts ? Pouvons-nous partir ?"),  # questions
+    ("Rendez-vous demain, cliquez-le.", "Rendez-vous demain, cliquez-le."),
+    ("Celui-là, peut-être.", "Celui-là, peut-être."),
+])
+def test_asked_for_vous_the_tu_imperatives_with_a_pronoun_become_vous_s(french, formal):
+    from nmt.text.register import formal_imperatives
+
+    assert formal_imperatives(french) == formal
+
+
 def test_a_translator_asked_for_tu_writes_the_imperatives_in_tu_and_leaves_them_otherwise(tagged_checkpoint):
     from nmt.decoding.translate import Translator
     from nmt.model.checkpoint import load_checkpoint
@@ -166,5 +188,6 @@ def test_a_translator_asked_for_tu_writes_the_imperatives_in_tu_and_leaves_them_
     checkpoint = load_checkpoint(tagged_checkpoint)
     translator = Translator.from_checkpoint(checkpoint, decoding(checkpoint))
     assert translator._finished("Saisissez ton nom: ici.", ()) == "Saisissez ton nom\u00a0: ici."  # formal: as written
+    assert translator._finished("Connecte-toi ici.", ()) == "Connectez-vous ici."
     translator.formality = INFORMAL
     assert translator._finished("Saisissez ton nom: ici.", ()) == "Saisis ton nom\u00a0: ici."

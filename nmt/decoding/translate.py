@@ -63,7 +63,7 @@ from nmt.text.flags import lost_numbers, low_confidence, untranslated_words
 from nmt.text.metrics import loops
 from nmt.text.names import kept_couples, kept_name_spans, missing_names, name_to_keep, names_kept, titled_name_spans
 from nmt.text.protect import Protected, glued_kept, numbers_kept, protect
-from nmt.text.register import FORMALITIES, informal_imperatives, register_of
+from nmt.text.register import FORMALITIES, formal_imperatives, informal_imperatives, register_of
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
 from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer
 from nmt.text.typography import joined_elisions
@@ -544,10 +544,13 @@ class Translator:
 
     def _finished(self, text: str, keep: tuple[str, ...]) -> str:
         """A line's translation, its units put together, in the register asked for (the vous imperatives the
-        model wrote though asked for tu, as tu's: nmt.text.register.informal_imperatives) and punctuated as the
-        typography says, `keep` (what placeholders carried) as it is."""
+        model wrote though asked for tu, as tu's: nmt.text.register.informal_imperatives; a tu imperative with its
+        pronoun though asked for vous, as vous's: formal_imperatives) and punctuated as the typography says,
+        `keep` (what placeholders carried) as it is."""
         if self._formality == "informal":
             text = informal_imperatives(text)
+        elif self._formality == "formal":
+            text = formal_imperatives(text)
         return punctuate(text, self.typography, keep)
 
     def _flags(self, line: str, text: str, best: list, pieces: list[list[int]], units: list[Unit],

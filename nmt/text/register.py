@@ -152,3 +152,59 @@ def _informal_imperatives(french: str) -> str:
     french = re.sub(r"\b([Vv])euillez\b", lambda m: "Merci de" if m.group(1) == "V" else "merci de", french)
     french = re.sub(r"\b([Mm]erci de) vous (?=\w)", r"\1 te ", french)  # Veuillez vous connecter
     return re.sub(r"\b([Mm]erci d|[Mm]erci de t)e (?=[aeiouyhàâéèêîôû])", r"\1'", french, flags=re.IGNORECASE)
+
+
+# ---- the formal imperative ----------------------------------------------------------------------------------
+
+# Asked for vous, the model at times writes a tu imperative with its pronoun attached ("Log in to continue." ->
+# "Contente-toi de continuer.", "Join us" -> "Joigne-nous"): a verb form the hyphen and pronoun mark as one.
+# Written as vous's where this knows the verb (the tu form of the vous form it finds is the one written, and no
+# other vous form gives it: "Lève" could be levez or lévez, and stays).
+ATTACHED = re.compile(r"(?<![\w'’-])([^\W\d_]{2,})-(toi|t['’]en|nous|moi|le|la|les|lui|leur|en|y)"
+                      r"(-(?:moi|lui|leur|nous|en|y))?(?![\w'’-])")
+VOUS_WORDS = {tu: vous for vous, tu in IRREGULAR_WORDS.items()}
+
+
+def vous_imperative(verb: str) -> str | None:
+    """The vous imperative of a tu imperative ("Contente" -> "Contentez", "Choisis" -> "Choisissez", "Dis" ->
+    "Dites", "Vas" (before -y) -> "Allez"), in its case: tu_imperative's rules the other way, in its order, each
+    form checked by going back; None where it is not a verb this knows or two vous forms would give it."""
+    lower = verb.lower()
+    if not lower[1:].islower() or lower.endswith(("ez", "ons", "mes")) or lower in NOT_VERBS | set(IRREGULAR_WORDS):
+        return None
+    forms = (lower, lower[:-1]) if lower.endswith(("es", "as")) else (lower,)  # Parles-en, Vas-y
+    for form in forms:
+        stem = form[:-1]
+        rules = ({VOUS_WORDS[form]} if form in VOUS_WORDS else set(),
+                 {form[: -len(tu)] + vous for vous, tu in IRREGULAR_ENDINGS.items() if form.endswith(tu)},
+                 {form[:-2] + "issez"} if form.endswith("is") else set(),
+                 set() if not form.endswith("e") else
+                 {stem[:-1] + "yez"} if re.search(r"[aou]i$", stem) else
+                 {stem[:-1] + "ez"} if re.search(r"(?:appel|jet)[lt]$", stem) else
+                 {stem.replace("è", "e") + "ez", stem.replace("è", "é") + "ez"})
+        for candidates in rules:
+            found = {c for c in candidates if len(c) > 3 and tu_imperative(c) == form}
+            if len(found) > 1:
+                return None
+            if found:
+                vous = found.pop()
+                return vous[0].upper() + vous[1:] if verb[0].isupper() else vous
+    return None
+
+
+def formal_imperatives(french: str) -> str:
+    """`french` with its tu imperatives that carry a pronoun as vous's ("Contente-toi de continuer." ->
+    "Contentez-vous de continuer.", "Appelle-nous" -> "Appelez-nous", "Dis-moi" -> "Dites-moi"): for a
+    translation asked in the formal register. A translation this would leave mixing both registers (a tu, ton or
+    tes elsewhere) stays as it is."""
+
+    def formal(match: re.Match) -> str:
+        form = vous_imperative(match.group(1))
+        if form is None:
+            return match.group()
+        pronoun = {"toi": "vous"}.get(match.group(2), match.group(2))
+        pronoun = "vous-en" if re.fullmatch(r"t['’]en", pronoun) else pronoun
+        return f"{form}-{pronoun}{match.group(3) or ''}"
+
+    written = ATTACHED.sub(formal, french)
+    return french if INFORMAL_WORDS.search(written) else written
