@@ -302,6 +302,18 @@ def test_a_company_must_come_back_whole_and_the_retry_puts_it_behind_a_placehold
     assert names_kept(["Apple"], "Inc. Enregistrer les bénéfices enregistrés.") == 0
 
 
+def test_a_saint_s_name_must_come_back_whole_and_the_retry_puts_it_behind_a_placeholder():
+    """"He was taken to St. Mary's Hospital." came out "Il a été pris à St. L'hôpital de Mary.", "The St. Lawrence
+    River froze." "La loi se gele.". Not a street after its name, nor a feast day (French: la Saint-Patrick)."""
+    assert protect("He was taken to St. Mary's Hospital.").kept_names == ("St. Mary",)
+    retried = protect("The St. Lawrence River froze.", strict=True)
+    assert retried.text == "The ⦅1⦆ River froze." and retried.originals == ("St. Lawrence",)
+    assert protect("We flew to St. Louis and St Kilda.").kept_names == ("St. Louis", "St Kilda")
+    assert protect("I met Main St. Louis and Happy St. Patrick's Day.").kept_names == ("Louis", "Patrick")
+    assert names_kept(["St. Mary"], "Il a été emmené à St. Mary's Hospital.") == 1
+    assert names_kept(["St. Mary"], "Il a été pris à St. L'hôpital de Mary.") == 0
+
+
 @pytest.mark.parametrize("sentence", ["Will you come?", "Grace under pressure.", "Frank talks began.",
                                       "THE END", "We met in May."])
 def test_words_that_are_also_names_are_not_first_names(sentence):

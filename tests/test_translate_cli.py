@@ -553,8 +553,9 @@ def test_a_translation_that_loses_a_first_name_is_translated_again_with_it_prote
 def test_a_translation_that_loses_a_company_is_translated_again_with_it_protected(translator):
     """"Apple Inc. reported record profits." came out "Inc. Enregistrer les bénéfices enregistrés.": this random
     model loses the company too, and the retry brings it back whole."""
-    found = translator.translate(["Apple Inc. reported record profits.", "Shares of Acme Ltd. fell."])
-    assert "Apple Inc." in found[0].text and "Acme Ltd." in found[1].text
+    found = translator.translate(["Apple Inc. reported record profits.", "Shares of Acme Ltd. fell.",
+                                  "He was taken to St. Mary's Hospital."])
+    assert "Apple Inc." in found[0].text and "Acme Ltd." in found[1].text and "St. Mary" in found[2].text
 
 
 def test_a_couple_the_model_loses_one_of_is_translated_again_behind_one_placeholder(translator):

@@ -158,15 +158,35 @@ def company_spans(sentence: str) -> list[tuple[int, int]]:
     return spans
 
 
+# A saint's name ("St. Mary's Hospital", "St. Louis", "the St. Lawrence River"): the model read "St." as a word or
+# a sentence's end ("He was taken to St. Mary's Hospital." -> "Il a été pris à St. L'hôpital de Mary.", "The St.
+# Lawrence River froze." -> "La loi se gele."). Not a street after its name ("Main St. Louis"), nor a feast day
+# ("St. Patrick's Day": French says "la Saint-Patrick")
+SAINT = re.compile(r"(?<![\w.])St\.? [A-Z][a-z]+(?:-[A-Z][a-z]+)?(?:['’]s)?(?![\w'’-])(?! Day\b)")
+
+
+def saint_spans(sentence: str) -> list[tuple[int, int]]:
+    """(start, end) of each saint's name in `sentence` (SAINT)."""
+    spans = []
+    for match in SAINT.finditer(sentence):
+        before = sentence[: match.start()].split()
+        if before and before[-1][:1].isupper() and before[-1] not in OPENING_WORDS and not before[-1].endswith("."):
+            continue  # a street: "Main St."
+        spans.append(match.span())
+    return spans
+
+
 def kept_name_spans(sentence: str) -> list[tuple[int, int]]:
     """(start, end) of the names a translation of `sentence` must keep, in order: its companies with their
-    legal forms (company_spans; name_to_keep leaves the form out) and its first names with their family names
-    (first_name_spans)."""
-    companies = company_spans(sentence)
-    return sorted(companies + [span for span in first_name_spans(sentence)
-                               if not any(start < span[1] and span[0] < end for start, end in companies)])
+    legal forms (company_spans; name_to_keep leaves the form out), its saints' names (saint_spans) and its first
+    names with their family names (first_name_spans)."""
+    spans = company_spans(sentence)
+    for found in (saint_spans(sentence), first_name_spans(sentence)):
+        spans += [span for span in found if not any(start < span[1] and span[0] < end for start, end in spans)]
+    return sorted(spans)
 
 
 def name_to_keep(name: str) -> str:
-    """What a translation must hold of a name kept_name_spans found: "Apple" of "Apple Inc.", "Bob" of "Bob"."""
-    return re.sub(LEGAL_FORM + "$", "", name)
+    """What a translation must hold of a name kept_name_spans found: "Apple" of "Apple Inc.", "St. Mary" of "St.
+    Mary's", "Bob" of "Bob"."""
+    return re.sub(r"['’]s$", "", re.sub(LEGAL_FORM + "$", "", name))
