@@ -48,3 +48,11 @@ def test_a_clause_s_translation_fits_the_middle_of_a_sentence():
     assert fit_piece("Paris is far,", "Paris est loin,") == "Paris est loin,"  # a capital in the source stays
     assert fit_piece("the USA won.", "USA a gagné.") == "USA a gagné."  # an acronym keeps its capitals
     assert fit_piece("", "") == ""
+
+
+def test_an_abbreviation_before_a_number_or_a_name_does_not_end_the_sentence():
+    # the segmenter cut "See Fig. 3 and Vol. 2 of the report." after "Vol." and "in Ft. Worth" after "Ft."
+    for line in ("See Fig. 3 and Vol. 2 of the report.", "See Sec. 4 and Ch. 3 now.",
+                 "Open Eq. 7 now.", "He met Gov. Brown in Ft. Worth."):
+        assert split_sentences(line) == [line]
+    assert split_sentences("Buy Vol. 2. Then read it.") == ["Buy Vol. 2.", "Then read it."]

@@ -22,6 +22,9 @@ from nmt.text.protect import verbatim_spans
 # Cheap test before calling the segmenter: an end of sentence followed by more text somewhere in the line.
 MAYBE_SEVERAL_SENTENCES = re.compile(r"[.!?\u2026\u3002\uff01\uff1f]\S*\s+\S")
 STAND_IN = "\ue000{}\ue001"  # private-use characters around a number: what the segmenter sees of an entity
+# Abbreviations the segmenter ends a sentence at though a number or name follows ("See Vol. 2 of it." ->
+# "See Vol." and "2 of it.", "in Ft. Worth"): a sentence that ends with one goes on into the next.
+BEFORE_NUMBER_OR_NAME = re.compile(r"(?<![\w.])(?:Vols?|Chs?|Chap|Eqs?|Figs?|Secs?|Paras?|Tab|Ex|Refs?|Ft|Pt)\.$")
 # Where a long sentence can be cut: after a clause's punctuation and its spaces, the punctuation kept left.
 CLAUSE_END = re.compile(r"(?<=[,;:\u2014\u2013)])\s+")
 
@@ -41,7 +44,9 @@ def split_sentences(text: str) -> list[str]:
     for sentence in segment("en", text):
         for number, original in enumerate(originals):
             sentence = sentence.replace(STAND_IN.format(number), original)
-        if sentence.strip():
+        if sentences and BEFORE_NUMBER_OR_NAME.search(sentences[-1]) and sentence.strip()[:1].isalnum():
+            sentences[-1] += " " + sentence.strip()
+        elif sentence.strip():
             sentences.append(sentence.strip())
     return sentences
 
