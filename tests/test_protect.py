@@ -327,6 +327,10 @@ def test_a_program_s_format_in_a_line_is_a_placeholder_a_percentage_is_not():
     assert protect("Deleted %d files in %s.").text == "Deleted \u29851\u2986 files in \u29852\u2986."
     assert protect("Hello, %1$s and %(name)s: {count} new, {0:>5}.").text == \
         "Hello, \u29851\u2986 and \u29852\u2986: \u29853\u2986 new, \u29854\u2986."
-    for prose in ("Save 50% on all items.", "50% d'entre eux", "Up 5%, down 3%.", "A set {1, 2} or {}."):
+    # Qt's: "Last modified: %1" came out "Dernière modification : % 1"
+    assert protect("Last modified: %1, copy %2 of %L10?").text == \
+        "Last modified: \u29851\u2986, copy \u29852\u2986 of \u29853\u2986?"
+    for prose in ("Save 50% on all items.", "50% d'entre eux", "Up 5%, down 3%.", "A set {1, 2} or {}.",
+                  "Up 50%1", "a 100% 1-year deal"):
         assert protect(prose).text == prose
     assert protect("Deleted %d files.").restore("Supprimé \u29851\u2986 fichiers.") == "Supprimé %d fichiers."

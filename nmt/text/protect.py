@@ -66,10 +66,12 @@ CODE = re.compile(r"(?<![\w-])(?:--?[a-z][\w-]*|\d+(?:\.\d+){2,}(?:[\w.-]*\w)?"
 # brackets with it), a dotted name of two letters or more a part (nmt.decoding.translate, config.yaml; not
 # "e.g."), a path (/usr/bin, ~/.config, ./run.sh, C:\Users)
 BACKTICKED = re.compile(r"`[^`\n]+`")
-# A program's format in a message, printf's or a brace field ("Deleted %d files", "Hello, %1$s", "{count} new"):
-# the model wrote "%d files" as "% des fichiers" and "{count}" as "{counte }"; not "50% d'entre eux", "{ }"
+# A program's format in a message, printf's, Qt's or a brace field ("Deleted %d files", "Hello, %1$s", "Last
+# modified: %1", "{count} new"): the model wrote "%d files" as "% des fichiers", "%1" as "% 1" and "{count}" as
+# "{counte }"; not "50% d'entre eux", "{ }"
 FORMAT_SPEC = re.compile(r"(?<![\w%])%(?:\d+\$|\([\w.]+\))?[-+#0']*\d*(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?"
-                         r"[diouxXeEfFgGcsp@](?!\w)|(?<![\w{])\{(?:\d+|[A-Za-z_]\w*)(?:[.:!][^{}\s]*)?\}(?!\})")
+                         r"[diouxXeEfFgGcsp@](?!\w)|(?<![\w%])%L?[1-9]\d?(?![\w%])"
+                         r"|(?<![\w{])\{(?:\d+|[A-Za-z_]\w*)(?:[.:!][^{}\s]*)?\}(?!\})")
 IDENTIFIER = re.compile(r"(?<![\w.-])(?:[A-Za-z_]\w*(?:\.[A-Za-z_]\w+)+|[A-Za-z_]\w*_\w+|[a-z]+[A-Z]\w*"
                         r"|[A-Z][a-z\d]+(?:[A-Z][a-z\d]*)+)(?:\(\))?(?![\w-])")
 PATH = re.compile(r"(?<![\w/.])(?:~|\.{1,2})?/[\w.-]*\w(?:/[\w.-]*\w)*/?(?![\w/])|(?<!\w)[A-Za-z]:\\[\w.\\-]*\w")
