@@ -769,6 +769,8 @@ def render_sentence(source: str, translation: str, typography: Typography) -> st
         prose = dates_with_article(render_dates(english, prose))
         prose = french_numbering(english, french_one_day(english, french_days_and_hours(english, prose)))
         prose = repair_elisions(prose, typography.elided)
+        if "\u2026" in english and "..." not in english:  # the source's one character: "Loading…" -> "Chargement…"
+            prose = prose.replace("...", "\u2026")
         return french_couples(prose)
 
     translation = on_prose(translation, render, links_only=True)
