@@ -87,7 +87,8 @@ SCALE_WORDS = {"million": "million", "millions": "million", "billion": "milliard
                "trillion": "billion", "trillions": "billion", "thousand": "mille"}
 # a currency in words after an amount, as a translation may write it ("dollars US", "livres sterling")
 CURRENCY_NAMES = r"(?:dollars?|euros?|livres?|yens?)\b(?:\s(?:US|sterling|américains?|canadiens?|australiens?)\b)?"
-AMOUNT = re.compile(r"(?<![\w.,])(US\$|C\$|A\$|[$€£¥])\s?(\d+(?:,\d{3})*(?:\.\d+)?)"
+CURRENCY_SIGN = r"(?<![\w.,])(US\$|C\$|A\$|[$€£¥])"  # an amount's sign, not inside a word or number
+AMOUNT = re.compile(CURRENCY_SIGN + r"\s?(\d+(?:,\d{3})*(?:\.\d+)?)"
                     r"(?:\s(million|billion|trillion|thousand)s?\b)?(?![\w]|[.,]\d)")
 PERCENT = re.compile(r"(?<![\w.,])(\d+(?:,\d{3})*(?:\.\d+)?)\s?(%|percent\b|per cent\b)")
 DEGREES = re.compile(r"(?<![\w.,])([-\u2212]?\d+(?:\.\d+)?)\s?°\s?([CF])\b")
@@ -176,8 +177,8 @@ ENGLISH_CURRENCIES = {"$": "dollars", "€": "euros", "£": "pounds"}
 # An amount in thousands ("$85k", "€1.5K", "$5-10k"): the model read "$85k a year" as 85 dollars
 THOUSANDS_NUMBER = r"(\d{1,3}(?:\.\d{1,3})?)\s?"
 THOUSANDS_END = r"[kK](?!\w|-[^\W\d_])"
-THOUSANDS = re.compile(r"(?<![\w.,])(US\$|C\$|A\$|[$€£¥])" + THOUSANDS_NUMBER + THOUSANDS_END)
-THOUSANDS_RANGE = re.compile(r"(?<![\w.,])(US\$|C\$|A\$|[$€£¥])" + THOUSANDS_NUMBER + r"[kK]?\s?([-–—])\s?(?:\1)?"
+THOUSANDS = re.compile(CURRENCY_SIGN + THOUSANDS_NUMBER + THOUSANDS_END)
+THOUSANDS_RANGE = re.compile(CURRENCY_SIGN + THOUSANDS_NUMBER + r"[kK]?\s?([-–—])\s?(?:\1)?"
                              + THOUSANDS_NUMBER + THOUSANDS_END)
 
 
