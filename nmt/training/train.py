@@ -227,7 +227,7 @@ class Trainer:
         self.started = time.monotonic() - state["elapsed"]
         self.agreed_elapsed = state["elapsed"]
         wrapped = TranslationLoss(model, config.label_smoothing, compiled=config.compile,
-                                  graphs=config.compile and config.static_shapes and self.device.type == "cuda")
+                                  graphs=config.static_shapes and self.device.type == "cuda")
         if self.dist.group is not None:
             with self.dist.waiting():  # the model's buffers are constants: no broadcast
                 wrapped = torch.nn.parallel.DistributedDataParallel(
