@@ -8,9 +8,12 @@ import socket
 import threading
 import time
 
+import pytest
+
 from nmt.data import prepare
+from nmt.data.corpus import ParallelText
 from nmt.data.prepare import made_once, unique_suffix
-from nmt.errors import Interrupted, stop_signals_handled_by
+from nmt.errors import Interrupted, NmtError, stop_signals_handled_by
 
 
 def test_one_process_makes_a_folder_the_others_wait_for_it_on_the_file_system(tmp_path):
@@ -90,3 +93,35 @@ def test_a_forked_worker_ends_on_sigterm_before_it_sets_its_own_handlers():
     os.close(ready)
     os.close(told)
     assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGTERM
+
+
+def test_a_stop_while_preparing_is_raised_at_the_next_check_never_from_the_handler(tmp_path):
+    """A raise from the handler lands anywhere: in the parent's fork hook (logging's lock release) it was dropped,
+    the lock stayed held, and the pool's workers were forked again behind its terminate (CI: nmt prepare stopped
+    with SIGTERM, its pipes held open for ever by two orphans). The stop is noted, and raised at the next
+    check, with the temporary folder removed; the next preparation in the process starts afresh."""
+    folder = tmp_path / "corpus-abc"
+    made = []
+    try:
+        with prepare._temporary(folder) as temporary:
+            made.append(temporary)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler has run: nothing raised here
+            made.append("after the signal")
+            prepare._check_stop()
+            made.append("past the check")
+    except Interrupted as stop:
+        assert stop.exit_code == 128 + signal.SIGTERM
+    assert made[1:] == ["after the signal"] and not made[0].exists()
+    with prepare._temporary(folder) as temporary:
+        prepare._check_stop()  # an earlier stop is not raised again
+        prepare._publish(temporary, folder)
+    assert folder.is_dir()
+
+
+def test_a_tokenizing_process_that_dies_is_one_error_not_a_wait_for_ever():
+    """multiprocessing.Pool forked a new worker for one that died and waited for ever on the lost chunk's result;
+    the executor raises, and the command says so in one line (here the workers die at start: no model)."""
+    chunks = iter([ParallelText(["a"], ["b"])] * 3)
+    with pytest.raises(NmtError, match="a tokenizing process died"):
+        list(prepare._encoded(chunks, 2, (b"not a sentencepiece model", None, None, None)))

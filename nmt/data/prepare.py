@@ -41,6 +41,8 @@ import zipfile
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,7 +50,7 @@ import numpy as np
 
 from nmt.data.corpus import PairSource, ParallelText, held_out_size, read_lines
 from nmt.data.sources import DataSpec, FilterSpec, training_source
-from nmt.errors import DataError, Interrupted, signal_name, stop_signals_handled_by
+from nmt.errors import DataError, Interrupted, NmtError, signal_name, stop_signals_handled_by
 from nmt.text.tokenizer import Tokenizer, train_tokenizer
 
 log = logging.getLogger("nmt")
@@ -308,8 +310,8 @@ _worker_state: tuple[Tokenizer, FilterSpec, float | None, type] | None = None
 
 
 def _start_pool_worker(*arguments) -> None:
-    """A forked tokenizing process: the parent's stop handlers are not its own (the pool's end, terminate, ends it
-    where it stands; Ctrl-C is the parent's to handle)."""
+    """A forked tokenizing process: the parent's stop handlers are not its own (SIGTERM and SIGHUP end it where
+    it stands; Ctrl-C is the parent's to handle)."""
     for each in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(each, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -428,31 +430,46 @@ def _write_into(temporary: Path, source: PairSource, options: PrepareOptions, to
 
 def _encoded(chunks: Iterator[ParallelText], workers: int, arguments: tuple) -> Iterator[tuple[ParallelText, dict]]:
     """(chunk, encode_pairs of it), in order, from `workers` forked processes (one: this process). At most
-    two chunks per worker are read ahead, so the corpus is never in memory."""
+    two chunks per worker are read ahead, so the corpus is never in memory.
+
+    concurrent.futures, not multiprocessing.Pool: a pool's terminate (its exit) raced its own thread writing a
+    chunk into the workers' pipe, and could wait for ever on it once the workers were gone (CI, a SIGTERM while
+    tokenizing); a worker that died (out of memory) left its chunk's result waiting for ever, where the
+    executor raises (killed while it sends a result back, the executor too waits for ever on the rest of it).
+    On a stop the chunks already handed to a worker are finished, the others dropped."""
     if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
         _start_worker(*arguments)
         yield from ((chunk, _encode_chunk(chunk)) for chunk in chunks)
         return
-    with multiprocessing.get_context("fork").Pool(workers, _start_pool_worker, arguments) as pool:  # exit terminates
+    executor = ProcessPoolExecutor(workers, multiprocessing.get_context("fork"), initializer=_start_pool_worker,
+                                   initargs=arguments)
+    try:
         pending: deque = deque()
         for chunk in chunks:
-            pending.append((chunk, pool.apply_async(_encode_chunk, (chunk,))))
+            pending.append((chunk, executor.submit(_encode_chunk, chunk)))
             if len(pending) >= 2 * workers:
                 chunk, result = pending.popleft()
-                yield chunk, result.get()
+                yield chunk, result.result()
         while pending:
             chunk, result = pending.popleft()
-            yield chunk, result.get()
+            yield chunk, result.result()
+    except BrokenProcessPool:
+        raise NmtError("a tokenizing process died (out of memory? fewer --workers use less)") from None
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 @contextlib.contextmanager
 def _temporary(folder: Path) -> Iterator[Path]:
     """A temporary folder beside `folder`, removed if the work in it fails or is stopped (published ones are
-    renamed): SIGTERM and SIGHUP, whose default ends the process where it stands (a WMT-size folder is many
-    GB), raise Interrupted here, as Ctrl-C does, where the main thread can take them."""
+    renamed). A stop signal (whose default ends the process where it stands, leaving a WMT-size folder of many
+    GB) is noted, and raised as Interrupted by _check_stop at the next chunk and before the folder is published:
+    never from the handler, which lands anywhere, in a fork's hooks too (one that dropped the raise half-way
+    through logging's lock release left a pool's workers forked again behind its terminate, waiting for ever)."""
     temporary = folder.with_name(f"{folder.name}.{unique_suffix()}")
     temporary.mkdir(parents=True)
-    stops = stop_signals_handled_by(_raise_stop) if threading.current_thread() is threading.main_thread() \
+    _STOPPED.clear()
+    stops = stop_signals_handled_by(_note_stop) if threading.current_thread() is threading.main_thread() \
         else contextlib.nullcontext()
     try:
         with stops:
@@ -462,17 +479,16 @@ def _temporary(folder: Path) -> Iterator[Path]:
         raise
 
 
-_STOPPED: list[int] = []  # the stop signal that came while preparing, for a raise a fork hook swallowed
+_STOPPED: list[int] = []  # the stop signals that came while preparing
 
 
-def _raise_stop(signal_number: int, frame) -> None:
+def _note_stop(signal_number: int, frame) -> None:
     _STOPPED.append(signal_number)
-    _check_stop()
 
 
 def _check_stop() -> None:
-    """Raise Interrupted if a stop signal came while preparing (checked again between chunks and before a folder
-    is published: the handler's own raise is lost where it lands in a fork's hook)."""
+    """Raise Interrupted if a stop signal came while preparing (checked between chunks and before a folder is
+    published)."""
     if _STOPPED:
         raise Interrupted(_STOPPED[-1], message=f"interrupted by {signal_name(_STOPPED[-1])} while preparing the "
                           "corpus: its temporary folder is removed")
