@@ -6,16 +6,16 @@ percentages, dates, elisions and punctuation as a French reader expects them.
     render_sentence("On March 3, 2025.", "Le 3 2025 mars.", setting)          ->  "Le 3 mars 2025."
     punctuate('Il a dit: "Je serai là."', setting)                             ->  'Il a dit : « Je serai là. »'
 
-A model writes numbers as its training data did, which is both ways ("1,500" is 1.5 in French, "1 500" is
-fifteen hundred): every number of the source that carries a thousands comma or a decimal point is found in the
-translation, however the model grouped it, and written the French way; so is an amount with its currency
-("1 299 €", once), a percentage ("12,5 %") and a date ("3 mars 2025"). What cannot be read for sure stays as
-written: a version ("2.5.1"), a score ("3-1"), a code (those are behind placeholders: nmt.text.protect), a date
-in digits whose order is unknown (3/4/2025 is March or April: flagged by nmt.decoding.translate); one whose day
-shows it goes to the model day first (day_first_dates: "12/25/2024" -> "25/12/2024"), an abbreviated month
-written out (english_months: "Dec. 24" -> "December 24"). Then French spacing: a no-break space inside « » and
-before ":", a narrow one before ";", "!" and "?" (fr-CA: none there), and elisions the model left out ("le
-ordinateur" -> "l'ordinateur", "de les" -> "des").
+A model writes numbers as its training data did, which is both ways ("1,500" is 1.5 in French, "1 500" is fifteen
+hundred): every number of the source that carries a thousands comma or a decimal point is found in the translation,
+however the model grouped it, and written the French way; so is an amount with its currency ("1 299 €", once), a
+percentage ("12,5 %"), a date ("3 mars 2025") and a quarter ("T3 2024"). What cannot be read for sure stays as
+written: a version ("2.5.1"), a score ("3-1"), a code (those are behind placeholders: nmt.text.protect), a date in
+digits whose order is unknown (3/4/2025 is March or April: flagged by nmt.decoding.translate); one whose day shows
+it goes to the model day first (day_first_dates: "12/25/2024" -> "25/12/2024"), an abbreviated month written out
+(english_months: "Dec. 24" -> "December 24"). Then French spacing: a no-break space inside « » and before ":", a
+narrow one before ";", "!" and "?" (fr-CA: none there), and elisions the model left out ("le ordinateur" ->
+"l'ordinateur", "de les" -> "des").
 
 `Typography("none")` changes nothing: the model's own text. Links, addresses and codes of the source are never
 touched, wherever they stand in the translation.
@@ -504,6 +504,33 @@ def french_numbering(english: str, translation: str) -> str:
     return FRENCH_CENTURY.sub(century, translation) if centuries else translation
 
 
+# A quarter of the year, as business English abbreviates it ("Q3 2024", "in Q3", "Q2 earnings"), not a question's
+# number ("Q1: How do I ...?") nor a car (the Audi Q3): French writes T3 (trimestre). Where one is sure, the others
+# of the sentence are too ("Q2 and Q3 2024").
+QUARTER = re.compile(r"(?:(?i:\b(?:in|for|during|of|from|since|through|until|each|every|per|between|before|after|"
+                     r"over|ending|ended))\s+|(?<![\w.,])(?:19|20)\d{2}\s+)?(?<![\w.-])Q([1-4])(?![\w-]|[:.)]\s)"
+                     r"(?=([\s/-]?(?:'\d{2}|(?:19|20)\d{2})(?!\w)|\s+(?:results?|earnings|sales|revenues?|profits?|"
+                     r"loss(?:es)?|growth|figures|numbers|reports?|GDP|deliveries|shipments)\b))?")
+FRENCH_QUARTER = re.compile(r"(?:\b([Ee]n|[Ll]a)\s+)?(?<![\w.-])Q([1-4])(?![\w-])")
+
+
+def french_quarters(english: str, translation: str) -> str:
+    """`translation` with the quarters of `english` as French writes them: "Q3 2024" -> "T3 2024", "en Q3" -> "au
+    T3"; a Q of the source that is no quarter ("Q1: How ...?") stays."""
+    found = list(QUARTER.finditer(english))
+    if not any(match.group().strip() != f"Q{match.group(1)}" or match.group(2) for match in found):
+        return translation
+    quarters = {match.group(1) for match in found}
+
+    def quarter(match: re.Match) -> str:
+        if match.group(2) not in quarters:
+            return match.group()
+        article = {"en": "au ", "En": "Au ", "la": "le ", "La": "Le "}.get(match.group(1) or "", "")
+        return f"{article}T{match.group(2)}"
+
+    return FRENCH_QUARTER.sub(quarter, translation)
+
+
 FRENCH_DAY = "|".join(FRENCH_DAYS)
 FRENCH_DAY_RANGE = re.compile(rf"(?<![\w'’])(?:(du|de|le)\s)?({FRENCH_DAY})\s(?:à|au|jusqu['’]au)\s(?:le\s)?"
                               rf"({FRENCH_DAY})(?!\w)", re.IGNORECASE)
@@ -769,6 +796,7 @@ def render_sentence(source: str, translation: str, typography: Typography) -> st
         prose = french_ordinals(french_scales(french_bytes(french_counts(english, prose))))
         prose = dates_with_article(render_dates(english, prose))
         prose = french_numbering(english, french_one_day(english, french_days_and_hours(english, prose)))
+        prose = french_quarters(english, prose)
         prose = repair_elisions(prose, typography.elided)
         if "\u2026" in english and "..." not in english:  # the source's one character: "Loading…" -> "Chargement…"
             prose = prose.replace("...", "\u2026")
