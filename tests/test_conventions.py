@@ -142,6 +142,25 @@ def test_amounts_in_thousands_go_to_the_model_written_out():
         assert english_thousands(unchanged) == unchanged
 
 
+def test_a_reduction_in_price_goes_to_the_model_as_a_discount():
+    # "Up to 50% off all items!" came out "Jusqu'à 50 % de tous les éléments !" (a share), "Get $10 off orders"
+    # "Descendez 10 $ ordres" (a motion)
+    from nmt.text.conventions import english_discounts
+
+    assert english_discounts("Up to 50% off all items!") == "Up to a 50% discount on all items!"
+    assert english_discounts("Get $10 off orders over $50.") == "Get a $10 discount on orders over $50."
+    assert english_discounts("30% off everything this weekend.") == "A 30% discount on everything this weekend."
+    assert english_discounts("All shoes are 30% off this week.") == "All shoes are reduced by 30% this week."
+    assert english_discounts("Take extra 10% off at checkout. Enjoy 11% off") == \
+        "Take an extra 10% discount at checkout. Enjoy an 11% discount"
+    assert english_discounts("Take the 25 percent off now") == "Take the 25 percent discount now"
+    for unchanged in ("Shares were trading 5% off their peak.", "The stock is 20% off its high.",
+                      "the 50% off-peak rate", "Turn 2 off.", "Switch off 50% of the lights.",
+                      "a proposal to slash 20% off the budget", "carve another 10 to 30 % off what is left",
+                      "10-30% off"):
+        assert english_discounts(unchanged) == unchanged
+
+
 def test_abbreviated_units_and_words_go_to_the_model_written_out():
     # "Batteries last up to 10 hrs." came out "jusqu'à 10 hrs", "20 mins" "20 mins", "after 500 m" "après 500
     # millions", "approx. 300 euros" "approximative. 300 euros"

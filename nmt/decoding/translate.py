@@ -51,6 +51,7 @@ from nmt.text.conventions import (
     digit_centuries,
     english_abbreviations,
     english_days_and_hours,
+    english_discounts,
     english_months,
     english_ranges,
     english_short_forms,
@@ -301,6 +302,7 @@ class Translator:
         couples, country abbreviations and month-first dates in digits written as the model translates them right
         (nmt.text.conventions); in the retry (strict), a couple stays as written, for one placeholder to hold it."""
         line = english_ranges(english_thousands(english_short_forms(english_days_and_hours(english_months(line)))))
+        line = english_discounts(line)
         return day_first_dates(english_abbreviations(english_titles(line, couples=not strict)))
 
     def _unit(self, text: str, strict: bool = False) -> Unit:

@@ -194,6 +194,42 @@ def english_thousands(english: str) -> str:
     return THOUSANDS.sub(lambda m: m[1] + in_thousands(m[2]), english)
 
 
+# A reduction in price, "50% off" or "$10 off", which the model read as a share ("Up to 50% off all items!" ->
+# "Jusqu'à 50 % de tous les éléments !") or a motion ("Get $10 off" -> "Descendez 10 $"); written as a discount,
+# it translates ("Jusqu'à 50 % de rabais sur tous les éléments !", "Obtenez une remise de 10 $"). Not a distance
+# from a price's peak ("trading 5% off its high"), a cut ("slash 20% off the budget"), nor the end of a range.
+OFF = re.compile(r"(?<![\w.,\-–/])(?:(?P<copula>\b(?:is|are|was|were|be|been|now)\s+)|(?P<article>\b(?:an?|the)\s+"
+                 r"(?:(?:extra|additional|further|flat|instant)\s+)?)|(?P<extra>\b(?:extra|additional|further)\s+))?"
+                 r"(?P<amount>(?:US\$|C\$|A\$|[$€£¥])\d+(?:[.,]\d+)*|\d+(?:\.\d+)?\s?(?:%|percent\b|per cent\b))"
+                 r"\s+off\b(?![-'’])(?P<object>(?=\s+(?!(?:today|now|tonight|until|till|through|thru|for|when|with|at|"
+                 r"if|during|in|and|or|but|sitewide|storewide|only|while|before|after|from|to|by|plus|next|this\s+"
+                 r"(?:week|weekend|month|year|season|morning|evening))\b)[\w$€£¥]))?")
+NOT_PRICE = re.compile(r"(?:\b(?:trading|traded|trades|fell|dropped|slipped|down|closed|ended|slash\w*|cut|cuts|"
+                       r"cutting|carv\w+|shav\w+|knock\w*|wip\w+|trim\w*|chop\w*|lop\w*|shed\w*)|\d\s+to)\s+$",
+                       re.IGNORECASE)
+PEAK_AFTER = re.compile(r"\s+(?:its|their|the|a)\s+(?:peak|high|highs|record|top|low|lows|level|levels)\b",
+                        re.IGNORECASE)
+
+
+def english_discounts(english: str) -> str:
+    """`english` with its reductions in price as discounts: "Up to 50% off" -> "Up to a 50% discount", "Get $10 off
+    orders" -> "Get a $10 discount on orders", "Everything is 30% off." -> "Everything is reduced by 30%."."""
+
+    def discount(match: re.Match) -> str:
+        if NOT_PRICE.search(english[:match.start()]) or PEAK_AFTER.match(english, match.end()):
+            return match.group()
+        amount, on = match.group("amount"), " on" if match.group("object") is not None else ""
+        if match.group("copula"):
+            return f"{match.group('copula')}reduced by {amount}"
+        if match.group("article"):
+            return f"{match.group('article')}{amount} discount{on}"
+        article = "an" if match.group("extra") or re.match(r"\D?(?:8|11|18)(?!\d)|\D?8\d", amount) else "a"
+        opens = not english[:match.start()].strip() or english[:match.start()].rstrip()[-1] in ".!?\"«("
+        return f"{article.capitalize() if opens else article} {match.group('extra') or ''}{amount} discount{on}"
+
+    return OFF.sub(discount, english)
+
+
 def english_ranges(english: str) -> str:
     """`english` with its ranges of counts and amounts written with "to", which the model translates as French
     writes them ("5 à 10 minutes", "10 $ à 20 $", "5 à 10 millions de dollars"): with a dash it wrote "510
