@@ -543,10 +543,10 @@ def french_numbering(english: str, translation: str) -> str:
 # A quarter of the year, as business English abbreviates it ("Q3 2024", "in Q3", "Q2 earnings"), not a question's
 # number ("Q1: How do I ...?") nor a car (the Audi Q3): French writes T3 (trimestre). Where one is sure, the others
 # of the sentence are too ("Q2 and Q3 2024").
-QUARTER = re.compile(r"(?:(?i:\b(?:in|for|during|of|from|since|through|until|each|every|per|between|before|after|"
-                     r"over|ending|ended))\s+|(?<![\w.,])(?:19|20)\d{2}\s+)?(?<![\w.-])Q([1-4])(?![\w-]|[:.)]\s)"
-                     r"(?=([\s/-]?(?:'\d{2}|(?:19|20)\d{2})(?!\w)|\s+(?:results?|earnings|sales|revenues?|profits?|"
-                     r"loss(?:es)?|growth|figures|numbers|reports?|GDP|deliveries|shipments)\b))?")
+QUARTER = re.compile(r"(?P<before>(?i:\b(?:in|for|during|of|from|since|through|until|each|every|per|between|before|"
+                     r"after|over|ending|ended))\s+|(?<![\w.,])(?:19|20)\d{2}\s+)?(?<![\w.-])Q(?P<number>[1-4])"
+                     r"(?![\w-]|[:.)]\s)(?=(?P<after>[\s/-]?(?:'\d{2}|(?:19|20)\d{2})(?!\w)|\s+(?:results?|earnings|"
+                     r"sales|revenues?|profits?|loss(?:es)?|growth|figures|numbers|reports?|GDP|deliveries|shipments)\b))?")
 FRENCH_QUARTER = re.compile(r"(?:\b([Ee]n|[Ll]a)\s+)?(?<![\w.-])Q([1-4])(?![\w-])")
 
 
@@ -554,9 +554,9 @@ def french_quarters(english: str, translation: str) -> str:
     """`translation` with the quarters of `english` as French writes them: "Q3 2024" -> "T3 2024", "en Q3" -> "au
     T3"; a Q of the source that is no quarter ("Q1: How ...?") stays."""
     found = list(QUARTER.finditer(english))
-    if not any(match.group().strip() != f"Q{match.group(1)}" or match.group(2) for match in found):
+    if not any(match.group("before") or match.group("after") for match in found):
         return translation
-    quarters = {match.group(1) for match in found}
+    quarters = {match.group("number") for match in found}
 
     def quarter(match: re.Match) -> str:
         if match.group(2) not in quarters:
