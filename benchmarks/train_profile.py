@@ -4,10 +4,11 @@ runs first (issue 81), in about a minute on an H200.
     python benchmarks/train_profile.py --out $OUT/profile          # CUDA: base, bf16, 16k and 64k tokens
     python benchmarks/train_profile.py --smoke --out /tmp/profile   # CPU, tiny sizes: checks the script itself
 
-The step is nmt train's own (nmt.training.loop.Loop.update over Loop.collated batches: the chunked loss, the
-backward, the gradient norm, the update's one host sync, fused Adam), on `base` with a 32,000-piece vocabulary
-and batches drawn by token_batches from the lengths of 4,000 WMT pairs (benchmarks/wmt-lengths.tsv: Europarl and
-news, mean 29 source and 34 target pieces), random ids: the time of a step does not depend on which ids.
+The step is nmt train's own (nmt.training.loop.Loop.advance over Loop.collated batches: the chunked loss, the
+backward, the gradient norm, fused Adam skipping on the device, the update's values read while the next one
+runs), on `base` with a 32,000-piece vocabulary and batches drawn by token_batches from the lengths of 4,000 WMT
+pairs (benchmarks/wmt-lengths.tsv: Europarl and news, mean 29 source and 34 target pieces), random ids: the time
+of a step does not depend on which ids.
 After warm-up steps, a few steps at each --max-tokens are profiled; the device's kernels are put in groups by
 name (GROUPS: products, attention, loss, optimizer, elementwise, copies), and beside them the share of the
 step the device sat idle, the host's time a step and its kernel launches, and the model FLOPs utilization on
@@ -84,8 +85,7 @@ def training_loop(config: ModelConfig, device: torch.device, max_tokens: int) ->
     trainer = types.SimpleNamespace(config=train_config, dist=Distributed(), device=device, precision="bf16",
                                     scaler_state=None, average=None, update_freq=1, agreed_elapsed=None,
                                     local_elapsed=lambda: 0.0)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
-                                 fused=device.type == "cuda" or None)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)  # as nmt train
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     return Loop(trainer, model, TranslationLoss(model, 0.1), optimizer, scheduler, None, {"step": 0}, None, None,
                 None)
@@ -110,7 +110,8 @@ def profiled(loop: Loop, batches: list, device: torch.device, warmup: int) -> di
     """Per step: device time by group (ms), idle share, host time (ms), kernel launches, real FLOPs."""
     collated = [loop.collated(batch) for batch in batches]
     for batch in collated[:warmup]:
-        loop.update([batch])
+        loop.advance([batch])
+    loop.settle()
     timed = collated[warmup:]
     cuda = device.type == "cuda"
     if cuda:
@@ -119,7 +120,8 @@ def profiled(loop: Loop, batches: list, device: torch.device, warmup: int) -> di
     with profile(activities=activities) as profiler:
         started = time.perf_counter()
         for batch in timed:
-            loop.update([batch])
+            loop.advance([batch])  # as nmt train: queued, the update before read meanwhile
+        loop.settle()
         if cuda:
             torch.cuda.synchronize(device)
         wall = time.perf_counter() - started

@@ -257,10 +257,14 @@ def test_the_moving_average_moves_by_its_decay_towards_the_weights():
     with torch.no_grad():
         for p in model.parameters():
             p.add_(1.0)
-    average.update(100)  # min(0.5, 101 / 110) = 0.5: halfway
+    taken, skipped = torch.tensor(False), torch.tensor(True)
+    average.update(100, taken)  # min(0.5, 101 / 110) = 0.5: halfway
     for old, new in zip(before, average.model.parameters(), strict=True):
         torch.testing.assert_close(new, old + 0.5)
-    average.update(0)  # update 0: d = min(0.5, 1 / 10): nearly the weights
+    average.update(0, skipped)  # an update skipped (on the device): the average stays
+    for old, new in zip(before, average.model.parameters(), strict=True):
+        torch.testing.assert_close(new, old + 0.5)
+    average.update(0, taken)  # update 0: d = min(0.5, 1 / 10): nearly the weights
     for old, new in zip(before, average.model.parameters(), strict=True):
         torch.testing.assert_close(new, old + 0.5 + 0.9 * 0.5)
 
@@ -441,9 +445,10 @@ def test_ddp_with_gloo_keeps_ranks_identical_and_writes_one_checkpoint(corpus, t
     for rank in (0, 1):
         record = json.loads((tmp_path / f"rank{rank}.collectives").read_text())
         assert "all_reduce" in record["collectives"]
-        # one all-reduce and one wait for the device per update (loss, finiteness and stop votes together),
-        # and one more in the first check of whether to stop
-        assert record["in updates"] == {"calls": 4, "collectives": 5, "host_reads": 5}
+        # one all-reduce an update (loss, finiteness and stop votes together) and one in the first check of
+        # whether to stop; no read of a value in an update, Adam's step included (issue 81: fused Adam skips on
+        # the device, the update's values are read while the next one runs), one in that first check
+        assert record["in updates"] == {"calls": 4, "collectives": 5, "host_reads": 1}
 
 
 def test_ranks_that_do_not_share_the_run_folder_all_refuse_before_training(corpus, tmp_path):
@@ -722,28 +727,30 @@ def test_an_update_with_a_loss_or_gradients_not_finite_is_skipped_and_counted_an
 
     monkeypatch.setattr(Loop, "loss", loss_of)
 
-    def config(out: str) -> TrainConfig:
+    def config(out: str, steps: int) -> TrainConfig:
         return TrainConfig(out=str(tmp_path / out), src_file=str(corpus / "train.en"),
                            tgt_file=str(corpus / "train.fr"), spm=str(corpus / "spm.model"), preset="tiny",
-                           max_steps=6, max_tokens=600, warmup=3, valid_every=1000, keep_last=0, threads=1,
+                           max_steps=steps, max_tokens=600, warmup=3, valid_every=1000, keep_last=0, threads=1,
                            log_every=1)
 
     poisoned["batches"], poisoned["gradients"] = {2}, {4}
-    Trainer(config("once")).run()
+    Trainer(config("once", 6)).run()
     last = load_checkpoint(tmp_path / "once" / "last.pt")
     state = last.train_state
-    assert state["progress"]["step"] == 6 and state["progress"]["batch_in_epoch"] == 8
+    # 6 updates, 2 of them skipped on the device (fused Adam's found_inf): its moments moved 4 times
+    assert state["progress"]["step"] == 6 and state["progress"]["batch_in_epoch"] == 6
     assert state["progress"]["skipped"] == 2
-    assert state["scheduler"]["last_epoch"] == 6  # the rate moved with the 6 updates taken, not the 8 batches
+    assert state["scheduler"]["last_epoch"] == 6  # the rate moves with every update: knowing of a skip takes a wait
+    assert all(int(moments["step"]) == 4 for moments in state["optimizer"]["state"].values())
     assert all(torch.isfinite(weight).all() for weight in last.weights.values())
     metrics = [json.loads(line) for line in (tmp_path / "once" / "metrics.jsonl").read_text().splitlines()]
     assert all(math.isfinite(m["train_loss"]) for m in metrics if "train_loss" in m)
     assert [m.get("skipped_updates", 0) for m in metrics if "train_loss" in m][-1] == 2
-    norms = [m["grad_norm"] for m in metrics if "train_loss" in m]  # before clipping, of the updates taken
-    assert len(norms) == 6 and all(math.isfinite(norm) and norm > 0 for norm in norms)
+    norms = {m["step"]: m["grad_norm"] for m in metrics if "train_loss" in m}  # before clipping, of updates taken
+    assert sorted(norms) == [1, 2, 4, 6] and all(math.isfinite(norm) and norm > 0 for norm in norms.values())
     poisoned["batches"], poisoned["gradients"] = set(range(200)), set()
     with pytest.raises(NmtError, match="50 updates in a row were skipped"):
-        Trainer(config("always")).run()
+        Trainer(config("always", 60)).run()
 
 
 @pytest.mark.slow
@@ -954,32 +961,39 @@ def test_a_rank_that_hangs_mid_run_stops_the_others_after_dist_timeout_in_one_li
     assert "Traceback" not in ours and "terminate called" not in ours, error[-3000:]
 
 
+def bare_loop(model, optimizer, config: TrainConfig, precision: str = "fp32") -> Loop:
+    """nmt train's Loop around `model` and `optimizer` on the CPU, without a corpus: its update() and
+    collated(), two batches an update."""
+    import types
+
+    from nmt.model.loss import TranslationLoss
+    from nmt.training.distributed import Distributed
+
+    trainer = types.SimpleNamespace(config=config, dist=Distributed(), device=torch.device("cpu"),
+                                    precision=precision, scaler_state=None, average=None, update_freq=2,
+                                    agreed_elapsed=None, local_elapsed=lambda: 0.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    return Loop(trainer, model, TranslationLoss(model), optimizer, scheduler, None, {"step": 0}, None, None, None)
+
+
 def test_an_update_weighs_every_target_token_alike_whichever_batch_it_is_in(tmp_path):
     """The paper's and fairseq's normalization: an update's gradient is that of the loss summed over its
     target tokens over their number. Two batches of very different sizes accumulated give the gradient of
     the one batch holding both (a mean of per-batch means would weigh the short batch's tokens 9 times
     more here)."""
-    import types
-
-    from nmt.model.loss import TranslationLoss
-    from nmt.training.distributed import Distributed
     from tests.conftest import tiny_model
 
     model = tiny_model(vocab_size=50).train()
-    config = TrainConfig(out=str(tmp_path), data="multi30k", max_steps=1, max_tokens=100, clip_norm=0.0)
-    trainer = types.SimpleNamespace(config=config, dist=Distributed(), device=torch.device("cpu"), precision="fp32",
-                                    scaler_state=None, average=None, update_freq=2, agreed_elapsed=None,
-                                    local_elapsed=lambda: 0.0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
     captured = []
     optimizer.register_step_pre_hook(
         lambda *_: captured.append({n: p.grad.clone() for n, p in model.named_parameters()}))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-    loop = Loop(trainer, model, TranslationLoss(model), optimizer, scheduler, None, {"step": 0}, None, None, None)
+    loop = bare_loop(model, optimizer, TrainConfig(out=str(tmp_path), data="multi30k", max_steps=1, max_tokens=100,
+                                                   clip_norm=0.0))
     rng = np.random.default_rng(0)
     short = ([rng.integers(4, 50, 3)], [rng.integers(4, 50, 2)])  # 3 target tokens with EOS
     long = ([rng.integers(4, 50, 12) for _ in range(3)], [rng.integers(4, 50, 8) for _ in range(3)])  # 27
-    _, tokens, flops, stepped = loop.update([loop.collated(short), loop.collated(long)])
+    _, tokens, flops, stepped = loop.read(loop.update([loop.collated(short), loop.collated(long)]))
     assert stepped and tokens == 30
     assert flops == training_flops(model.config, [4, 13, 13, 13], [3, 9, 9, 9])  # sources with EOS, targets with BOS
     loop.update([loop.collated((short[0] + long[0], short[1] + long[1]))])
@@ -991,10 +1005,6 @@ def test_an_update_weighs_every_target_token_alike_whichever_batch_it_is_in(tmp_
 def test_a_static_shape_update_takes_the_gradient_tokens_and_flops_of_its_batches(tmp_path):
     """--static-shapes (issue 81: shapes a CUDA graph can be recorded at): the update pads each batch to its
     shape, filler rows and all, and takes the same gradient, target tokens and FLOPs as without."""
-    import types
-
-    from nmt.model.loss import TranslationLoss
-    from nmt.training.distributed import Distributed
     from tests.conftest import tiny_model
 
     rng = np.random.default_rng(0)
@@ -1004,27 +1014,129 @@ def test_a_static_shape_update_takes_the_gradient_tokens_and_flops_of_its_batche
     for static in (False, True):
         torch.manual_seed(0)
         model = tiny_model(vocab_size=50).train()
-        config = TrainConfig(out=str(tmp_path), data="multi30k", max_steps=1, max_tokens=100, clip_norm=0.0,
-                             dropout=0.0, static_shapes=static)
-        trainer = types.SimpleNamespace(config=config, dist=Distributed(), device=torch.device("cpu"),
-                                        precision="fp32", scaler_state=None, average=None, update_freq=2,
-                                        agreed_elapsed=None, local_elapsed=lambda: 0.0)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
         captured = []
         optimizer.register_step_pre_hook(
             lambda *_, model=model, captured=captured: captured.append(
                 {n: p.grad.clone() for n, p in model.named_parameters()}))
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-        loop = Loop(trainer, model, TranslationLoss(model), optimizer, scheduler, None, {"step": 0}, None, None,
-                    None)
+        loop = bare_loop(model, optimizer, TrainConfig(out=str(tmp_path), data="multi30k", max_steps=1,
+                                                       max_tokens=100, clip_norm=0.0, dropout=0.0,
+                                                       static_shapes=static))
         batches = [loop.collated(short), loop.collated(long)]
-        loss, tokens, flops, stepped = loop.update(batches)
+        loss, tokens, flops, stepped = loop.read(loop.update(batches))
         results.append((loss, tokens, flops, captured[0], [tuple(b.src.shape) + (b.tgt_in.size(1),) for b in batches]))
     (loss, tokens, flops, gradients, _), (static_loss, static_tokens, static_flops, static_gradients, shapes) = results
     assert shapes == [(12, 8, 8), (6, 16, 16)]  # 100 // 8 rows of 8, 100 // 16 of 16
     assert (static_tokens, static_flops) == (tokens, flops) and static_loss == pytest.approx(loss, rel=1e-5)
     for name, gradient in gradients.items():
         torch.testing.assert_close(static_gradients[name], gradient, atol=1e-6, rtol=1e-4)
+
+
+class DeviceReads(torch.utils._python_dispatch.TorchDispatchMode):
+    """The calls that bring a tensor's value to the host (item(), tolist(), bool(), float() of a tensor, and
+    the operators under them) made under it: each one, on a GPU, a wait for all the work queued before it."""
+
+    OPERATORS = ("aten._local_scalar_dense", "aten.is_nonzero", "aten.item", "aten.equal")
+    METHODS = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.Tensor.__float__,
+               torch.Tensor.__int__, torch.Tensor.numpy}
+
+    def __init__(self):
+        super().__init__()
+        self.reads = []
+        methods, reads = self.METHODS, self.reads
+
+        class Methods(torch.overrides.TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                if func in methods:
+                    reads.append(func.__name__)
+                return func(*args, **(kwargs or {}))
+
+        self.methods = Methods()
+
+    def __enter__(self):
+        self.methods.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        return self.methods.__exit__(*exc)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if str(func).startswith(self.OPERATORS):
+            self.reads.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_an_update_reads_nothing_from_the_device_and_one_not_finite_is_skipped_there(tmp_path, monkeypatch):
+    """Issue 81's step with no host sync: an update, the loss scaling, gradient norm, the skip and fused
+    Adam's step included, queues its work and reads no value back (a GPU's host launches the next update
+    meanwhile); its values are read later. An update whose loss is not finite is skipped by fused Adam on
+    the device: weights, moments and Adam's step count as they were."""
+    from nmt.model.transformer import Transformer
+    from tests.conftest import tiny_model
+
+    rng = np.random.default_rng(0)
+    batch = ([rng.integers(4, 50, 9) for _ in range(4)], [rng.integers(4, 50, 7) for _ in range(4)])
+    model = tiny_model(vocab_size=50).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+    loop = bare_loop(model, optimizer, TrainConfig(out=str(tmp_path), data="multi30k", max_steps=9, max_tokens=100,
+                                                   clip_norm=1.0), precision="bf16")
+    assert loop.skips_on_device
+    loop.read(loop.update([loop.collated(batch)]))  # Adam's moments made
+    # the source mask as on a GPU: a CPU asks whether a batch has padding at all, which costs it nothing
+    monkeypatch.setattr(Transformer, "source_mask", lambda self, src: (src != self.config.pad_id)[:, None, None, :])
+    loss = Loop.loss
+    for poisoned in (False, True, False):
+        weights = {n: p.detach().clone() for n, p in model.named_parameters()}
+        moments = {n: {k: v.clone() for k, v in optimizer.state[p].items()} for n, p in model.named_parameters()}
+
+        def loss_of(self, batch, poisoned=poisoned):
+            value, tokens = loss(self, batch)
+            return value * float("nan") if poisoned else value, tokens
+
+        monkeypatch.setattr(Loop, "loss", loss_of)
+        with DeviceReads() as device:
+            queued = loop.update([loop.collated(batch)])
+        assert device.reads == []
+        mean_loss, tokens, _, taken = loop.read(queued)
+        assert tokens == 32 and taken is not poisoned and math.isfinite(mean_loss) is not poisoned
+        for name, p in model.named_parameters():
+            state = optimizer.state[p]
+            if poisoned:
+                assert torch.equal(p, weights[name]) and torch.equal(state["exp_avg"], moments[name]["exp_avg"])
+                assert torch.equal(state["exp_avg_sq"], moments[name]["exp_avg_sq"])
+                assert state["step"] == moments[name]["step"]
+            else:
+                assert not torch.equal(state["exp_avg"], moments[name]["exp_avg"])
+                assert state["step"] == moments[name]["step"] + 1
+        assert not any(torch.equal(p, weights[n]) for n, p in model.named_parameters() if p.dim() > 1) \
+            or poisoned
+
+
+def test_fused_adam_trains_as_the_foreach_adam_did(tmp_path):
+    """nmt train's Adam is fused on a CPU too (one kernel; skips on the device): over ten updates its losses
+    and weights are those of the foreach Adam it replaced, to float32 rounding."""
+    from tests.conftest import tiny_model
+
+    rng = np.random.default_rng(1)
+    batches = [([rng.integers(4, 50, int(n)) for n in rng.integers(3, 12, 5)],
+                [rng.integers(4, 50, int(n)) for n in rng.integers(3, 12, 5)]) for _ in range(10)]
+    runs = []
+    for fused in (None, True):
+        torch.manual_seed(0)
+        model = tiny_model(vocab_size=50).train()
+        optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9, fused=fused)
+        loop = bare_loop(model, optimizer, TrainConfig(out=str(tmp_path), data="multi30k", max_steps=10,
+                                                       max_tokens=100, dropout=0.0))
+        losses = [loop.read(loop.update([loop.collated(batch)]))[0] for batch in batches]
+        runs.append((losses, {n: p.detach().clone() for n, p in model.named_parameters()}))
+    (foreach_losses, foreach_weights), (fused_losses, fused_weights) = runs
+    assert foreach_losses[-1] < foreach_losses[0] - 0.1  # it learns
+    assert fused_losses == pytest.approx(foreach_losses, rel=1e-5)
+    for name, weight in foreach_weights.items():
+        if name.endswith("kv_proj.bias"):  # a key's bias has no gradient but rounding noise, which Adam makes a
+            continue  # whole step of, either way (softmax does not change for a constant added to every score)
+        assert float((fused_weights[name] - weight).norm() / weight.norm()) < 1e-5, name
 
 
 def test_nmt_train_static_shapes_trains_records_the_option_and_warns_when_a_resume_drops_it(corpus, tmp_path):

@@ -86,10 +86,12 @@ class MovingAverage:
         self.live = [p for p in model.parameters()]
 
     @torch.no_grad()
-    def update(self, step: int) -> None:
-        """Move the average towards the weights after update `step` (counted from 1)."""
+    def update(self, step: int, skipped: torch.Tensor) -> None:
+        """Move the average towards the weights after update `step` (counted from 1), unless `skipped` (a
+        boolean on the device: the update was not taken; read by no one, so that the host need not wait)."""
         decay = min(self.decay, (1 + step) / (10 + step))
-        torch._foreach_lerp_(self.averaged, [p.detach() for p in self.live], 1 - decay)
+        weight = torch.where(skipped, 0.0, 1 - decay)  # one per tensor: a single tensor weight is read on the host
+        torch._foreach_lerp_(self.averaged, [p.detach() for p in self.live], [weight] * len(self.averaged))
 
     def weights(self) -> dict[str, torch.Tensor]:
         return model_weights(self.model)
@@ -105,6 +107,33 @@ class Collated:
     tgt_out: torch.Tensor
     n_tokens: int
     flops: int
+
+
+@dataclass
+class Queued:
+    """An update whose work the device may not have done yet: its all-reduced values (summed loss, target
+    tokens, loss not finite, gradients not finite, a rank wants to stop, rank 0's clock, FLOPs) on their way
+    to a host tensor, which `copied` (CUDA) says is filled."""
+
+    step: int  # the update's number, counted from 1
+    values: torch.Tensor
+    copied: torch.cuda.Event | None
+
+    def read(self) -> list[float]:
+        if self.copied is not None:
+            self.copied.synchronize()  # waits for this update's copy, not for the work queued after it
+        return self.values.tolist()
+
+
+@dataclass
+class Window:
+    """The updates since the last progress line: their target tokens and FLOPs, the loss of those taken."""
+
+    start: float
+    tokens: int = 0
+    flops: int = 0
+    loss: float = 0.0
+    taken: int = 0
 
 
 def read_ahead(items: Iterator, depth: int) -> Iterator:
@@ -171,12 +200,19 @@ class Loop:
         self.model_config = model.config
         self.device = trainer.device
         self.interrupted = 0  # the signal that asked the run to stop at the next step boundary
-        self.norm_sum, self.norm_count = torch.zeros((), device=self.device), 0  # gradient norms before clipping
+        self.norm_sum = torch.zeros((), device=self.device)  # of the gradient norms (before clipping) of the
+        # updates taken since the last progress line
         self.scaler = torch.amp.GradScaler("cuda") if trainer.precision == "fp16" else None
         # validation's batches: a --max-tokens raised to fill a GPU for training would not fit beside it
         self.valid_tokens = min(self.config.max_tokens, VALID_MAX_TOKENS)
         self.peak = peak_flops(self.device)[1]  # a GPU's dense bf16 FLOP/s, for the utilization logged
-        self.stop_voted = None  # whether some rank wanted to stop, as of the last update (finished())
+        self.stop_voted = None  # whether some rank wanted to stop, as of the last update read (finished())
+        # fused Adam skips an update on the device (its found_inf), with no wait for the update's values
+        self.skips_on_device = all(group.get("fused") for group in optimizer.param_groups) and \
+            getattr(optimizer, "_step_supports_amp_scaling", False)
+        self.pending: Queued | None = None  # the last update queued, its values not yet read (advance())
+        self.window = Window(time.monotonic())
+        self.skipped_in_a_row = 0
         if self.scaler and trainer.scaler_state:
             self.scaler.load_state_dict(trainer.scaler_state)
 
@@ -229,10 +265,13 @@ class Loop:
     def finished(self) -> bool:
         """Whether to stop before the next update, the same on every rank. The step and epoch budgets are the
         same everywhere; the clock and signals are not: they are counted across ranks by the all-reduce each
-        update already makes (its one host sync), or here before the first update."""
+        update already makes (read an update later, while the next one runs: read()), or here before the first
+        update. A lone process needs no vote."""
         s, c = self.state, self.config
         over = (c.max_steps and s["step"] >= c.max_steps) or (c.max_epochs and s["epoch"] >= c.max_epochs)
         over = over or s["step"] >= self.trainer.schedule.get("total", math.inf)  # a linear decay's rate is 0 there
+        if self.dist.world_size == 1:
+            return bool(over or self.wants_to_stop())
         if self.stop_voted is None:
             self.stop_voted = self.dist.any(self.wants_to_stop())
         return bool(over or self.stop_voted)
@@ -242,18 +281,21 @@ class Loop:
         c = self.config
         return bool(c.max_minutes and self.trainer.elapsed() >= 60 * c.max_minutes or self.interrupted)
 
-    def update(self, group: list[Collated]) -> tuple[float, int, int, bool]:
-        """One optimizer step over a group of batches (gradient accumulation): the loss per target token over
-        every rank, the target tokens and FLOPs (nmt.training.flops) of every rank, and whether the step was
-        taken.
+    def update(self, group: list[Collated]) -> Queued:
+        """One optimizer step over a group of batches (gradient accumulation), queued on the device: nothing in
+        it waits for the device's work, so that the host goes on to launch the next update's while the device
+        runs this one. Its values (read(): the loss per target token over every rank, the target tokens and
+        FLOPs (nmt.training.flops) of every rank, and whether the step was taken) reach the host later.
 
         The gradient is that of the loss summed over the update's target tokens on all ranks, divided by their
         number (the paper's and fairseq's normalization: every token weighs the same, whichever micro-batch or
         rank it is in). Each backward pass takes its batch's summed loss over a constant; DDP averages the
         ranks' gradients; the token count travels in the all-reduce the update makes anyway, and the gradients
-        are scaled by it (and by the clip) on the device. An update whose loss is not finite on some rank is
-        skipped by all of them; with fp16, so is one whose gradients overflow (the loss scaler's own skip), and
-        the scheduler stays in step with the optimizer."""
+        are scaled by it (and by the clip) on the device. An update whose loss or gradients are not finite on
+        some rank (with fp16, gradients that overflow: the loss scaler's skip) is skipped by all of them, on the
+        device: fused Adam leaves the weights and its moments as they were where told so (`found_inf`); an
+        optimizer that cannot is told on the host, which then waits for the update's values. The rate's schedule
+        moves with every update, taken or skipped (a skip is rare, and knowing of it would take a wait)."""
         self.wrapped.train()
         scaler = self.scaler
         constant = self.config.max_tokens * len(group)  # keeps the backward's values near a per-token mean's
@@ -270,8 +312,7 @@ class Loop:
             scaler.unscale_(self.optimizer)
         gradients = [p.grad for p in self.model.parameters() if p.grad is not None]
         norm = torch.nn.utils.get_total_norm(gradients)  # of the rank-averaged gradients, before normalizing
-        # (loss, target tokens, loss not finite, gradients not finite, a rank wants to stop, rank 0's clock,
-        # FLOPs): the update's one all-reduce and its one host sync
+        # the update's one all-reduce (Queued's values)
         clock = self.trainer.local_elapsed() if self.dist.is_main else 0.0
         total_flops = float(sum(batch.flops for batch in group))
         flags = torch.stack([total_loss, torch.full((), float(total_tokens), device=self.device),
@@ -281,32 +322,82 @@ class Loop:
                              torch.full((), total_flops, device=self.device, dtype=torch.float64)]).double()
         if self.dist.group is not None:
             torch.distributed.all_reduce(flags, group=self.dist.group)
+        queued = self.queued(flags)
+        skipped = flags[2] + flags[3] > 0
         to_tokens = self.dist.world_size * constant / flags[1]  # gradients of the mean loss per target token
         norm = norm * to_tokens
         factor = to_tokens
         if self.config.clip_norm > 0:
             factor = factor * (self.config.clip_norm / (norm + 1e-6)).clamp(max=1.0)
         torch._foreach_mul_(gradients, factor.float())
-        loss_sum, tokens, bad_loss, bad_gradients, stop, clock, flops = flags.tolist()
+        self.rate = self.optimizer.param_groups[0]["lr"]  # the rate of this update, for the log
+        if self.skips_on_device:
+            self.optimizer.found_inf = skipped.float()
+            self.optimizer.step()
+        elif not skipped.item():
+            self.optimizer.step()
+        self.scheduler.step()
+        if self.trainer.average is not None:
+            self.trainer.average.update(queued.step, skipped)
+        self.norm_sum += torch.where(skipped, 0.0, norm.detach().float())  # read by the progress line
+        self.optimizer.zero_grad(set_to_none=True)
+        if scaler:  # unscale_ recorded whether the gradients overflowed: the scale backs off, or grows in time
+            scaler.update()
+        return queued
+
+    def queued(self, values: torch.Tensor) -> Queued:
+        """The update's values, copied to the host once the device gets there (on CUDA, without waiting)."""
+        cuda = self.device.type == "cuda"
+        host = torch.empty(values.shape, dtype=values.dtype, device="cpu", pin_memory=cuda)
+        host.copy_(values, non_blocking=cuda)
+        copied = None
+        if cuda:
+            copied = torch.cuda.Event()
+            copied.record()
+        return Queued(self.state["step"] + 1, host, copied)
+
+    def read(self, queued: Queued) -> tuple[float, int, int, bool]:
+        """A queued update's loss per target token, target tokens, FLOPs and whether it was taken (waiting for
+        them if need be); what the ranks agreed on in it (a rank wants to stop, the clock) taken in."""
+        loss_sum, tokens, bad_loss, bad_gradients, stop, clock, flops = queued.read()
         self.trainer.agreed_elapsed = clock
         self.stop_voted = stop > 0
-        mean_loss = loss_sum / tokens
-        self.rate = self.optimizer.param_groups[0]["lr"]  # the rate of this update, for the log
-        stepped = not (bad_loss or bad_gradients)
-        if stepped:
-            self.optimizer.step()
-            self.scheduler.step()
-            if self.trainer.average is not None:
-                self.trainer.average.update(self.state["step"] + 1)
-            self.norm_sum += norm.detach().float()  # summed on the device, read when the progress line is written
-            self.norm_count += 1
-        self.optimizer.zero_grad(set_to_none=True)
-        if scaler:
-            if bad_loss:  # as the scaler does for overflowing gradients: a smaller scale next time
-                scaler.update(scaler.get_scale() * scaler.get_backoff_factor())
-            else:  # unscale_ recorded whether the gradients overflowed: the scale backs off, or grows in time
-                scaler.update()
-        return mean_loss, int(tokens), int(flops), stepped
+        return loss_sum / tokens, int(tokens), int(flops), not (bad_loss or bad_gradients)
+
+    def advance(self, group: list[Collated]) -> None:
+        """Queue an update, then take in the one before it, which the device has done, or soon will, while
+        this one's work waits in line behind it."""
+        queued = self.update(group)
+        self.settle()
+        self.pending = queued
+
+    def settle(self) -> None:
+        """Take in the last update queued, if not yet (before what needs the run's state as of now: a
+        progress line, a checkpoint, validation, the end)."""
+        if self.pending is None:
+            return
+        queued, self.pending = self.pending, None
+        loss, tokens, flops, taken = self.read(queued)
+        window = self.window
+        window.tokens += tokens
+        window.flops += flops
+        if taken:
+            window.loss += loss
+            window.taken += 1
+            self.skipped_in_a_row = 0
+            return
+        s = self.state
+        s["skipped"] = s.get("skipped", 0) + 1
+        self.skipped_in_a_row += 1
+        if math.isfinite(loss) and self.scaler:  # the scaler finding its scale: usual at first
+            log.info("update %d skipped: fp16 gradients overflowed", queued.step)
+        else:
+            log.warning("update %d skipped: the %s not finite", queued.step,
+                        "gradients are" if math.isfinite(loss) else "loss is")
+        if self.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+            raise NmtError(f"{self.skipped_in_a_row} updates in a row were skipped (loss or gradients not finite) "
+                           f"up to update {queued.step}: stopped; last.pt holds the last save. Lower --lr, or use "
+                           "--precision fp32")
 
     def run(self) -> dict:
         with self.stops_at_step_boundaries():
@@ -341,60 +432,42 @@ class Loop:
 
     def _run(self) -> dict:
         s = self.state
-        window_tokens, window_flops, window_loss, window_steps, window_start = 0, 0, 0.0, 0, time.monotonic()
-        skipped_in_a_row = 0
+        self.window = Window(time.monotonic())
         while not self.finished():
             groups = self.epoch_groups(s["epoch"], s["batch_in_epoch"])
             try:  # the read-ahead thread closed and joined however the epoch ends
                 for group in groups:
                     if self.finished():
                         break
-                    with self.dist.waiting():  # for the other ranks, in DDP's all-reduce and the host sync
-                        loss, n_tokens, flops, stepped = self.update(group)
+                    with self.dist.waiting():  # for the other ranks, in DDP's all-reduce and the read of an update
+                        self.advance(group)
                     s["batch_in_epoch"] += 1
-                    if not stepped:
-                        s["skipped"] = s.get("skipped", 0) + 1
-                        skipped_in_a_row += 1
-                        if math.isfinite(loss) and self.scaler:  # the scaler finding its scale: usual at first
-                            log.info("update skipped after step %d: fp16 gradients overflowed", s["step"])
-                        else:
-                            log.warning("update skipped after step %d: the %s not finite", s["step"],
-                                        "gradients are" if math.isfinite(loss) else "loss is")
-                        if skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
-                            raise NmtError(f"{skipped_in_a_row} updates in a row were skipped (loss or gradients not "
-                                           f"finite) after step {s['step']}: stopped; last.pt holds the last save. "
-                                           "Lower --lr, or use --precision fp32")
-                        continue
-                    skipped_in_a_row = 0
                     s["step"] += 1
-                    window_loss += loss
-                    window_tokens += n_tokens
-                    window_flops += flops
-                    window_steps += 1
                     if s["step"] % self.config.log_every == 0:
-                        elapsed = time.monotonic() - window_start
-                        self.report_progress(window_loss / window_steps, window_tokens / elapsed,
-                                             window_flops / elapsed)
-                        window_tokens, window_flops, window_loss, window_steps = 0, 0, 0.0, 0
-                        window_start = time.monotonic()
+                        self.settle()
+                        self.report_progress()
                     every = self.config.checkpoint_every
                     if every and s["step"] % every == 0 and s["step"] % self.config.valid_every != 0 \
                             and self.dist.is_main:
+                        self.settle()
                         self.save_step(self.checkpoint())  # a validation writes its own
                     if self.config.save_every and s["step"] % self.config.save_every == 0:
+                        self.settle()
                         self.save_last()
                     if s["step"] % self.config.valid_every == 0:
+                        self.settle()
                         paused = time.monotonic()
                         if self.validate_and_save():
                             return self.summary("early stop")
                         # tokens/s, --max-minutes and a decay over them count training time only
-                        window_start += time.monotonic() - paused
+                        self.window.start += time.monotonic() - paused
                         self.trainer.started += time.monotonic() - paused
                 else:
                     s["epoch"] += 1
                     s["batch_in_epoch"] = 0
             finally:
                 groups.close()
+        self.settle()
         if self.dist.any(bool(self.interrupted)):
             self.save_last()
             raise Interrupted(self.interrupted or signal.SIGTERM, message=(
@@ -404,9 +477,15 @@ class Loop:
             self.validate_and_save()
         return self.summary("budget reached")
 
-    def report_progress(self, loss: float, tokens_per_second: float, flops_per_second: float) -> None:
-        if not self.dist.is_main:
+    def report_progress(self) -> None:
+        """The progress line and metrics.jsonl's record of the updates since the last (read: settle())."""
+        window, now = self.window, time.monotonic()
+        norm_sum, self.norm_sum = self.norm_sum, torch.zeros_like(self.norm_sum)
+        self.window = Window(now)
+        if not self.dist.is_main or not window.taken:  # every update skipped: their warnings said so
             return
+        loss, seconds = window.loss / window.taken, now - window.start
+        tokens_per_second, flops_per_second = window.tokens / seconds, window.flops / seconds
         s, c = self.state, self.config
         elapsed = self.trainer.elapsed()
         remaining = []
@@ -432,10 +511,7 @@ class Loop:
             record["skipped_updates"] = s["skipped"]  # since the run began
         if self.scaler:
             record["loss_scale"] = self.scaler.get_scale()
-        if self.norm_count:
-            record["grad_norm"] = round(self.norm_sum.item() / self.norm_count, 4)  # mean over the window
-            self.norm_sum.zero_()
-            self.norm_count = 0
+        record["grad_norm"] = round(norm_sum.item() / window.taken, 4)  # mean over the window's updates taken
         if self.device.type == "cuda":
             record["gpu_memory_gib"] = round(torch.cuda.max_memory_allocated(self.device) / 2**30, 2)
             torch.cuda.reset_peak_memory_stats(self.device)
