@@ -50,3 +50,32 @@ def test_the_table_is_built_from_english_files(tmp_path):
     casing = load_casing(out)
     assert "file" in casing.lower and "Wall Street" in casing.names
     assert not casing.keeps_capital(["Open", "File"], 1) and casing.keeps_capital(["Wall", "Street"], 1)
+
+
+def test_a_first_word_capitalized_only_for_opening_its_sentence_is_told_from_a_name_or_a_heading():
+    from nmt.text.casing import lowered_opening
+
+    casing = load_casing()
+    assert lowered_opening("Sales rose 12% in the third quarter.", casing) == "Sales"
+    assert lowered_opening("(Contributed by Victor Stinner in 18395.)", casing) == "Contributed"
+    assert lowered_opening('"Wet dishtowels do not belong on the floor."', casing) == "Wet"
+    assert lowered_opening("Kill process", casing) == "Kill"
+    for kept in ("Iris Meder was disappointed.",  # a name after it: a first name, or a heading's word
+                 "Magenta Channel", "High-quality Conversion", "Wall Street fell.",
+                 "Okafor left.",  # never seen in lower case: a name
+                 "It's here", "eBay sells", "NASA said", "42 people"):
+        assert lowered_opening(kept, casing) is None, kept
+
+
+def test_a_copied_first_word_is_one_inside_a_french_sentence_with_its_capital():
+    from nmt.text.casing import copied_word
+
+    assert copied_word("Sales", "Les Sales ont augmenté.") and copied_word("Kill", "Le processus de Kill")
+    assert copied_word("High", "Conversion High-quality")
+    # where a French sentence starts, a capital says nothing: "Culture" may be French
+    for word, opening in (("Sales", "Sales ont augmenté."), ("Sales", "Bien. Sales ont"),
+                          ("Oh", "« Bien. » « Oh vraiment"), ("Contributed", "(Contributed de X)"),
+                          ("Fresh", "Il dit : Fresh"), ("Oh", "- Oh, ce sera dur.")):
+        assert not copied_word(word, opening), opening
+    assert copied_word("Contributed", "(Contributed de X)", anywhere=True)  # a word French does not have
+    assert not copied_word("Sales", "Les ventes sales.") and not copied_word("Low", "Un X-Low")

@@ -94,3 +94,27 @@ def test_ctranslate2_greedy_matches_nmt_greedy_on_the_embedded_test_sets(name, t
     theirs = [processor.decode(r.hypotheses[0]) for r in results]
     same = sum(a == b for a, b in zip(ours, theirs, strict=True))
     assert same >= 0.99 * len(sources), f"{same} of {len(sources)} identical"
+
+
+def test_a_first_word_the_model_copies_is_given_to_it_again_in_lower_case(monkeypatch):
+    """The shipped model copies some English words that open a sentence, capital and all ("Kill process" ->
+    "Le processus de Kill", "(Contributed by" -> "(Contributed de"): such a line is translated again with the
+    word in lower case, the capital put back on the French."""
+    import nmt.decoding.translate
+
+    checkpoint = load_checkpoint(shipped_models()[default_model_name()]["path"])
+    translator = Translator.from_checkpoint(checkpoint, decoding(checkpoint))
+    lines = ["Kill process", "(Contributed by Victor Stinner in 18395.)", "Sales rose 12% in the third quarter.",
+             "Iris Meder was disappointed.", "Magenta Channel"]
+    openings = ["Kill", "Contributed", "Sales"]
+    units = translator._units("Kill process", lowered=True)
+    assert units[0].lowered and translator.tokenizer.decode(units[0].pieces[0]).endswith("kill process")
+    assert units[0].restore("tuer le processus") == "Tuer le processus"
+    french = [t.text for t in translator.translate(lines)]
+    for opening, text in zip(openings, french, strict=False):
+        assert opening not in text and text.lstrip("(")[:1].isupper(), text
+    assert "Iris" in french[3]  # a name: not lowered
+    monkeypatch.setattr(nmt.decoding.translate, "copies_opening", lambda units, text: False)
+    without = [t.text for t in translator.translate(lines)]
+    assert all(opening in text for opening, text in zip(openings, without, strict=False))  # what it mends
+    assert without[3:] == french[3:]  # the lines it leaves alone translate as without it

@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import multiprocessing
+import re
 import signal
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -42,7 +43,7 @@ from nmt.model.backend import Backend
 from nmt.model.checkpoint import Checkpoint
 from nmt.model.shortlist import Shortlist
 from nmt.model.transformer import Transformer
-from nmt.text.casing import case_normalized, load_casing
+from nmt.text.casing import case_normalized, copied_word, load_casing, lowered_opening
 from nmt.text.conventions import (
     NO_TYPOGRAPHY,
     Typography,
@@ -60,7 +61,7 @@ from nmt.text.conventions import (
     punctuate,
     render_sentence,
 )
-from nmt.text.flags import lost_numbers, low_confidence, untranslated_words
+from nmt.text.flags import load_english_words, lost_numbers, low_confidence, untranslated_words
 from nmt.text.metrics import loops
 from nmt.text.names import kept_couples, kept_name_spans, missing_names, name_to_keep, names_kept, titled_name_spans
 from nmt.text.protect import Protected, glued_kept, numbers_kept, protect
@@ -84,13 +85,26 @@ class Unit:
     upper: bool
     terms: list[list[int]] = field(default_factory=list)  # token ids of the glossary terms it must contain
     source: str = ""  # its text as given
+    lowered: bool = False  # its first word given to the model in lower case (copies_opening)
 
     def restore(self, translation: str, typography: Typography = NO_TYPOGRAPHY) -> str:
         """The model's translation with the entities put back, written as `typography` says, in capitals
         where the source was."""
         text = joined_elisions(self.protected.restore(translation) if self.protected else translation)
         text = render_sentence(self.source, text, typography)
+        if self.lowered:  # the capital the model was not given: "(contribution de" -> "(Contribution de"
+            text = re.sub(r"^[\W\d_]*[^\W\d_]", lambda match: match.group().upper(), text, count=1)
         return text.upper() if self.upper else text
+
+
+def copies_opening(units: list[Unit], text: str) -> bool:
+    """Whether `text` holds the first word of one of `units` as the model copies a word it did not know with
+    the capital that opened the English sentence (nmt.text.casing.copied_word): "Sales rose 12%." -> "Les
+    Sales ont augmenté de 12 %.", where "sales rose" gives "Les ventes"."""
+    casing, english = load_casing(), load_english_words()
+    # at a sentence's start too where French has no such word, but for interjections it shares: "Oh", "Ah"
+    return any((word := lowered_opening(unit.source, casing)) is not None
+               and copied_word(word, text, anywhere=len(word) > 2 and word.lower() in english) for unit in units)
 
 
 def keeps_entities(units: list[Unit], text: str) -> bool:
@@ -276,23 +290,24 @@ class Translator:
         self._formality = value
         self._register_ids = [] if value == "auto" else [self.tokenizer.register_id(REGISTER_MARKS[value])]
 
-    def _units(self, line: str, strict: bool = False) -> list[Unit]:
+    def _units(self, line: str, strict: bool = False, lowered: bool = False) -> list[Unit]:
         """`line` as the units it is translated in: its sentences, and the clauses of a sentence too long to
         translate whole (nmt.text.segment); a clause still too long is cut into runs of tokens at word starts.
-        strict: numbers and first names go behind placeholders too (nmt.text.protect)."""
+        strict: numbers and first names go behind placeholders too (nmt.text.protect); lowered: a first word
+        capitalized only for opening its sentence is given to the model in lower case (copies_opening)."""
         limit = self.max_piece_tokens
         units = []
         if self.typography.active and self.ordinary_input:
             line = self._as_the_model_knows(line, strict)
         for sentence in split_sentences(line):
-            unit = self._unit(sentence, strict)
+            unit = self._unit(sentence, strict, lowered)
             if len(unit.pieces) <= 1:  # not cut: at most max_piece_tokens
                 units.append(unit)
                 continue
             if not self._warned_long:
                 log.warning("a sentence is longer than %d tokens: it is translated in pieces", limit)
                 self._warned_long = True
-            units.extend(self._unit(clause, strict) for clause in split_clauses(
+            units.extend(self._unit(clause, strict, lowered) for clause in split_clauses(
                 sentence, lambda text: len(self.tokenizer.encode(text)), limit))
         return [unit for unit in units if unit.pieces]
 
@@ -305,13 +320,17 @@ class Translator:
         line = english_discounts(line)
         return day_first_dates(english_abbreviations(english_titles(line, couples=not strict)))
 
-    def _unit(self, text: str, strict: bool = False) -> Unit:
+    def _unit(self, text: str, strict: bool = False, lowered: bool = False) -> Unit:
         """`text` in sentence case if it is in capitals, with its entities behind placeholders where the model
-        has them (nmt.text.protect), as token ids of at most max_piece_tokens."""
+        has them (nmt.text.protect), as token ids of at most max_piece_tokens; `lowered`: its first word in
+        lower case where English has it capitalized only for opening the sentence."""
         upper, source = False, text
         terms = [self.tokenizer.encode(term) for term in self.glossary.matches(text)] if self.glossary else []
         if self.ordinary_input:
             text, upper = case_normalized(text, load_casing(), self._is_whole_word)
+            word = lowered_opening(text, load_casing()) if lowered and not upper else None
+            if word:
+                text = text.replace(word, word.lower(), 1)
         names = self._is_rare if self.protect_names else None
         protected = (protect(text, names=names, strict=strict, titles=self.typography.active)
                      if self.ordinary_input and self.tokenizer.has_placeholders
@@ -321,7 +340,7 @@ class Translator:
         limit = max(1, self.max_piece_tokens - len(tag))
         pieces = [ids] if len(ids) <= limit else self._cut_at_word_starts(ids, limit)
         return Unit([tag + piece for piece in pieces if piece], protected, upper, [term for term in terms if term],
-                    source)
+                    source, lowered=word is not None if self.ordinary_input else False)
 
     def _is_whole_word(self, word: str) -> bool:
         """Whether the vocabulary holds `word` as one piece."""
@@ -458,20 +477,23 @@ class Translator:
         return []
 
     def _translate_as_ready(self, lines: list[str], prefixes: list[str | None] | None = None,
-                            strict: bool = False) -> Iterator[tuple[int, Translation]]:
+                            strict: bool = False, lowered: bool = False) -> Iterator[tuple[int, Translation]]:
         """(line index, Translation) pairs as batches finish: empty lines first, then by length. A line's
         prefix starts the translation of its first sentence. Numbers ("35", "1,249.99", "1980s",
         "35-year-old") and first names ("Bob") are left to the model; a line whose translation loses a number's
         digits or a first name is translated again at the end with them behind placeholders (`strict`), as
-        codes are (nmt.text.protect)."""
+        codes are (nmt.text.protect). One whose translation copies a sentence's first word, capital and all
+        (copies_opening), is translated again with that word in lower case (`lowered`), and keeps the second
+        translation where it does not copy the word."""
         retry: list[int] = []
+        relower: dict[int, Translation] = {}  # line index -> its first translation, which copied a first word
         sources: list[list[int]] = []
         owners: list[int] = []  # line index of each source piece
         forced: list[list[int]] = []  # prefix token ids of each source piece
         required: list[list[list[int]]] = []  # token ids of the glossary terms of each source piece
         units: list[list[Unit]] = []
         for index, line in enumerate(lines):
-            units.append(self._units(line, strict))
+            units.append(self._units(line, strict, lowered))
             pieces = [piece for unit in units[-1] for piece in unit.pieces]
             if not pieces:
                 yield index, Translation(line, "", None, alignment=[] if self.alignments else None)
@@ -512,11 +534,24 @@ class Translator:
                     if self.min_confidence is not None and translation.confidence < self.min_confidence:
                         translation = replace(translation, text="", nbest=[])
                         self.withheld += 1
+                    if not lowered and self.typography.active and self.ordinary_input \
+                            and copies_opening(units[owner], translation.text):  # as _as_the_model_knows
+                        relower[owner] = translation
+                        continue
                     yield owner, translation
         if retry:
             again = self._translate_as_ready([lines[i] for i in retry],
-                                             [prefixes[i] for i in retry] if prefixes else None, strict=True)
+                                             [prefixes[i] for i in retry] if prefixes else None, strict=True,
+                                             lowered=lowered)
             yield from ((retry[index], translation) for index, translation in again)
+        if relower:
+            owners = list(relower)
+            again = self._translate_as_ready([lines[i] for i in owners],
+                                             [prefixes[i] for i in owners] if prefixes else None, strict=strict,
+                                             lowered=True)
+            for index, translation in again:
+                owner = owners[index]
+                yield owner, relower[owner] if copies_opening(units[owner], translation.text) else translation
 
     def _join(self, line: str, units: list[Unit], results: list) -> Translation:
         """The Translation of `line` from its units and the search's results, one per piece, in order."""

@@ -64,6 +64,35 @@ class Casing:
         return f"{before} {word}" in self.names or f"{word} {after}" in self.names
 
 
+# A sentence's first word, after any opening marks: "(Contributed by", "High-quality", "Kill process"
+OPENING = re.compile(r"[\W_]*?\b([A-Z][a-z]+)\b(?!['\u2019]\w)")
+FRENCH_SENTENCE_START = re.compile(r"(?:^|[.!?:…][\s\"'»”]*\s)[\s\"'«“\u00a0\u202f(\-–—]*$")  # "- Oh, ..."
+
+
+def lowered_opening(sentence: str, casing: Casing) -> str | None:
+    """The first word of `sentence` if it has its capital only for opening it: running English writes it in
+    lower case (casing), it is no first name, and the word after it has no capital (which a Title Case
+    heading's or a name's would: "Magenta Channel", "Iris Meder"). None otherwise."""
+    match = OPENING.match(sentence)
+    if not match:
+        return None
+    word = match.group(1)
+    words = sentence[match.start(1) :].split()
+    after = word_of(words[1]) if len(words) > 1 else ""
+    if word in FIRST_NAMES or casing.keeps_capital(words, 0) or after[:1].isupper():
+        return None
+    return word
+
+
+def copied_word(word: str, translation: str, anywhere: bool = False) -> bool:
+    """Whether `translation` holds `word`, capital and all, inside one of its sentences, where French gives a
+    capital to names only (or `anywhere`: a word French does not have): the model copied the opening word it
+    did not know ("Sales rose" -> "Les Sales ont augmenté", "Kill process" -> "Le processus de Kill",
+    "(Contributed by" -> "(Contributed de")."""
+    return any(anywhere or not FRENCH_SENTENCE_START.search(translation[: match.start()])
+               for match in re.finditer(rf"(?<![\w-]){re.escape(word)}\b", translation))
+
+
 @cache
 def load_casing(path: Path = TABLE) -> Casing:
     """The table at `path`: a word a line (lower case), or two words a line (a name)."""
