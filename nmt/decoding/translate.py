@@ -324,13 +324,13 @@ class Translator:
         """`text` in sentence case if it is in capitals, with its entities behind placeholders where the model
         has them (nmt.text.protect), as token ids of at most max_piece_tokens; `lowered`: its first word in
         lower case where English has it capitalized only for opening the sentence."""
-        upper, source = False, text
+        upper, source, opening = False, text, None
         terms = [self.tokenizer.encode(term) for term in self.glossary.matches(text)] if self.glossary else []
         if self.ordinary_input:
             text, upper = case_normalized(text, load_casing(), self._is_whole_word)
-            word = lowered_opening(text, load_casing()) if lowered and not upper else None
-            if word:
-                text = text.replace(word, word.lower(), 1)
+            opening = lowered_opening(text, load_casing()) if lowered and not upper else None
+            if opening:
+                text = text.replace(opening, opening.lower(), 1)
         names = self._is_rare if self.protect_names else None
         protected = (protect(text, names=names, strict=strict, titles=self.typography.active)
                      if self.ordinary_input and self.tokenizer.has_placeholders
@@ -340,7 +340,7 @@ class Translator:
         limit = max(1, self.max_piece_tokens - len(tag))
         pieces = [ids] if len(ids) <= limit else self._cut_at_word_starts(ids, limit)
         return Unit([tag + piece for piece in pieces if piece], protected, upper, [term for term in terms if term],
-                    source, lowered=word is not None if self.ordinary_input else False)
+                    source, lowered=opening is not None)
 
     def _is_whole_word(self, word: str) -> bool:
         """Whether the vocabulary holds `word` as one piece."""
