@@ -40,8 +40,8 @@ def root(version: bool = typer.Option(False, "--version", callback=_version, is_
 for command, name in ((decoding.translate, None), (decoding.serve, None), (decoding.score, None),
                       (decoding.attention, None), (models.models, None), (models.info, None), (training.train, None),
                       (training.prepare, None), (decoding.evaluate, "eval"), (training.average, None),
-                      (training.tune, None), (training.build_shortlist, "shortlist"), (training.plot, None),
-                      (models.export, None)):
+                      (training.grow, None), (training.tune, None), (training.build_shortlist, "shortlist"),
+                      (training.plot, None), (models.export, None)):
     app.command(name)(command)
 
 

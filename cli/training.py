@@ -1,4 +1,4 @@
-"""The commands that train and follow training: train, prepare, average, tune, shortlist, plot."""
+"""The commands that train and follow training: train, prepare, average, grow, tune, shortlist, plot."""
 
 from __future__ import annotations
 
@@ -77,6 +77,26 @@ def average(
     save_checkpoint(out, averaged)
     typer.echo(f"averaged the latest {averaged.training['summary']['averaged']} of {len(checkpoints)} checkpoints "
                f"into {out}")
+
+
+def grow(
+    model: Path = typer.Option(..., "--model", "-m", help="The trained checkpoint to grow."),
+    out: Path = typer.Option(..., "--output", "-o", help="Where to write the grown checkpoint."),
+    encoder_layers: int = typer.Option(None, "--encoder-layers", help="Encoder layers: copies of the trained ones "
+                                       "stacked on top (3 -> 6: layers 0, 1, 2, 0, 1, 2)."),
+    d_ff: int = typer.Option(None, "--d-ff", help="Feed-forward width: the trained units and new ones that start "
+                             "silent (the grown model translates as the trained one does)."),
+) -> None:
+    """Make a trained model larger to train on with `nmt train --init-from`: a deeper encoder, a wider
+    feed-forward layer."""
+    from nmt.model.checkpoint import load_checkpoint, save_checkpoint
+    from nmt.training.grow import grown_checkpoint
+
+    grown = grown_checkpoint(load_checkpoint(model), encoder_layers, d_ff)
+    save_checkpoint(out, grown)
+    config = grown.config
+    typer.echo(f"grown into {out}: {config.n_encoder_layers}+{config.n_decoder_layers} layers, d_ff {config.d_ff}, "
+               f"{sum(t.numel() for t in grown.weights.values()) / 1e6:.2f}M parameters")
 
 
 def _validation_pairs(valid: str, limit: int | None):

@@ -34,6 +34,8 @@ EMBEDDED = {
     "software-ui": ("software_ui", {"train": "train", "dev": None}),  # interface strings of free applications
     "software-ui-extra": ("software_ui_extra", {"train": "train", "dev": None}),  # of 48 more applications
     "python-docs": ("python_docs", {"train": "train", "dev": None}),  # the Python documentation, paragraphs
+    "web-apps": ("web_apps", {"train": "train", "dev": "dev"}),  # shops, accounts, mail; dev: 3 unseen projects
+    "help-docs": ("help_docs", {"train": "train", "dev": None}),  # help pages, manuals, package descriptions
 }
 SOURCE_LANG, TARGET_LANG = "en", "fr"
 HELD_OUT_SEED = 1  # a split named None above is held out of "train" by distinct source sentence, this seed
