@@ -307,8 +307,9 @@ lexicon: setup
 # The shipped interface memory (nmt.data.memory.shipped_memory): the interface corpora less their dev sets' English.
 memory: setup
 	$(BIN)/python -c "import gzip; from nmt.data.memory import interface_pairs as p; pairs = p(); \
-		head = '# The shipped interface memory (nmt.data.memory): English TAB French, from data/software_ui and\n' \
-		'# data/software_ui_extra (their licences: each application\'s, GPL, LGPL or MPL 2.0), less their dev splits\' English.\n'; \
+		head = '# The shipped interface memory (nmt.data.memory): English TAB French, from data/software_ui,\n' \
+		'# data/software_ui_extra and data/web_apps (each string under its application\'s licence: GPL, LGPL, AGPL, MPL 2.0,\n' \
+		'# OSL 3.0, BSD, MIT, Apache 2.0, Unicode), less their dev splits\' English.\n'; \
 		open('data/memory/interface.tsv.gz', 'wb').write(gzip.compress((head + ''.join(f'{e}\t{f}\n' for e, f in pairs)).encode(), mtime=0)); \
 		print(len(pairs), 'pairs')"
 

@@ -44,6 +44,15 @@ def test_exact_matches_ignore_case_spaces_and_accelerators_and_take_the_line_s_c
     assert memory.exact("Sign Out")[0].origin == "m.tmx" and memory.exact("Log In") == []
 
 
+def test_of_translations_differing_in_case_alone_the_one_whose_english_is_cased_as_the_line_is_used():
+    memory = Memory()
+    for english, french in [("SOLD OUT", "ÉPUISÉ"), ("Sold out", "Épuisé"), ("Sold out", "Epuisé")]:
+        memory.add(english, french)
+    assert [m.translation for m in memory.exact("Sold out")] == ["Épuisé"]  # not ÉPUISÉ, the first entry's
+    assert [m.translation for m in memory.exact("sold out")] == ["épuisé"]
+    assert [m.translation for m in memory.exact("SOLD OUT")] == ["ÉPUISÉ"]
+
+
 def test_a_fuzzy_match_is_the_most_similar_entry_at_the_threshold_or_above():
     memory = Memory()
     for english, french in [("Open the selected file", "Ouvrir le fichier sélectionné"),

@@ -14,10 +14,10 @@ strings: 1 - distance / longer length) at `threshold` or above: found through an
 the model's translation (jsonl's "memory", the server's alternatives); it does not steer the model, whose own
 translation of a near string is often better than the memory's of another.
 
-The shipped interface memory (`shipped_memory`, data/memory/interface.tsv.gz) is the two interface corpora
-(software_ui, software_ui_extra: strings of 86 free applications, each under its application's licence, GPL,
-LGPL or MPL 2.0) less every pair whose English is in one of their held-out dev splits, so that the figures on
-those stay honest: 99,748 pairs.
+The shipped interface memory (`shipped_memory`, data/memory/interface.tsv.gz) is the three interface corpora
+(software_ui, software_ui_extra: strings of 86 free desktop applications; web_apps: of 40-odd web applications,
+shops, accounts, e-mail; each string under its application's licence) less every pair whose English is in one of
+their dev splits, so that the figures on those stay honest.
 """
 
 from __future__ import annotations
@@ -96,7 +96,9 @@ class Memory:
         counts = collections.Counter(unicodedata.normalize("NFC", self.pairs[i][1]).casefold() for i in found)
         best = max(counts.values())
         chosen, seen = [], set()
-        for i in found:
+        # of the entries whose French differs in case alone, the one whose English is cased as `text` speaks for
+        # them ("Sold out" is "Épuisé", which the entry "SOLD OUT" / "ÉPUISÉ" before it would write in capitals)
+        for i in sorted(found, key=lambda i: (self.pairs[i][0] != text, capitals(self.pairs[i][0]) != capitals(text))):
             english, french, origin = self.pairs[i]
             key = unicodedata.normalize("NFC", french).casefold()
             if counts[key] == best and key not in seen:
@@ -151,10 +153,15 @@ def ratio(a: str, b: str) -> float:
     return 1.0 - previous[-1] / max(len(a), len(b))
 
 
+def capitals(text: str) -> bool:
+    """Whether `text` is written in capitals (two letters or more, all upper case)."""
+    letters = [char for char in text if char.isalpha()]
+    return len(letters) > 1 and all(char.isupper() for char in letters)
+
+
 def cased_as(text: str, french: str) -> str:
     """`french` in capitals where `text` is, else with `text`'s first letter's case."""
-    letters = [char for char in text if char.isalpha()]
-    if len(letters) > 1 and all(char.isupper() for char in letters):
+    if capitals(text):
         return french.upper()
     first = next((char for char in text if char.isalpha()), "")
     index = next((i for i, char in enumerate(french) if char.isalpha()), None)
@@ -218,6 +225,7 @@ def _tmx_pairs(path: Path) -> list[tuple[str, str]]:
 
 
 INTERFACE_MEMORY = "memory/interface.tsv.gz"  # under nmt.data.corpus.data_dir(); written by interface_pairs
+INTERFACE_CORPORA = ("software-ui", "software-ui-extra", "web-apps")  # the shipped memory's, in this order
 SHIPPED_MEMORY_WORDS = 6  # the longest line the shipped memory serves: labels, buttons, menu items
 
 
@@ -226,10 +234,9 @@ def interface_pairs() -> list[tuple[str, str]]:
     shipped memory's content: `make memory` writes it to INTERFACE_MEMORY)."""
     from nmt.data.corpus import load_embedded
 
-    held_out = {normalized(line) for name in ("software-ui", "software-ui-extra")
-                for line in load_embedded(name, "dev").source}
+    held_out = {normalized(line) for name in INTERFACE_CORPORA for line in load_embedded(name, "dev").source}
     pairs = []
-    for name in ("software-ui", "software-ui-extra"):
+    for name in INTERFACE_CORPORA:
         train = load_embedded(name, "train")
         pairs += [(english, french) for english, french in zip(train.source, train.target, strict=True)
                   if normalized(english) not in held_out and "\t" not in english + french]
