@@ -168,8 +168,8 @@ def opened_output(path: Path | None, input: Path | None) -> Iterator[TextIO]:
         except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more can reach the reader
             raise typer.Exit(0) from None
-        except OSError as exc:
-            raise NmtError(f"cannot write the translations: {exc.strerror or exc}") from None
+        except OSError as exc:  # a full disk or device: the user's to mend, as an unwritable --output is
+            raise UsageError(f"cannot write the translations to standard output: {exc.strerror or exc}") from None
         return
     if input is not None and path.exists() and input.exists() and path.samefile(input):
         raise UsageError(f"--output {path} is the input file: write the translations to another file")
@@ -181,8 +181,8 @@ def opened_output(path: Path | None, input: Path | None) -> Iterator[TextIO]:
             target.unlink()
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (0 if in_place else os.O_NOFOLLOW)
         sink = open(os.open(target, flags, 0o666), "w", encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {target}: {exc.strerror}") from None
+    except OSError as exc:  # named as the user gave it: PATH.partial is nmt's own affair
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
     where = "" if in_place else f" (they are in {target})"
     try:
         with sink:
@@ -197,8 +197,8 @@ def opened_output(path: Path | None, input: Path | None) -> Iterator[TextIO]:
     except BaseException as exc:
         if not in_place:
             target.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise NmtError(f"cannot write {target}: {exc.strerror or exc}") from None
+        if isinstance(exc, OSError):  # a full disk, an immutable PATH that cannot be replaced
+            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
         raise
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -321,7 +322,11 @@ def test_a_translated_file_of_any_name_is_downloaded_with_its_name(server):
     answer = httpx.post(server.url + "/translate_file", timeout=120, data={"source": "en", "target": "fr"},
                         files={"file": (name, b"A dog runs.\n")})
     assert answer.status_code == 200, answer.text
-    downloaded = httpx.get(answer.json()["translatedFileUrl"])
+    url = answer.json()["translatedFileUrl"]
+    assert url.endswith("/John%E2%80%99s%20rapport%20%C2%ABfinal%C2%BB%20%F0%9F%8E%89.fr.txt")
+    with urllib.request.urlopen(url, timeout=60) as response:  # which refuses a URL with a space or a quote
+        assert response.read().decode() != ""
+    downloaded = httpx.get(url)
     assert downloaded.status_code == 200
     header = downloaded.headers["content-disposition"]
     assert "filename*=UTF-8''" in header and "%F0%9F%8E%89" in header

@@ -8,6 +8,7 @@ import json
 import logging
 import multiprocessing
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -443,8 +444,16 @@ def test_output_is_written_whole_never_over_its_input_and_errors_are_one_line(ti
     assert run(["--model", str(tiny_checkpoint), "-i", str(source), "-o", str(output)], b"").returncode == 0
     assert output.read_text().count("\n") == 1 and not (tmp_path / "out.fr.partial").exists()
     full = run(["--model", str(tiny_checkpoint), "-o", "/dev/full"], b"A dog.\n")
-    assert full.returncode == 1
+    assert full.returncode == 2
     assert full.stderr.decode() == "error: cannot write /dev/full: No space left on device\n"
+    to_full = subprocess.run(f"{shlex.join(NMT)} --model {shlex.quote(str(tiny_checkpoint))} > /dev/full", shell=True,
+                             input=b"A dog.\n", capture_output=True)
+    assert to_full.returncode == 2
+    assert to_full.stderr.decode() == "error: cannot write the translations to standard output: No space left on device\n"
+    not_a_folder = tmp_path / "in.en" / "out.fr"  # named as given, not as the out.fr.partial nmt writes first
+    refused = run(["--model", str(tiny_checkpoint), "-i", str(source), "-o", str(not_a_folder)], b"")
+    assert refused.returncode == 2
+    assert refused.stderr.decode() == f"error: cannot write {not_a_folder}: Not a directory\n"
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ import re
 import secrets
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -483,7 +484,9 @@ def add_file_routes(app: FastAPI, service: Service) -> None:
         service.finished_files[token] = (translated, f"{stem}.fr{suffix}")
         while len(service.finished_files) > MAX_KEPT_FILES:
             service.finished_files.popitem(last=False)
-        return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{token}/{stem}.fr{suffix}"}
+        # the name percent-encoded: a URL holds no space, quote or non-ASCII letter as it is (curl and urllib refuse)
+        return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{token}/"
+                                     f"{urllib.parse.quote(f'{stem}.fr{suffix}', safe='')}"}
 
     @app.get("/download_file/{token}/{name}")
     async def download_file(token: str, name: str):
