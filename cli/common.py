@@ -18,7 +18,7 @@ from typing import TextIO
 import typer
 
 from nmt.decoding.configuration import DecodingFlags
-from nmt.errors import STOP_SIGNALS, Interrupted, NmtError, UsageError, stop_now_or_later, stop_signals_handled_by
+from nmt.errors import STOP_SIGNALS, Interrupted, UsageError, stop_now_or_later, stop_signals_handled_by
 
 
 def find_model(model: Path | None) -> Path:

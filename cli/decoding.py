@@ -206,8 +206,9 @@ def serve(
         # one worker unless --workers says otherwise: requests are batched together already
         checkpoint, _, config = resolve_decoding([model] if model else None, decoding, workers=1)
     listener = listening(host, port)
-    engine = Engine(lambda: Translator.from_checkpoint(checkpoint, config), max_lines=max_batch_lines,
-                    wait=batch_wait_ms / 1000, max_queue=max_queue, max_queue_chars=max_queue_chars)
+    engine = Engine(lambda: Translator.from_checkpoint(checkpoint, config).read_memories(),
+                    max_lines=max_batch_lines, wait=batch_wait_ms / 1000, max_queue=max_queue,
+                    max_queue_chars=max_queue_chars)
     from nmt.apps.files import SERVER_LIMITS
 
     limits = file_limits(SERVER_LIMITS, max_chars=max_file_chars, max_depth=max_file_depth,

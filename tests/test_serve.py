@@ -75,6 +75,33 @@ def cli_records(tiny_checkpoint):
     return [json.loads(line) for line in done.stdout.decode().splitlines()]
 
 
+def test_a_request_sent_while_the_model_loads_is_held_and_answered_not_refused(tiny_checkpoint, tmp_path):
+    """Weblate stops asking a service for 30 minutes after one 503: a server that restarts must not answer one.
+    A large --memory makes loading take seconds, while /health says 503 and /translate waits for the model."""
+    memory = tmp_path / "large.tsv"
+    memory.write_text("".join(f"Line number {n} of the memory\tLigne numéro {n} de la mémoire\n"
+                              for n in range(400_000)))
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "nmt_cli.main", "serve", "--model", str(tiny_checkpoint),
+                                "--port", str(port), "--memory", str(memory), *DECODING], stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        health = None
+        while health is None:
+            assert process.poll() is None, process.stderr.read().decode()
+            try:
+                health = httpx.get(url + "/health").status_code
+            except httpx.TransportError:
+                time.sleep(0.02)
+        assert health == 503  # still loading the memory: the request below arrives before the model can answer
+        answer = httpx.post(url + "/translate", json={"q": "A dog runs.", "source": "en", "target": "fr"}, timeout=120)
+        assert answer.status_code == 200 and answer.json()["translatedText"]
+        assert httpx.get(url + "/health").status_code == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+
+
 def test_health_languages_docs_and_page(server):
     health = httpx.get(server.url + "/health").json()
     assert health["status"] == "ok"

@@ -22,16 +22,18 @@ class ScriptedTranslator:
 
     def __init__(self):
         self.calls: list[list[str]] = []
-        self.options, self.formality = SearchOptions(), "auto"
+        self.glossaries: list = []  # each call's glossary
+        self.options, self.formality, self.glossary = SearchOptions(), "auto", None
         self.gate = threading.Event()
         self.gate.set()
 
-    def with_options(self, options, formality):
-        self.options, self.formality = options, formality
+    def with_options(self, options, formality, glossary=None):
+        self.options, self.formality, self.glossary = options, formality, glossary
         return self
 
     def translate_as_ready(self, lines):
         self.calls.append(list(lines))
+        self.glossaries.append(self.glossary)
         self.gate.wait(30)
         for index, line in enumerate(lines):
             yield index, Translation(line, line.upper(), -1.0, [(line.upper(), -1.0)], confidence=-0.5)
@@ -95,6 +97,24 @@ def test_a_client_s_short_request_waits_one_call_behind_another_s_long_one(engin
     assert calls_before_short == 1  # the call right after the one under way: a turn of b's beside a's
     assert [t.text for t in answers.got["long"]] == [f"LONG {i}" for i in range(40)]
     assert all(len(call) <= 4 for call in translator.calls)
+
+
+def test_lines_of_requests_with_other_glossaries_are_never_translated_in_one_call(engine):
+    from nmt.decoding.constraints import Glossary
+
+    engine, translator = engine
+    answers = Answers()
+    pets, tools = Glossary((("dog", "toutou"),)), Glossary((("saw", "scie"),))
+    hold_a_call(engine, translator, answers)
+    engine.submit(["a dog", "two dogs"], SearchOptions(), answers("pets"), client="b", glossary=pets)
+    engine.submit(["a saw"], SearchOptions(), answers("tools"), client="c", glossary=tools)
+    engine.submit(["plain"], SearchOptions(), answers("plain"), client="d")
+    translator.gate.set()
+    answers.wait("held", "pets", "tools", "plain")
+    by_line = {line: glossary for call, glossary in zip(translator.calls, translator.glossaries, strict=True)
+               for line in call}
+    assert by_line["a dog"] is pets and by_line["two dogs"] is pets and by_line["a saw"] is tools
+    assert by_line["plain"] is None
 
 
 def test_a_call_holds_at_most_its_characters_and_a_longer_line_goes_alone(engine):

@@ -449,7 +449,8 @@ def test_output_is_written_whole_never_over_its_input_and_errors_are_one_line(ti
     to_full = subprocess.run(f"{shlex.join(NMT)} --model {shlex.quote(str(tiny_checkpoint))} > /dev/full", shell=True,
                              input=b"A dog.\n", capture_output=True)
     assert to_full.returncode == 2
-    assert to_full.stderr.decode() == "error: cannot write the translations to standard output: No space left on device\n"
+    assert to_full.stderr.decode() == ("error: cannot write the translations to standard output: No space left on "
+                                       "device\n")
     not_a_folder = tmp_path / "in.en" / "out.fr"  # named as given, not as the out.fr.partial nmt writes first
     refused = run(["--model", str(tiny_checkpoint), "-i", str(source), "-o", str(not_a_folder)], b"")
     assert refused.returncode == 2

@@ -101,10 +101,30 @@ def _events(page: str) -> list[_Event]:
     return events
 
 
-def _skips(event: _Event) -> bool:
-    attrs = dict(event.attrs)
-    return (event.tag in UNTRANSLATED or attrs.get("translate") == "no"
-            or "notranslate" in (attrs.get("class") or "").split())
+@dataclass(frozen=True)
+class Markup:
+    """How a text's tags are read. HTML (the default): INLINE elements inside a sentence, any other a block
+    boundary, UNTRANSLATED ones kept as they are. XML (`xml`, DeepL's tag_handling=xml, Weblate's placeholders
+    <x id="1"/>): every element inside the sentence, none known. Either way the elements of `kept` (DeepL's
+    ignore_tags) are kept as they are, as is what is marked translate="no" or class="notranslate"."""
+
+    xml: bool = False
+    kept: frozenset[str] = frozenset()
+
+    def skips(self, event: _Event) -> bool:
+        attrs = dict(event.attrs)
+        return (event.tag in self.kept or (not self.xml and event.tag in UNTRANSLATED)
+                or attrs.get("translate") == "no" or "notranslate" in (attrs.get("class") or "").split())
+
+    def inline(self, tag: str) -> bool:
+        return self.xml or tag in INLINE
+
+    def in_sentence(self, tag: str) -> bool:
+        """Whether an element kept as it is stands inside a sentence (a placeholder in its text)."""
+        return self.xml or tag in IN_SENTENCE or tag in self.kept
+
+
+HTML = Markup()
 
 
 @dataclass
@@ -193,12 +213,12 @@ def _apart(events: list[_Event]) -> list[list[_Event] | str]:
 
 
 def translate_html(page: str, translate: Callable[[list[str]], list[str]],
-                   align: Callable[[str, str], list[tuple[int, int]]]) -> str:
+                   align: Callable[[str, str], list[tuple[int, int]]], markup: Markup = HTML) -> str:
     """`page` with the text of its blocks and of the attributes a reader sees translated (`translate`: texts ->
     translations, in order; `align`: an English and a French text -> Pharaoh word pairs), and everything else
-    as it was."""
+    as it was; its tags read as `markup` says."""
     events = _events(page)
-    changed = _translate_attributes(events, translate)
+    changed = not markup.xml and _translate_attributes(events, translate, markup)
     pieces: list[str | _Block] = []  # raw text, or a block to translate
     block: list[_Event] = []
     skipping: list[str] = []  # the tags of the untranslated elements we are in
@@ -223,9 +243,13 @@ def translate_html(page: str, translate: Callable[[list[str]], list[str]],
                 block.append(_Event("kept", raw="".join(kept)))
                 kept = None
             continue
-        if event.kind in ("start", "startend") and _skips(event):
-            in_sentence = (event.kind == "start" and event.tag in IN_SENTENCE
+        empty = event.kind == "startend" or (not markup.xml and event.kind == "start" and event.tag in VOID)
+        if event.kind in ("start", "startend") and (markup.skips(event) or (markup.xml and empty)):
+            in_sentence = (markup.in_sentence(event.tag)
                            and sum(each.kind == "kept" for each in block) < MAX_PLACEHOLDERS)
+            if in_sentence and empty:  # <x id="1"/>: one placeholder where it stands
+                block.append(_Event("kept", raw=event.raw))
+                continue
             if in_sentence:
                 kept = [event.raw]
                 skipping.append(event.tag)
@@ -234,7 +258,8 @@ def translate_html(page: str, translate: Callable[[list[str]], list[str]],
             if event.kind == "start" and event.tag not in VOID:
                 skipping.append(event.tag)
             pieces.append(event.raw)
-        elif event.kind in ("data", "entity", "charref") or (event.kind in ("start", "end") and event.tag in INLINE):
+        elif event.kind in ("data", "entity", "charref") or (event.kind in ("start", "end")
+                                                              and markup.inline(event.tag)):
             block.append(event)
         else:  # a block boundary, a void element, a comment
             close_block()
@@ -265,7 +290,8 @@ def _attributes_to_translate(event: _Event) -> list[str]:
     return [name for name in names if (attrs.get(name) or "").strip() and any(c.isalpha() for c in attrs[name])]
 
 
-def _translate_attributes(events: list[_Event], translate: Callable[[list[str]], list[str]]) -> bool:
+def _translate_attributes(events: list[_Event], translate: Callable[[list[str]], list[str]],
+                          markup: Markup) -> bool:
     """Each start tag's raw text with its readable attributes translated (one call to `translate` for the
     page); nothing inside an element left untranslated. Whether a translation changed any."""
     todo: list[tuple[_Event, str, str]] = []  # event, attribute, English text
@@ -281,7 +307,7 @@ def _translate_attributes(events: list[_Event], translate: Callable[[list[str]],
             continue
         if event.kind == "end":
             continue
-        if _skips(event):
+        if markup.skips(event):
             if event.kind == "start" and event.tag not in VOID:
                 skipping.append(event.tag)
             continue

@@ -363,13 +363,24 @@ class Translator:
             start = end
         return pieces
 
-    def with_options(self, options: SearchOptions, formality: str | None = None) -> Translator:
-        """This translator searching with `options` (and, given, in the register `formality`): a copy that shares the
-        model, decoders and tokenizer, for one call (the server's requests each bring theirs)."""
+    def read_memories(self) -> Translator:
+        """This translator with its memories read now (the shipped one is read on first use, a second or so): a
+        server reads them while it loads, so that no request waits for them."""
+        for memory, _ in self.memories:
+            memory.exact("")
+        return self
+
+    def with_options(self, options: SearchOptions, formality: str | None = None,
+                     glossary: Glossary | None = None) -> Translator:
+        """This translator searching with `options` (and, given, in the register `formality`, with the terms of
+        `glossary` in place of its own): a copy that shares the model, decoders and tokenizer, for one call (the
+        server's requests each bring theirs)."""
         chosen = copy.copy(self)
         chosen.options = options
         if formality is not None:
             chosen.formality = formality
+        if glossary is not None:
+            chosen.glossary = glossary
         return chosen
 
     def search_tokens(self, sources: list[list[int]]) -> list[list]:

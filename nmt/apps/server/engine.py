@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from nmt.decoding.constraints import Glossary
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translation, Translator
 from nmt.text.segment import split_sentences
@@ -51,6 +52,7 @@ class Job:
     options: SearchOptions
     done: Callable[[list[Translation] | BaseException], None]  # called once, from the engine's thread or cancel()
     formality: str | None = None  # formal, informal or auto; None: the server's
+    glossary: Glossary | None = None  # the request's own (DeepL's glossary_id); None: the server's --glossary
     client: str = ""  # whose turn the lines take (nmt.apps.server.limits.client_of)
     deadline: float = float("inf")  # time.monotonic() after which the lines not yet translated are dropped
     results: list[Translation | None] = field(default_factory=list)
@@ -128,14 +130,15 @@ class Engine:
 
     def submit(self, lines: list[str], options: SearchOptions,
                done: Callable[[list[Translation] | BaseException], None], formality: str | None = None,
-               client: str = "", seconds: float | None = None) -> Job:
+               client: str = "", seconds: float | None = None, glossary: Glossary | None = None) -> Job:
         """Queue `lines` for `client`; done(translations in order) is called from the engine thread once all
         are done, or done(exception) if their translation failed or was cancelled (cancel, or `seconds` after
-        now). formality: the register asked for (None: the server's). Raises NotReady or QueueFull."""
+        now). formality: the register asked for (None: the server's); glossary: the terms asked for (None: the
+        server's). Raises NotReady or QueueFull."""
         if not self.ready.is_set():
             raise NotReady
         deadline = time.monotonic() + seconds if seconds is not None else float("inf")
-        job = Job(lines, options, done, formality, client, deadline)
+        job = Job(lines, options, done, formality, glossary, client, deadline)
         if not lines:
             job.answer([])
             return job
@@ -188,10 +191,10 @@ class Engine:
                 return
             self._translate(*taken)
 
-    def _take(self) -> tuple[SearchOptions, str | None, list[tuple[Job, int, int]]] | None:
-        """The next call's (options, formality, [(job, start, end)]), after waiting up to `wait` for more
-        lines to come: one line of each client in turn, of jobs with the first one's options and formality,
-        until the call is full. None once stopping with nothing queued."""
+    def _take(self) -> tuple[SearchOptions, str | None, Glossary | None, list[tuple[Job, int, int]]] | None:
+        """The next call's (options, formality, glossary, [(job, start, end)]), after waiting up to `wait` for
+        more lines to come: one line of each client in turn, of jobs with the first one's options, formality and
+        glossary, until the call is full. None once stopping with nothing queued."""
         with self._lock:
             while True:
                 while not self._clients:
@@ -214,7 +217,7 @@ class Engine:
                 return None
             spans = self._fill()
         first = spans[0][0]
-        return first.options, first.formality, spans
+        return first.options, first.formality, first.glossary, spans
 
     def _drop_late(self) -> list[Job]:
         """Take the jobs whose deadline has passed off the queue (the lock held)."""
@@ -227,13 +230,14 @@ class Engine:
     def _fill(self) -> list[tuple[Job, int, int]]:
         """The lines of one call, in turns (the lock held, a job queued)."""
         first = next(iter(self._clients.values()))[0]
-        options, formality = first.options, first.formality
+        options, formality, glossary = first.options, first.formality, first.glossary
         starts: dict[Job, int] = {}  # job -> its first line in this call (its last: job.taken, after)
         lines, chars, served = 0, 0, []
         while lines < self.max_lines:
             took = False
             for client, jobs in list(self._clients.items()):
-                job = next((job for job in jobs if job.options == options and job.formality == formality), None)
+                job = next((job for job in jobs if job.options == options and job.formality == formality
+                            and job.glossary is glossary), None)
                 if job is None:
                     continue
                 size = len(job.lines[job.taken])
@@ -260,14 +264,15 @@ class Engine:
         self._last_served = served
         return [(job, start, job.taken) for job, start in starts.items()]
 
-    def _translate(self, options: SearchOptions, formality: str | None, spans: list[tuple[Job, int, int]]) -> None:
+    def _translate(self, options: SearchOptions, formality: str | None, glossary: Glossary | None,
+                   spans: list[tuple[Job, int, int]]) -> None:
         spans = [(job, start, end) for job, start, end in spans if not job.answered]
         if not spans:
             return
         lines = [line for job, start, end in spans for line in job.lines[start:end]]
         owners = [(job, index) for job, start, end in spans for index in range(start, end)]
         self.on_batch(len(lines))
-        translator = self.translator.with_options(options, formality or self.default_formality)
+        translator = self.translator.with_options(options, formality or self.default_formality, glossary)
         try:
             for position, translation in translator.translate_as_ready(lines):
                 job, index = owners[position]
@@ -280,7 +285,7 @@ class Engine:
             if len(jobs) > 1:  # one request's lines must not fail the others': each on its own
                 for job, start, end in spans:
                     if job.left and not job.answered:
-                        self._translate(options, formality, [(job, start, end)])
+                        self._translate(options, formality, glossary, [(job, start, end)])
                 return
             log.error("translation failed: %s", exc)
             for job in jobs:

@@ -139,13 +139,16 @@ class BoundedBodies:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
         bearer = bearer_key(scope)
-        if self.keys and bearer is not None and self.keys.find(bearer) is None:
-            return await refuse(send, 401, "a valid api_key is required")  # before the body is read
+        field = "message" if scope["path"].startswith("/v2/") else "error"  # DeepL's API, or LibreTranslate's
+        if self.keys and bearer is not None and self.keys.find(bearer) is None:  # before the body is read
+            if field == "message":  # DeepL's code for it
+                return await refuse(send, 403, "Authorization failure, check auth_key", field=field)
+            return await refuse(send, 401, "a valid api_key is required")
         upload = scope["path"] == "/translate_file"
         limit = self.file_limit if upload else self.limit
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            return await refuse(send, 413, f"the request body is over {limit} bytes")
+            return await refuse(send, 413, f"the request body is over {limit} bytes", field=field)
         body = tempfile.SpooledTemporaryFile(SPOOL_BYTES if upload else limit + 1)
         try:
             size, deadline = 0, time.monotonic() + self.timeout
@@ -153,13 +156,14 @@ class BoundedBodies:
                 try:
                     message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
                 except asyncio.TimeoutError:
-                    return await refuse(send, 408, f"the request body did not arrive within {self.timeout:g} s")
+                    return await refuse(send, 408, f"the request body did not arrive within {self.timeout:g} s",
+                                        field=field)
                 if message["type"] == "http.disconnect":
                     return None
                 chunk = message.get("body", b"")
                 size += len(chunk)
                 if size > limit:
-                    return await refuse(send, 413, f"the request body is over {limit} bytes")
+                    return await refuse(send, 413, f"the request body is over {limit} bytes", field=field)
                 body.write(chunk)
                 if not message.get("more_body", False):
                     break
@@ -187,8 +191,9 @@ def replayed(body, size: int, receive):
     return replay
 
 
-async def refuse(send, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-    payload = json.dumps({"error": message}).encode()
+async def refuse(send, status: int, message: str, headers: dict[str, str] | None = None, field: str = "error") -> None:
+    """An answer {field: message} (LibreTranslate's "error", DeepL's "message") that closes the connection."""
+    payload = json.dumps({field: message}).encode()
     extra = [(name.lower().encode(), value.encode()) for name, value in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
@@ -197,9 +202,12 @@ async def refuse(send, status: int, message: str, headers: dict[str, str] | None
 
 
 def bearer_key(scope) -> str | None:
-    """The key of an `Authorization: Bearer KEY` header, or None."""
+    """The key of an `Authorization: Bearer KEY` header (or DeepL's `DeepL-Auth-Key KEY`), or None."""
     header = dict(scope["headers"]).get(b"authorization", b"")
-    return header[7:].decode("latin-1") if header[:7].lower() == b"bearer " else None
+    for scheme in (b"bearer ", b"deepl-auth-key "):
+        if header[: len(scheme)].lower() == scheme:
+            return header[len(scheme):].strip().decode("latin-1")
+    return None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import uvicorn
 
+from nmt.apps.server.deepl import add_deepl_routes
 from nmt.apps.server.engine import Engine
 from nmt.apps.server.limits import ClientConnections, TimedHeaders
 from nmt.apps.server.routes import ServeSettings, create_app
@@ -94,7 +95,8 @@ def server_for(engine: Engine, options: SearchOptions, settings: ServeSettings, 
     """The uvicorn server of `nmt serve` over `engine`, with its limits on connections and headers; it stops
     when the engine cannot load its model, and the engine drains when it is told to stop."""
     connections = ClientConnections(max_client_connections)
-    server = Server(uvicorn.Config(create_app(engine, options, settings), log_level="error" if quiet else "warning",
+    app = create_app(engine, options, settings, (add_deepl_routes,))
+    server = Server(uvicorn.Config(app, log_level="error" if quiet else "warning",
                                    lifespan="off", timeout_graceful_shutdown=drain_timeout,
                                    http=functools.partial(TimedHeaders, timeout=settings.read_timeout,
                                                           connections=connections),

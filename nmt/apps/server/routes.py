@@ -20,7 +20,7 @@ import secrets
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +47,9 @@ from nmt.apps.server.protocol import (
     error,
     requested_formality,
 )
-from nmt.apps.webpages import translate_html
+from nmt.apps.webpages import HTML, Markup, translate_html
 from nmt.decoding.alignment import align
+from nmt.decoding.constraints import Glossary
 from nmt.decoding.search import SearchOptions
 from nmt.decoding.translate import Translation
 from nmt.errors import NmtError
@@ -57,6 +58,7 @@ from nmt.text.language import detect, is_not_english
 PAGE = Path(__file__).with_name("page.html")
 LANGUAGES = [{"code": "en", "name": "English", "targets": ["fr"]}, {"code": "fr", "name": "French", "targets": []}]
 MAX_KEPT_FILES = 64  # translated files /download_file serves: the last ones
+LOADING_POLL = 0.05  # seconds between two looks at whether the model is loaded, for a request that waits
 
 
 @dataclass(frozen=True)
@@ -134,10 +136,11 @@ class Service:
         return f"key:{key}" if key is not None else f"address:{client_address(request)}"
 
     async def translate_lines(self, request: Request, texts: list[str], options: SearchOptions,
-                              formality: str | None = None, given_key: str | None = None
-                              ) -> list[list[Translation]] | JSONResponse:
+                              formality: str | None = None, given_key: str | None = None,
+                              glossary: Glossary | None = None) -> list[list[Translation]] | JSONResponse:
         """Each text's lines (split at newlines) translated, or the error response; formality as
-        requested_formality gives it. The lines are dropped if the client leaves or the time runs out."""
+        requested_formality gives it; glossary, the request's terms (None: the server's). The lines are dropped
+        if the client leaves or the time runs out."""
         settings, engine = self.settings, self.engine
         if sum(len(text) for text in texts) > settings.max_chars:
             return error(413, f"the request holds more than {settings.max_chars} characters of text (--char-limit)")
@@ -147,14 +150,16 @@ class Service:
         if len(items) > engine.max_queue:  # would never fit the queue: not a matter of waiting
             return error(413, f"the request holds {len(items)} lines, more than the {engine.max_queue} that may "
                               "wait (--max-queue): send fewer at a time")
+        if waited := await self.until_loaded(request):
+            return waited
         loop = asyncio.get_running_loop()
         answer: asyncio.Future = loop.create_future()
         started = time.perf_counter()
         try:
             job = engine.submit(items, options, lambda result: loop.call_soon_threadsafe(settle, answer, result),
-                                formality, self.client(request, given_key), settings.max_request_seconds)
-        except NotReady:
-            return error(503, "the model is still loading", **{"Retry-After": "1"})
+                                formality, self.client(request, given_key), settings.max_request_seconds, glossary)
+        except NotReady:  # not loaded again: the engine stopped meanwhile
+            return error(503, "the model is not loaded", **{"Retry-After": "5"})
         except QueueFull:
             return error(503, "the queue is full (--max-queue, --max-queue-chars); try again shortly",
                          **{"Retry-After": "1"})
@@ -183,11 +188,27 @@ class Service:
             start += count
         return grouped
 
+    async def until_loaded(self, request: Request) -> JSONResponse | None:
+        """None once the model is loaded, waited for (a request arriving while the server starts is held, not
+        answered 503: Weblate and DeepL's clients read a 503 as "back off", Weblate for 30 minutes); a 503 where
+        it is not loaded within --max-request-seconds, or the client leaves first."""
+        engine, waited = self.engine, 0.0
+        while not engine.ready.is_set():
+            if engine.failure is not None or waited >= self.settings.max_request_seconds:
+                return error(503, "the model is not loaded" + (f": {engine.failure}" if engine.failure else
+                                                               f" after {waited:.0f} s"), **{"Retry-After": "5"})
+            if await request.is_disconnected():
+                return error(503, "the client went away while the model loaded")
+            await asyncio.sleep(LOADING_POLL)
+            waited += LOADING_POLL
+        return None
+
     def lines_now(self, texts: list[str], client: str, should_stop: Callable[[], str | None] = lambda: None,
-                  formality: str | None = None) -> list[str]:
+                  formality: str | None = None, glossary: Glossary | None = None) -> list[str]:
         """Translations of `texts` through the engine's queue, waited for (from a worker thread), a share of
         the queue at a time; Cancelled as soon as `should_stop()` says why (checked between shares and while
-        waiting: the share queued is dropped). formality: as requested_formality gives it."""
+        waiting: the share queued is dropped). formality: as requested_formality gives it; glossary: the
+        request's terms (None: the server's)."""
         engine = self.engine
         translated: list[str] = []
         for lines in shares(texts, max(1, min(engine.max_queue // 2, 4 * engine.max_lines)),
@@ -204,7 +225,7 @@ class Service:
             share = [piece for line_pieces in pieces for piece in line_pieces]
             for _ in range(600):  # a full queue empties as others' requests are answered
                 try:
-                    job = engine.submit(share, self.base_options, done, formality, client)
+                    job = engine.submit(share, self.base_options, done, formality, client, glossary=glossary)
                     break
                 except QueueFull:
                     time.sleep(0.1)
@@ -219,6 +240,28 @@ class Service:
             translated.extend(joined(line, [next(done_pieces) for _ in line_pieces]).text
                               for line, line_pieces in zip(lines, pieces, strict=True))
         return translated
+
+    async def tagged(self, request: Request, texts: list[str], markup: Markup, formality: str | None,
+                     given_key: str | None, glossary: Glossary | None = None) -> list[str] | JSONResponse:
+        """`texts` holding tags (HTML, or XML: `markup`) translated with their tags kept (nmt.apps.webpages), in
+        the file pool, or the error response."""
+        settings = self.settings
+        if sum(len(text) for text in texts) > settings.max_chars:
+            return error(413, f"the request holds more than {settings.max_chars} characters (--char-limit)")
+        if waited := await self.until_loaded(request):
+            return waited
+        gone = threading.Event()
+        lines = functools.partial(self.lines_now, client=self.client(request, given_key),
+                                  should_stop=lambda: "the client went away" if gone.is_set() else None,
+                                  formality=formality, glossary=glossary)
+        try:
+            return [await self.in_file_pool(functools.partial(translate_html, text, lines, self.aligned, markup), gone,
+                                            request) for text in texts]
+        except QueueFull:
+            return error(503, f"{settings.max_file_jobs} files and pages are being translated (--max-file-jobs); "
+                              "try again shortly", **{"Retry-After": "5"})
+        except Cancelled as exc:
+            return error(503, f"the translation stopped: {exc}")
 
     def aligned(self, source: str, target: str) -> list[tuple[int, int]]:
         return align(self.engine.translator.model, self.engine.translator.tokenizer, source, target)
@@ -243,15 +286,20 @@ class Service:
         return await asyncio.get_running_loop().run_in_executor(self.detect_pool, detect, text)
 
 
-def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSettings):
-    """The ASGI application over a started Engine: FastAPI's, behind BoundedBodies."""
+def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSettings,
+               more_routes: Sequence[Callable[[FastAPI, Service], None]] = ()):
+    """The ASGI application over a started Engine: FastAPI's, behind BoundedBodies; `more_routes` add other APIs'
+    routes over the same service (nmt.apps.server.deepl)."""
     app = FastAPI(title="nmt", summary="English to French translation", version="1",
-                  description="LibreTranslate's API (`/translate`, `/languages`) and nmt's own (`/v1/translate`).")
+                  description="LibreTranslate's API (`/translate`, `/languages`), DeepL's (`/v2/translate`) and "
+                              "nmt's own (`/v1/translate`).")
     service = Service(engine, base_options, settings)
     add_handlers(app, service.metrics)
     add_text_routes(app, service)
     add_file_routes(app, service)
     add_information_routes(app, service)
+    for add in more_routes:
+        add(app, service)
     return BoundedBodies(app, settings.max_body_bytes, settings.read_timeout, settings.api_keys,
                          settings.max_file_bytes + 65_536)
 
@@ -422,24 +470,8 @@ async def translated_texts(service: Service, request: Request, texts: list[str],
 async def translated_pages(service: Service, request: Request, texts: list[str], body: LibreRequest,
                            formality: str | None) -> dict | JSONResponse:
     """/translate's answer for HTML fragments, their markup kept (nmt.apps.webpages), in the file pool."""
-    settings = service.settings
-    if sum(len(text) for text in texts) > settings.max_chars:
-        return error(413, f"the request holds more than {settings.max_chars} characters (--char-limit)")
-    if not service.engine.ready.is_set():
-        return error(503, "the model is still loading", **{"Retry-After": "1"})
-    gone = threading.Event()
-    lines = functools.partial(service.lines_now, client=service.client(request, body.api_key),
-                              should_stop=lambda: "the client went away" if gone.is_set() else None,
-                              formality=formality)
-    try:
-        pages = [await service.in_file_pool(functools.partial(translate_html, text, lines, service.aligned), gone,
-                                            request) for text in texts]
-    except QueueFull:
-        return error(503, f"{settings.max_file_jobs} files and pages are being translated (--max-file-jobs); "
-                          "try again shortly", **{"Retry-After": "5"})
-    except Cancelled as exc:
-        return error(503, f"the translation stopped: {exc}")
-    return {"translatedText": pages}
+    found = await service.tagged(request, texts, HTML, formality, body.api_key)
+    return found if isinstance(found, JSONResponse) else {"translatedText": found}
 
 
 def add_file_routes(app: FastAPI, service: Service) -> None:
@@ -471,8 +503,8 @@ def add_file_routes(app: FastAPI, service: Service) -> None:
         kind = file_kind(upload.filename or "")
         if kind is None:
             return error(400, f"cannot translate {upload.filename!r}: send one of {', '.join(sorted(KINDS))}")
-        if not service.engine.ready.is_set():
-            return error(503, "the model is still loading", **{"Retry-After": "1"})
+        if waited := await service.until_loaded(request):
+            return waited
         encoding = form.get("encoding")  # the file's character encoding, where no mark or declaration says it
         translated = await translated_file(service, request, kind, await upload.read(), formality,
                                            service.client(request, given if isinstance(given, str) else None),
