@@ -3,6 +3,7 @@
     python benchmarks/round4_proxies.py prepare                 # the valid pairs, the grown starts, each mix's cache
     python benchmarks/round4_proxies.py run as-is deep-encoder  # two proxies side by side, one thread each
     python benchmarks/round4_proxies.py eval as-is deep-encoder # their last weights, greedy, on each dev set
+    python benchmarks/round4_proxies.py eval shipped            # the shipped model, the same way
     python benchmarks/round4_proxies.py report                  # the table for benchmarks/GENERAL.md
 
 Each proxy trains the shipped general model (or a model grown from it by `nmt grow`) for the same training
@@ -99,14 +100,16 @@ def evaluate(names: list[str]) -> None:
     env = {**os.environ, "NMT_EUROPARL_DIR": str(external_dir("europarl"))}
     for name in names:
         scores = {}
+        model = SHIPPED if name == "shipped" else RUNS / name / "last.pt"
         for test in DEV_SETS:
-            command = NMT + ["eval", "--model", str(RUNS / name / "last.pt"), "--test", test, "--beam", "1",
+            command = NMT + ["eval", "--model", str(model), "--test", test, "--beam", "1",
                              "--exact", "--limit", str(EVAL_PAIRS), "--format", "jsonl"]
             result = subprocess.run(command, capture_output=True, text=True, env=env)
             if result.returncode:
                 sys.exit(f"{name} {test}: {result.stderr.strip()}")
             record = json.loads(result.stdout)
             scores[test] = {"bleu": round(record["bleu"], 2), "chrf": round(record["chrf"], 2)}
+        (RUNS / name).mkdir(parents=True, exist_ok=True)
         (RUNS / name / "dev_scores.json").write_text(json.dumps(scores, indent=1) + "\n")
         print(name, scores)
 
@@ -145,7 +148,7 @@ def main() -> None:
     parser.add_argument("action", choices=("prepare", "run", "eval", "report"))
     parser.add_argument("names", nargs="*", help=", ".join(PROXIES))
     arguments = parser.parse_args()
-    unknown = set(arguments.names) - set(PROXIES)
+    unknown = set(arguments.names) - set(PROXIES) - ({"shipped"} if arguments.action == "eval" else set())
     if unknown:
         parser.error(f"unknown proxies {', '.join(sorted(unknown))}; known: {', '.join(PROXIES)}")
     {"prepare": lambda: prepare(), "run": lambda: run(arguments.names), "eval": lambda: evaluate(arguments.names),
