@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES := data/examples.en
 
-.PHONY: casing lexicon memory names setup test test-all test-browser lint run bench bench-more model model-general general-landmark model-general2 \
+.PHONY: casing lexicon memory names setup test test-all test-browser test-weblate lint run bench bench-more model model-general general-landmark model-general2 \
 	general2-landmark general2-candidate general2-news model-general3 general3-landmark general3-candidate \
 	model-general4 general4-landmark general4-candidate clean
 
@@ -36,12 +36,13 @@ test: setup
 	$(BIN)/python -m pytest -n 2
 
 # Everything, as CI runs it: the lint, the slow tests and those that check catalogs with GNU gettext (Debian's
-# gettext) too, then the web page in a browser.
+# gettext) too, then the web page in a browser, then Weblate's own code against nmt serve.
 test-all: setup lint
 	@command -v msgfmt >/dev/null && command -v xgettext >/dev/null || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q gettext >/dev/null; }
-	$(BIN)/python -m pytest -m "not browser"
+	$(BIN)/python -m pytest -m "not browser and not weblate"
 	$(MAKE) test-browser
+	$(MAKE) test-weblate
 
 # The web page of `nmt serve` in headless Chromium (Debian's chromium and chromium-driver, selenium from PyPI).
 test-browser: setup
@@ -49,6 +50,23 @@ test-browser: setup
 		$$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q chromium chromium-driver >/dev/null; }
 	$(BIN)/python -c "import selenium" 2>/dev/null || $(BIN)/pip install --quiet selenium
 	$(BIN)/python -m pytest -m browser tests/test_serve_page.py
+
+# nmt serve driven by Weblate's own machinery code (tests/test_weblate.py): Weblate from PyPI in a virtual environment
+# of its own (about 1 GB), with the Debian headers its dependencies build against (borgbackup, pycairo, PyGObject:
+# below 3.51, the last to build with Debian 12's GLib).
+WEBLATE_VENV := .venv-weblate
+$(WEBLATE_VENV)/.installed:
+	@pkg-config --exists liblz4 libzstd libxxhash cairo gobject-introspection-1.0 2>/dev/null \
+		&& test -f /usr/lib/x86_64-linux-gnu/girepository-1.0/PangoCairo-1.0.typelib || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q \
+		pkg-config liblz4-dev libzstd-dev libxxhash-dev libacl1-dev libssl-dev libcairo2-dev libgirepository1.0-dev \
+		gir1.2-pango-1.0 gir1.2-rsvg-2.0 >/dev/null; }
+	test -x $(WEBLATE_VENV)/bin/python || $(PYTHON) -m venv $(WEBLATE_VENV)
+	$(WEBLATE_VENV)/bin/pip install --quiet 'weblate==5.14.3' 'pygobject<3.51'
+	touch $@
+
+test-weblate: setup $(WEBLATE_VENV)/.installed
+	NMT_WEBLATE_PYTHON=$(abspath $(WEBLATE_VENV))/bin/python $(BIN)/python -m pytest -m weblate tests/test_weblate.py
 
 lint: setup
 	$(BIN)/ruff check nmt cli tests benchmarks

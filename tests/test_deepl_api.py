@@ -55,6 +55,10 @@ def test_texts_come_back_in_order_as_the_libretranslate_api_translates_them(serv
 def test_another_language_a_bad_formality_and_a_wrong_key_are_deepl_s_errors(server, client):
     with pytest.raises(deepl.DeepLException, match="target_lang"):
         client.translate_text("A dog runs.", target_lang="DE")
+    check = httpx.post(server.url + "/v2/translate", json={"text": ["test"], "source_lang": "en", "target_lang": "de"},
+                       headers={"Authorization": "DeepL-Auth-Key secret-key"})  # Weblate's check of a new service
+    assert check.status_code == 200 and check.json()["translations"][0]["text"] == "test"
+    assert "English to French" in check.headers["x-nmt-untranslated"]
     with pytest.raises(deepl.DeepLException, match="source_lang"):
         client.translate_text("Ein Hund.", source_lang="DE", target_lang="FR")
     with pytest.raises(deepl.DeepLException, match="formality"):  # the tiny model has no register tags

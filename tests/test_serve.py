@@ -287,6 +287,18 @@ def test_bad_requests_get_their_status_and_one_message(server, path, body, statu
         assert answer.headers["retry-after"] == "1"
 
 
+def test_weblate_s_connection_check_is_answered_and_its_placeholders_come_back_around_translated_words(server):
+    check = server.post("/translate", json={"q": "test", "source": "en", "target": "de"})
+    assert check.status_code == 200 and check.json()["translatedText"] == "test"
+    assert "English to French" in check.headers["x-nmt-untranslated"]
+    other = server.post("/translate", json={"q": "A dog.", "source": "en", "target": "de"})
+    assert other.status_code == 400  # anything else in German is refused, as /languages says
+    marked = server.post("/translate", json={"q": "A [X2X]dog[X8X] runs [X20X] now.", "source": "en", "target": "fr"})
+    text = marked.json()["translatedText"]
+    assert marked.status_code == 200 and all(text.count(m) == 1 for m in ("[X2X]", "[X8X]", "[X20X]"))
+    assert "<x" not in text and "&" not in text
+
+
 def test_prefer_formality_falls_back_to_the_model_s_choice_where_it_has_no_register_tags(server, cli_records):
     answer = server.post("/translate", json={"q": LINES[0], "source": "en", "target": "fr",
                                              "formality": "prefer_less"})

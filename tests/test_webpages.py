@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nmt.apps.webpages import translate_html
+from nmt.apps.webpages import Markup, translate_html
 
 GARDEN = Path(__file__).parent / "files" / "garden.html"
 RUSTDOC = Path(__file__).parent / "files" / "rustdoc.html"  # a page as mdBook writes it (tests/files/README.md)
@@ -53,6 +53,24 @@ def test_inline_elements_go_around_the_words_aligned_with_theirs():
     assert translate_html("<p>one <b>two</b> three</p>", reversed_words, mirror) == "<p>three <b>two</b> one</p>"
     # nothing aligned: the tag stays, around the word where its own stood
     assert translate_html("<p><i>Hello</i> there</p>", upper, lambda s, t: []) == "<p><i>HELLO</i> THERE</p>"
+
+
+def test_xml_s_empty_elements_glued_to_words_are_tags_around_them_and_ignored_ones_stay_placeholders():
+    """DeepL's tag_handling=xml with ignore_tags=x, as Weblate sends a string: `<x id="6"></x>all<x id="14"></x>`
+    stands for the tags around "all", whose words are translated; `<x id="7"></x>` alone stands for a format."""
+    seen = []
+
+    def model(texts):
+        seen.extend(texts)
+        return upper(texts)
+
+    weblate = Markup(xml=True, kept=frozenset({"x"}))
+    page = 'Click <x id="6"></x>all<x id="14"></x> files, <x id="20"/> of them.'
+    assert translate_html(page, model, same_order, weblate) == \
+        'CLICK <x id="6"></x>ALL<x id="14"></x> FILES, <x id="20"/> OF THEM.'
+    assert seen == ["Click all files, \u29851\u2986 of them."]  # the tag markers out of the text, the format in it
+    xliff = '<g id="1">Save</g> the file<x id="2"/>'  # no element known: each inside the sentence
+    assert translate_html(xliff, upper, same_order, Markup(xml=True)) == '<g id="1">SAVE</g> THE FILE<x id="2"/>'
 
 
 def test_nmt_translate_writes_the_page_in_french_with_its_markup_kept(tmp_path):

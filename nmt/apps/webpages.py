@@ -188,6 +188,36 @@ class _Block:
         return any(PLACEHOLDER_PATTERN.sub("", word).strip() for word in self.words)
 
 
+EMPTY = "\x00empty"  # the tag of a kept element with no content
+
+
+def _pair_markers(events: list[_Event]) -> None:
+    """XML's empty elements that stand for the tags around words (Weblate sends "Click <strong>all</strong>" as
+    `Click <x id="6"></x>all<x id="14"></x>`): one glued to the word after it opens, one glued to the word before
+    it closes the last opened; each such pair becomes an inline element around those words, put back around their
+    French as <b> is, instead of two placeholders glued to an English word the model then copies. Others stay
+    placeholders where they stand."""
+
+    def glued(event: _Event | None, end: bool) -> bool:
+        if event is None or event.kind not in ("data", "entity", "charref"):
+            return False
+        return event.kind != "data" or bool((event.text[-1:] if end else event.text[:1]).strip())
+
+    opened: list[int] = []
+    for index, event in enumerate(events):
+        if event.kind != "kept" or event.tag != EMPTY:
+            continue
+        before = events[index - 1] if index else None
+        after = events[index + 1] if index + 1 < len(events) else None
+        if glued(before, end=True) and opened:
+            start = opened.pop()
+            name = f"\x00marker{start}"
+            events[start] = _Event("start", name, raw=events[start].raw)
+            events[index] = _Event("end", name, raw=event.raw)
+        elif glued(after, end=False) and not glued(before, end=True):
+            opened.append(index)
+
+
 def _apart(events: list[_Event]) -> list[list[_Event] | str]:
     """A block's events as one block, or, where it is links side by side with nothing but separators between
     them (a navigation bar: "<a>Home</a> | <a>Our menu</a> | <a>Contact us</a>"), each link a block of its own
@@ -226,6 +256,8 @@ def translate_html(page: str, translate: Callable[[list[str]], list[str]],
 
     def close_block():
         if block:
+            if markup.xml:
+                _pair_markers(block)
             pieces.extend(_Block(part) if isinstance(part, list) else part for part in _apart(block))
             block.clear()
 
@@ -239,8 +271,8 @@ def translate_html(page: str, translate: Callable[[list[str]], list[str]],
                 pieces.append(event.raw)
                 continue
             kept.append(event.raw)
-            if not skipping:
-                block.append(_Event("kept", raw="".join(kept)))
+            if not skipping:  # an element with no content (Weblate's <x id="6"></x>) may mark a tag's place
+                block.append(_Event("kept", tag=EMPTY if len(kept) == 2 else "", raw="".join(kept)))
                 kept = None
             continue
         empty = event.kind == "startend" or (not markup.xml and event.kind == "start" and event.tag in VOID)
@@ -248,7 +280,7 @@ def translate_html(page: str, translate: Callable[[list[str]], list[str]],
             in_sentence = (markup.in_sentence(event.tag)
                            and sum(each.kind == "kept" for each in block) < MAX_PLACEHOLDERS)
             if in_sentence and empty:  # <x id="1"/>: one placeholder where it stands
-                block.append(_Event("kept", raw=event.raw))
+                block.append(_Event("kept", tag=EMPTY, raw=event.raw))
                 continue
             if in_sentence:
                 kept = [event.raw]

@@ -92,6 +92,19 @@ class NmtRequest(BaseModel):
 
 
 
+# Weblate checks a machine-translation service as it is configured by translating "test" from English to German
+# (weblate/machinery/base.py, validate_settings), through LibreTranslate's API and DeepL's alike; a refusal fails the
+# check and nmt could not be added. That one request is answered with its text unchanged and a header saying it
+# was not translated; any other request for a language but French is refused, and /languages lists French alone.
+CONNECTION_CHECK = "test"
+CHECK_HEADERS = {"X-Nmt-Untranslated": "a connection check: nmt translates English to French only"}
+
+
+def is_connection_check(texts: list[str]) -> bool:
+    """Whether a request for another language than French is the connection check (every text "test")."""
+    return bool(texts) and all(text.strip().casefold() == CONNECTION_CHECK for text in texts)
+
+
 def describe(errors) -> str:
     """Pydantic's validation errors as one line: where, and what was wrong."""
     parts = []

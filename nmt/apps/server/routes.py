@@ -36,6 +36,7 @@ from nmt.apps.files import KINDS, SERVER_LIMITS, FileLimits, FileRefused, file_k
 from nmt.apps.server.engine import Cancelled, Engine, NotReady, QueueFull, joined, pieces_of, shares
 from nmt.apps.server.limits import ApiKeys, BoundedBodies, RateLimits, bearer_key
 from nmt.apps.server.protocol import (
+    CHECK_HEADERS,
     FORMALITY_FIELD,
     FORMALITY_REQUESTS,
     DetectRequest,
@@ -45,6 +46,7 @@ from nmt.apps.server.protocol import (
     content_disposition,
     describe,
     error,
+    is_connection_check,
     requested_formality,
 )
 from nmt.apps.webpages import HTML, Markup, translate_html
@@ -374,6 +376,9 @@ def add_text_routes(app: FastAPI, service: Service) -> None:
         if isinstance(body, JSONResponse):
             return body
         if refused := service.admit(request, body.api_key) or refused_translation(body, settings):
+            texts = [body.q] if isinstance(body.q, str) else body.q
+            if body.target and body.target != "fr" and refused.status_code == 400 and is_connection_check(texts):
+                return JSONResponse({"translatedText": body.q}, headers=CHECK_HEADERS)
             return refused
         formality = requested_formality(body.formality, settings.registers)
         texts = [cleaned(text) for text in ([body.q] if isinstance(body.q, str) else body.q)]
@@ -387,8 +392,10 @@ def add_text_routes(app: FastAPI, service: Service) -> None:
                 english = next((guess.confidence for guess in guesses if guess.language == "en"), 0.0)
                 detected.append({"language": "en", "confidence": english})
         one = isinstance(body.q, str)
-        if body.format == "html":
+        if body.format == "html" or (body.alternatives == 0 and any(map(has_inline_markup, texts))):
             answer = await translated_pages(service, request, texts, body, formality)
+        elif body.alternatives == 0 and any(GLUED_MARKER.search(text) for text in texts):
+            answer = await translated_with_markers(service, request, texts, body, formality)
         else:
             answer = await translated_texts(service, request, texts, body, formality)
         if isinstance(answer, JSONResponse):
@@ -429,6 +436,44 @@ def add_text_routes(app: FastAPI, service: Service) -> None:
         if isinstance(found, JSONResponse):
             return found
         return {"translations": [lines[0].to_dict() for lines in found]}
+
+
+# An inline element around words, closed ("Click <strong>all</strong> files", as Weblate sends a string through
+# LibreTranslate's API with format text): such a text is translated as HTML is, the words inside translated and the
+# tags put back around their French, rather than the tags and their words copied as they are
+INLINE_MARKUP = re.compile(r"<(a|b|strong|em|i|u|span|code|kbd|mark|small|sub|sup)(?:\s[^<>]*)?>[^<>]*</\1>",
+                           re.IGNORECASE)
+
+
+def has_inline_markup(text: str) -> bool:
+    return INLINE_MARKUP.search(text) is not None
+
+
+# Weblate sends a string's tags and formats through LibreTranslate's API as placeholders, "[X6X]": where one is glued
+# to a word ("Click [X6X]all[X14X] files"), it marks a tag's place, and the words between two are translated and
+# the placeholders put back around their French, as XML's empty elements are (nmt.apps.webpages)
+MARKER = re.compile(r"\[X\d+X\]")
+GLUED_MARKER = re.compile(r"\[X\d+X\](?=\w)|(?<=\w)\[X\d+X\]")
+MARKER_ELEMENT = re.compile(r'<x id="(\d+)"></x>')
+
+
+async def translated_with_markers(service: Service, request: Request, texts: list[str], body: LibreRequest,
+                                  formality: str | None) -> dict | JSONResponse:
+    """/translate's answer for texts holding Weblate's placeholders glued to words (GLUED_MARKER)."""
+    markers: list[list[str]] = []
+    documents = []
+    for text in texts:
+        found = MARKER.findall(text)
+        markers.append(found)
+        pieces = MARKER.split(html.escape(text, quote=False))
+        documents.append("".join(piece + (f'<x id="{n}"></x>' if n < len(found) else "")
+                                 for n, piece in enumerate(pieces)))
+    translated = await service.tagged(request, documents, Markup(xml=True, kept=frozenset({"x"})), formality,
+                                      body.api_key)
+    if isinstance(translated, JSONResponse):
+        return translated
+    return {"translatedText": [html.unescape(MARKER_ELEMENT.sub(lambda m, own=own: own[int(m.group(1))], french))
+                               for french, own in zip(translated, markers, strict=True)]}
 
 
 def refused_translation(body: LibreRequest, settings: ServeSettings) -> JSONResponse | None:
