@@ -208,3 +208,17 @@ def test_a_file_s_shares_always_fit_the_queue():
     assert runs == [["a" * 600], ["b" * 600, "c" * 100], ["d" * 5000], ["e"]]
     assert [text for run in runs for text in run] == texts
     assert shares(["x"] * 7, most_lines=3, most_chars=1000) == [["x"] * 3, ["x"] * 3, ["x"]]
+
+
+def test_an_accepted_connection_sends_without_waiting_for_the_client_s_delayed_ack():
+    import socket
+    import types
+
+    from nmt.apps.server.limits import no_delay
+
+    with socket.create_server(("127.0.0.1", 0)) as listener, socket.create_connection(listener.getsockname()):
+        accepted, _ = listener.accept()
+        with accepted:
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0  # as the server is handed it
+            no_delay(types.SimpleNamespace(get_extra_info=lambda name: accepted if name == "socket" else None))
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
