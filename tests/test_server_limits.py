@@ -112,3 +112,14 @@ def test_requests_over_the_limit_a_minute_get_429_with_retry_after(tiny_checkpoi
         assert limited.post("/translate", json={**body, "api_key": "unknown"}).status_code == 401
     finally:
         limited.stop()
+
+
+def test_a_forwarding_header_does_not_make_one_client_many(tiny_checkpoint):
+    limited = Server(tiny_checkpoint, "--req-limit", "2")
+    try:
+        body = {"q": "A dog.", "source": "en", "target": "fr"}
+        codes = [limited.post("/translate", json=body, headers={"X-Forwarded-For": f"10.9.8.{n}"}).status_code
+                 for n in range(3)]
+        assert codes == [200, 200, 429]  # the connection's own address counts, not what a header claims
+    finally:
+        limited.stop()

@@ -96,7 +96,9 @@ def server_for(engine: Engine, options: SearchOptions, settings: ServeSettings, 
     when the engine cannot load its model, and the engine drains when it is told to stop."""
     connections = ClientConnections(max_client_connections)
     app = create_app(engine, options, settings, (add_deepl_routes,))
-    server = Server(uvicorn.Config(app, log_level="error" if quiet else "warning",
+    # proxy_headers off: uvicorn would otherwise take a client's address from X-Forwarded-For when the connection
+    # comes from 127.0.0.1, and any local client could pose as many to pass --req-limit
+    server = Server(uvicorn.Config(app, log_level="error" if quiet else "warning", proxy_headers=False,
                                    lifespan="off", timeout_graceful_shutdown=drain_timeout,
                                    http=functools.partial(TimedHeaders, timeout=settings.read_timeout,
                                                           connections=connections),
