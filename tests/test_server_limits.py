@@ -123,3 +123,13 @@ def test_a_forwarding_header_does_not_make_one_client_many(tiny_checkpoint):
         assert codes == [200, 200, 429]  # the connection's own address counts, not what a header claims
     finally:
         limited.stop()
+
+
+def test_wrong_keys_count_against_the_address_s_requests_a_minute(tiny_checkpoint):
+    limited = Server(tiny_checkpoint, "--req-limit", "2", "--api-key", "right")
+    try:
+        body = {"q": "A dog.", "source": "en", "target": "fr"}
+        codes = [limited.post("/translate", json={**body, "api_key": f"guess-{n}"}).status_code for n in range(3)]
+        assert codes == [401, 401, 429]
+    finally:
+        limited.stop()

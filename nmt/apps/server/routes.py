@@ -124,7 +124,11 @@ class Service:
         keys = self.settings.api_keys
         given = given or bearer_key(request.scope)
         key = keys.find(given)
-        if keys and key is None:
+        if keys and key is None:  # counted against the address's requests a minute too: no free guessing
+            wait = self.rates.charge(client_address(request), None)
+            if wait is not None:
+                return error(429, "too many requests: over the requests a minute this client may make (--req-limit)",
+                             **{"Retry-After": f"{wait:.0f}"})
             return error(401, "a valid api_key is required")
         wait = self.rates.charge(client_address(request), key)
         if wait is not None:
@@ -382,6 +386,8 @@ def add_text_routes(app: FastAPI, service: Service) -> None:
             return refused
         formality = requested_formality(body.formality, settings.registers)
         texts = [cleaned(text) for text in ([body.q] if isinstance(body.q, str) else body.q)]
+        if sum(len(text) for text in texts) > settings.max_chars:  # before detecting its language, which takes time
+            return error(413, f"the request holds more than {settings.max_chars} characters of text (--char-limit)")
         detected = []
         if body.source == "auto":
             for text in texts:
