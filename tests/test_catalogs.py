@@ -76,6 +76,20 @@ def test_every_placeholder_and_accelerator_comes_back_where_the_model_dropped_th
     assert entry.msgstr == "ALREADY DONE" and "fuzzy" not in entry.flags
 
 
+def test_an_entry_whose_formats_would_not_all_come_back_stays_untranslated_never_corrupt():
+    """Ten formats in one line: the tenth went to the model raw ("%d" -> "% de"): such an entry is left for a
+    translator, and the others are translated."""
+    many = " ".join(f"%{n}$d" for n in range(1, 12))
+    pot = POT + f'\n#, c-format\nmsgid "Totals: {many}"\nmsgstr ""\n'
+
+    def mangling(texts: list[str]) -> list[str]:  # a model that writes a raw %d as French words
+        return [text.replace("%11$d", "% de").upper() for text in texts]
+
+    french = {entry.msgid: entry for entry in polib.pofile(translate_po(pot, mangling))}
+    assert french[f"Totals: {many}"].msgstr == "" and "fuzzy" not in french[f"Totals: {many}"].flags
+    assert french["&Quit"].msgstr == "&QUIT"
+
+
 def test_the_accelerator_goes_before_the_same_letter_of_the_french():
     message = Message.of("Save _As…")
     assert message.pieces() == ["Save As…"]

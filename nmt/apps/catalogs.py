@@ -9,8 +9,9 @@ go to the model as placeholders it copies (one it drops goes back where it stood
 files") goes as a number instead, so that it stands where French puts a count ("%d fichiers", not "Fichiers %d"),
 and as a placeholder again where the model does not write that number back once. The accelerator (_File,
 &File) is taken out and put back before the same letter of the French where it has one, else before its first
-letter ("_Open" -> "_Ouvrir"). A translation made here is marked fuzzy, for a translator to review, unless `fuzzy`
-is off; msgctxt, comments, references and flags are kept. The header says Language: fr, UTF-8 and French plural
+letter ("_Open" -> "_Ouvrir"). A translation whose formats are not the msgid's (a line of more than
+MAX_PLACEHOLDERS formats, whose others would reach the model raw) is not written: the entry stays untranslated.
+A translation made here is marked fuzzy, for a translator to review, unless `fuzzy` is off; msgctxt, comments, references and flags are kept. The header says Language: fr, UTF-8 and French plural
 forms. The file passes GNU gettext's `msgfmt --check`.
 
 polib reads and writes the files: a small, pure-Python library kept since 2006 that keeps everything a catalog
@@ -69,6 +70,9 @@ def translate_po(text: str, translate: Callable[[list[str]], list[str]],
     french_plurals = [plural.restored([next(found) for _ in plural.pieces()]) if plural else None
                       for plural in plurals]
     for entry, singular, plural in zip(todo, french, french_plurals, strict=True):
+        if not same_formats(entry.msgid, singular) or (plural is not None and not same_formats(entry.msgid_plural,
+                                                                                                  plural)):
+            continue  # a format lost or changed (more than MAX_PLACEHOLDERS in a line): untranslated, never corrupt
         if plural is not None:
             entry.msgstr_plural = {0: singular, 1: plural}
         else:
@@ -84,6 +88,12 @@ def translate_po(text: str, translate: Callable[[list[str]], list[str]],
     catalog.metadata_is_fuzzy = False
     catalog.encoding = "utf-8"
     return catalog.__unicode__()
+
+
+def same_formats(english: str, french: str) -> bool:
+    """Whether `french` holds each format of `english` (FORMAT: printf's, brace fields, markup) as often, as
+    `msgfmt --check-format` asks; the order may change ("%1$s ... %2$s")."""
+    return sorted(FORMAT.findall(english)) == sorted(FORMAT.findall(french))
 
 
 def counted_translations(messages: list, translate: Callable[[list[str]], list[str]]) -> list[str]:
