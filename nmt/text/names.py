@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 
 # A doctor or professor and their name, behind a placeholder that comes back as French writes them ("le Dr Smith",
@@ -137,6 +138,7 @@ def first_name_spans(sentence: str) -> list[tuple[int, int]]:
 # enregistrés."). The name is the capitalized words right before the form, those that open a sentence left out;
 # a translation must keep the name, and may drop the form ("Les actions de Boeing" for "Boeing Co shares")
 LEGAL_FORM = r",? (?:Inc|Corp|Ltd|LLC|plc|PLC|Co|GmbH|AG|S\.A|N\.V)(?![\w-])\.?"
+LEGAL_FORMS = frozenset("Inc Corp Ltd LLC plc PLC Co GmbH AG".split())  # a name's form, no name of its own
 COMPANY = re.compile(r"(?<![\w'’&.-])((?:[A-Z][\w'’&-]*|&)(?: (?:[A-Z][\w'’&-]*|&)){0,3})" + LEGAL_FORM)
 OPENING_WORDS = frozenset(
     "The A An And But Or So Yet Then Now Today Yesterday Meanwhile However When While After Before Since As At In "
@@ -176,10 +178,77 @@ def saint_spans(sentence: str) -> list[tuple[int, int]]:
     return spans
 
 
+# Companies, brands, products and places that translations keep as written ("Orange", "Amazon", "Shell", "Uber"),
+# counted in the training corpora by nmt.data.name_counts (`make names`): the model read some as words ("Orange
+# raised its prices" -> "L'orange a élevé ...", "Shell reported ..." -> "Elle rapporta ...")
+KEPT_NAMES_FILE = Path(__file__).with_name("kept_names.txt.gz")
+
+
+@cache
+def kept_names() -> dict[str, int]:
+    """Each name of KEPT_NAMES_FILE -> how many times more often the English writes it inside a sentence than in
+    lower case (above 1: mostly a name; below: a word that is also a name)."""
+    import gzip
+
+    names = {}
+    for line in gzip.decompress(KEPT_NAMES_FILE.read_bytes()).decode("utf-8").splitlines():
+        if line and not line.startswith("#"):
+            name, inside, lower = line.split("\t")
+            names[name] = int(inside) / (int(lower) + 1)
+    return names
+
+
+# The short words Title Case leaves in lower case ("Terms of Service", "Sign in with Google")
+TITLE_CASE_SMALL = frozenset("and the for but nor yet with from into onto over upon via per off out".split())
+
+
+def is_heading(line: str) -> bool:
+    """Whether `line` is in Title Case or capitals, as headings and buttons are: two words of three letters or more
+    (but TITLE_CASE_SMALL), every one capitalized ("Install Firefox On Linux"; not "I use Google Maps daily")."""
+    words = [word for word in re.findall(r"[^\W\d_][\w'’-]*", line)
+             if len(word) >= 3 and word not in TITLE_CASE_SMALL]
+    return len(words) >= 2 and all(word[0].isupper() for word in words)
+
+
+# After a name that opens a sentence, the words that make it the subject of a verb: "Orange raised", "Amazon will
+# deliver", "Shell's profits"; where the word opening a sentence is more often a word than a name ("Orange juice",
+# "Apple pie"), it is a name only before one of these
+VERB_AFTER = re.compile(r"['’]s\b|(?:will|would|can|could|may|might|must|shall|should|has|have|had|is|was|are|were|"
+                        r"does|did|says|said|plans|wants|announced|reported|raised|cut|launched|released|bought|sold|"
+                        r"posted|agreed|and|[a-z]+ed)\b")
+
+
+def brand_spans(sentence: str) -> list[tuple[int, int]]:
+    """(start, end) of the names of kept_names() in `sentence`, each with the capitalized words right after it
+    ("Microsoft Teams", "Amazon Prime"): inside a sentence always; opening one where the word is mostly a name, or
+    where a verb follows (VERB_AFTER); in a Title Case or capitals line (a heading) only the words mostly names."""
+    names = kept_names()
+    words = list(CAPITALIZED.finditer(sentence))
+    heading = is_heading(sentence)
+    spans: list[tuple[int, int]] = []
+    for index, match in enumerate(words):
+        word = match.group()
+        if word not in names or word in LEGAL_FORMS or (spans and match.start() < spans[-1][1]):
+            continue
+        if names[word] <= 1:  # a word as often as a name: a name where the sentence's grammar says so
+            before = sentence[: match.start()]
+            opening = not before.strip() or re.search(r"[.!?:;]\s+$", before) is not None
+            if heading or (opening and not VERB_AFTER.match(sentence[match.end():].lstrip())):
+                continue
+        end = match.end()
+        for following in words[index + 1:]:
+            if heading or sentence[end:following.start()] != " " or following.group() in CALENDAR_WORDS:
+                break
+            end = following.end()
+        spans.append((match.start(), end))
+    return spans
+
+
 def kept_name_spans(sentence: str) -> list[tuple[int, int]]:
     """(start, end) of the names a translation of `sentence` must keep, in order: its companies with their
     legal forms (company_spans; name_to_keep leaves the form out), its saints' names (saint_spans) and its first
-    names with their family names (first_name_spans)."""
+    names with their family names (first_name_spans). Not yet brand_spans': on the lines of news:test and
+    web-apps:dev whose translation it changed it cost BLEU (benchmarks/GENERAL.md section 7)."""
     spans = company_spans(sentence)
     for found in (saint_spans(sentence), first_name_spans(sentence)):
         spans += [span for span in found if not any(start < span[1] and span[0] < end for start, end in spans)]
