@@ -185,20 +185,21 @@ def add_deepl_routes(app: FastAPI, service: Service) -> None:
         return deepl_error(refused.status_code, "Too many requests: over the requests a minute this key may make "
                            "(--req-limit)", **{"Retry-After": refused.headers.get("retry-after", "60")})
 
-    async def read(request: Request) -> dict | JSONResponse:
+    async def opened(request: Request) -> dict | JSONResponse:
+        """The request's fields, or DeepL's answer to a malformed body (400), a wrong key (403) or one too many
+        requests (429)."""
         try:
-            return await fields_of(request)
+            fields = await fields_of(request)
         except ValueError as exc:
             return deepl_error(400, f"Bad request: {exc}")
+        return admitted(request, fields) or fields
 
     @app.api_route("/v2/translate", methods=["GET", "POST"])
     async def translate(request: Request):
         """DeepL's translate: each text of `text` (a string or a list) into French."""
-        fields = await read(request)
+        fields = await opened(request)
         if isinstance(fields, JSONResponse):
             return fields
-        if refused := admitted(request, fields):
-            return refused
         texts = fields.get("text")
         texts = [texts] if isinstance(texts, str) else texts
         if not texts or not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
@@ -247,37 +248,31 @@ def add_deepl_routes(app: FastAPI, service: Service) -> None:
 
     @app.api_route("/v2/languages", methods=["GET", "POST"])
     async def languages(request: Request):
-        fields = await read(request)
+        fields = await opened(request)
         if isinstance(fields, JSONResponse):
             return fields
-        if refused := admitted(request, fields):
-            return refused
         if fields.get("type") == "target":
             return [{"language": "FR", "name": "French", "supports_formality": settings.registers}]
         return [{"language": "EN", "name": "English"}]
 
     @app.api_route("/v2/usage", methods=["GET", "POST"])
     async def character_usage(request: Request):
-        fields = await read(request)
+        fields = await opened(request)
         if isinstance(fields, JSONResponse):
             return fields
-        if refused := admitted(request, fields):
-            return refused
         return {"character_count": usage[owner(request, fields)], "character_limit": CHARACTER_LIMIT}
 
     @app.get("/v2/glossary-language-pairs")
     async def glossary_pairs(request: Request):
-        if refused := admitted(request, {}):
-            return refused
+        if isinstance(fields := await opened(request), JSONResponse):
+            return fields
         return {"supported_languages": [{"source_lang": "en", "target_lang": "fr"}]}
 
     @app.post("/v2/glossaries", status_code=201)
     async def create_glossary(request: Request):
-        fields = await read(request)
+        fields = await opened(request)
         if isinstance(fields, JSONResponse):
             return fields
-        if refused := admitted(request, fields):
-            return refused
         name, entries = fields.get("name"), fields.get("entries")
         if not isinstance(name, str) or not name.strip():
             return deepl_error(400, "Parameter 'name' not specified.")
@@ -294,22 +289,22 @@ def add_deepl_routes(app: FastAPI, service: Service) -> None:
 
     @app.get("/v2/glossaries")
     async def list_glossaries(request: Request):
-        if refused := admitted(request, {}):
-            return refused
-        return {"glossaries": [each.info() for each in glossaries.all(owner(request, {}))]}
+        if isinstance(fields := await opened(request), JSONResponse):
+            return fields
+        return {"glossaries": [each.info() for each in glossaries.all(owner(request, fields))]}
 
     @app.get("/v2/glossaries/{glossary_id}")
     async def glossary_info(glossary_id: str, request: Request):
-        if refused := admitted(request, {}):
-            return refused
-        found = glossaries.find(owner(request, {}), glossary_id)
+        if isinstance(fields := await opened(request), JSONResponse):
+            return fields
+        found = glossaries.find(owner(request, fields), glossary_id)
         return found.info() if found is not None else deepl_error(404, "Glossary not found.")
 
     @app.get("/v2/glossaries/{glossary_id}/entries")
     async def glossary_terms(glossary_id: str, request: Request):
-        if refused := admitted(request, {}):
-            return refused
-        found = glossaries.find(owner(request, {}), glossary_id)
+        if isinstance(fields := await opened(request), JSONResponse):
+            return fields
+        found = glossaries.find(owner(request, fields), glossary_id)
         if found is None:
             return deepl_error(404, "Glossary not found.")
         return PlainTextResponse("".join(f"{english}\t{french}\n" for english, french in found.entries),
@@ -317,9 +312,9 @@ def add_deepl_routes(app: FastAPI, service: Service) -> None:
 
     @app.delete("/v2/glossaries/{glossary_id}")
     async def delete_glossary(glossary_id: str, request: Request):
-        if refused := admitted(request, {}):
-            return refused
-        if not glossaries.remove(owner(request, {}), glossary_id):
+        if isinstance(fields := await opened(request), JSONResponse):
+            return fields
+        if not glossaries.remove(owner(request, fields), glossary_id):
             return deepl_error(404, "Glossary not found.")
         return Response(status_code=204)
 
