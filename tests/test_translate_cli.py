@@ -8,6 +8,7 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -470,7 +471,9 @@ def test_closed_streams_an_ascii_locale_and_bad_threads_are_one_line_or_utf8(tin
     threads = run(model + ["--threads", "-1"], b"A dog.\n")
     assert threads.returncode == 2 and threads.stderr == b"error: --threads must be at least 1, not -1\n"
     ascii_locale = run(model + ["--beam", "1"], "Un café \U0001f600.\n".encode(), env={"PYTHONIOENCODING": "ascii"})
-    assert ascii_locale.returncode == 0 and ascii_locale.stderr == b""
+    # nothing said but, on a busy machine, the progress line a run over 5 s gives
+    assert ascii_locale.returncode == 0
+    assert all(re.fullmatch(rb"INFO: \d+ lines, [\d.]+ lines/s", line) for line in ascii_locale.stderr.splitlines())
     written = ascii_locale.stdout.decode("utf-8")  # as UTF-8, whatever the locale says
     assert written.count("\n") == 1 and "\U0001f600" in written  # the emoji comes back through its placeholder
 
