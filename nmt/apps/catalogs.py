@@ -11,8 +11,9 @@ and as a placeholder again where the model does not write that number back once.
 &File) is taken out and put back before the same letter of the French where it has one, else before its first
 letter ("_Open" -> "_Ouvrir"). A translation whose formats are not the msgid's (a line of more than
 MAX_PLACEHOLDERS formats, whose others would reach the model raw) is not written: the entry stays untranslated.
-A translation made here is marked fuzzy, for a translator to review, unless `fuzzy` is off; msgctxt, comments, references and flags are kept. The header says Language: fr, UTF-8 and French plural
-forms. The file passes GNU gettext's `msgfmt --check`.
+A translation made here is marked fuzzy, for a translator to review, unless `fuzzy` is off; msgctxt, comments,
+references and flags are kept. The header says Language: fr, UTF-8 and French plural forms. The file passes GNU
+gettext's `msgfmt --check`.
 
 polib reads and writes the files: a small, pure-Python library kept since 2006 that keeps everything a catalog
 holds (obsolete entries, previous msgids, comments, flags, line wrapping) and that CAT tools' users rely on.
