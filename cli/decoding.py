@@ -130,6 +130,8 @@ def serve(
     port: int = typer.Option(5000, "--port", help="TCP port."),
     max_chars: int = typer.Option(20_000, "--char-limit", "--max-chars", help="Characters of text one request may "
                                   "hold (413 above)."),
+    token_limit: int = typer.Option(10_000, "--token-limit", help="Tokens the model reads of one request (413 "
+                                   "above): what a request costs, whatever its script."),
     batch_limit: int = typer.Option(None, "--batch-limit", help="Texts one /translate request may hold (400 above; "
                                     "default: any)."),
     req_limit: int = typer.Option(None, "--req-limit", help="Requests a minute one client address may make (429 "
@@ -182,7 +184,8 @@ def serve(
     except ImportError as exc:
         raise UsageError(f"nmt serve needs the serve extra ({exc.name} is missing): pip install "
                          "'nmt-transformer[serve]'") from None
-    for name, value in (("--char-limit", max_chars), ("--max-queue", max_queue), ("--max-batch-lines", max_batch_lines),
+    for name, value in (("--char-limit", max_chars), ("--token-limit", token_limit), ("--max-queue", max_queue),
+                        ("--max-batch-lines", max_batch_lines),
                         ("--max-file-bytes", max_file_bytes), ("--max-connections", max_connections),
                         ("--max-client-connections", max_client_connections), ("--max-file-jobs", max_file_jobs),
                         ("--max-queue-chars", max_queue_chars), ("--batch-limit", batch_limit or 1),
@@ -213,7 +216,8 @@ def serve(
 
     limits = file_limits(SERVER_LIMITS, max_chars=max_file_chars, max_depth=max_file_depth,
                          max_inflated=max_file_inflated, max_ratio=max_file_ratio)
-    settings = ServeSettings(max_chars=max_chars, api_keys=keys, model_name=find_model(model).name,
+    settings = ServeSettings(max_chars=max_chars, max_tokens=token_limit, api_keys=keys,
+                             model_name=find_model(model).name,
                              decoding=config.to_dict(), read_timeout=read_timeout, max_file_bytes=max_file_bytes,
                              file_limits=limits, max_file_seconds=max_file_seconds,
                              registers=knows_registers(checkpoint), req_limit=req_limit,

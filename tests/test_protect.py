@@ -1,8 +1,10 @@
+import itertools
+
 import pytest
 
 from nmt.text.casing import Casing, case_normalized, is_title_case
 from nmt.text.names import name_spans, names_kept
-from nmt.text.protect import entities, glued_kept, protect
+from nmt.text.protect import entities, foreign_runs, glued_kept, is_foreign, protect, verbatim_spans
 
 
 def test_entities_go_behind_numbered_placeholders_and_come_back():
@@ -14,6 +16,25 @@ def test_entities_go_behind_numbered_placeholders_and_come_back():
     assert protected.restore("Visitez ⦅1⦆ ou écrivez à ⦅2⦆ au sujet de ⦅3⦆ pour ⦅4⦆ utilisateurs ⦅5⦆") == (
         "Visitez https://example.com/faq?lang=en ou écrivez à help@example.org au sujet de AF1234 pour 930 "
         "utilisateurs 🎉")
+
+
+def test_text_in_another_script_goes_behind_one_placeholder_a_run_and_comes_back():
+    sentence = "Tokyo (東京) is 東京 都, and «Привет, мир» means hello; café, Zürich and œuvre are Latin."
+    runs = [sentence[start:end] for start, end in foreign_runs(sentence)]
+    assert runs == ["東京", "東京 都", "Привет, мир"]  # the space and comma inside a run go with it
+    protected = protect(sentence)
+    assert protected.originals == ("東京", "東京 都", "Привет, мир")
+    assert protected.restore("Tokyo (⦅1⦆) est ⦅2⦆, et « ⦅3⦆ » veut dire bonjour.") == (
+        "Tokyo (東京) est 東京 都, et « Привет, мир » veut dire bonjour.")
+    assert is_foreign("你好，世界。") and is_foreign("Привет!") and not is_foreign("Hello 世界")
+    assert not is_foreign("123 !") and not is_foreign("Ça coûte 5 €.")
+
+
+def test_finding_the_entities_of_a_long_line_takes_no_quadratic_time():
+    line = "😀 " * 10_000 + "see https://example.com"
+    spans = verbatim_spans(line)  # checked against each other by bisection: 10,000 spans in a moment
+    assert len(spans) == 10_001 and spans[-1] == (line.index("https"), len(line))
+    assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
 
 
 def test_restoring_never_loses_or_repeats_an_entity():

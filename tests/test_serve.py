@@ -60,8 +60,8 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tiny_checkpoint):
-    running = Server(tiny_checkpoint, "--max-chars", "2000", "--max-queue", "60", "--batch-wait-ms", "50",
-                     "--read-timeout", "1")
+    running = Server(tiny_checkpoint, "--max-chars", "2000", "--token-limit", "500", "--max-queue", "60",
+                     "--batch-wait-ms", "50", "--read-timeout", "1")
     yield running
     assert running.stop() == 0
 
@@ -273,6 +273,7 @@ def test_v1_answers_the_cli_jsonl_records(server, cli_records):
     ("/translate", {"source": "en", "target": "fr"}, 422, "q"),
     ("/translate", {"q": "a" * 2001, "source": "en", "target": "fr"}, 413, "--char-limit"),
     ("/translate", {"q": ["A dog."] * 61, "source": "en", "target": "fr"}, 413, "--max-queue"),  # can never fit
+    ("/translate", {"q": "zq " * 600, "source": "en", "target": "fr"}, 413, "--token-limit"),  # 1,800 characters
     ("/v1/translate", {"text": "not a list"}, 422, "text"),
     ("/v1/translate", {"text": ["A dog."], "beam": 0}, 422, "beam"),
     ("/v1/translate", {"text": ["A dog."], "colour": "red"}, 422, "colour"),
@@ -285,6 +286,12 @@ def test_bad_requests_get_their_status_and_one_message(server, path, body, statu
     assert answer.status_code == status and message in answer.json()["error"]
     if status == 503:
         assert answer.headers["retry-after"] == "1"
+
+
+def test_text_in_another_script_costs_what_the_model_reads_not_its_bytes(server):
+    chinese = "你好，世界。" * 330  # 1,980 characters: 5,940 tokens of bytes, over --token-limit 500
+    answer = server.post("/translate", json={"q": chinese, "source": "en", "target": "fr"})
+    assert answer.status_code == 200 and answer.json()["translatedText"] == chinese
 
 
 def test_weblate_s_connection_check_is_answered_and_its_placeholders_come_back_around_translated_words(server):

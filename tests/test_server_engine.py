@@ -27,6 +27,10 @@ class ScriptedTranslator:
         self.gate = threading.Event()
         self.gate.set()
 
+    @staticmethod
+    def cost(line):  # a character a token, as text in a script of bytes would be
+        return len(line)
+
     def with_options(self, options, formality, glossary=None):
         self.options, self.formality, self.glossary = options, formality, glossary
         return self
@@ -72,7 +76,7 @@ def hold_a_call(engine, translator, answers=None) -> None:
 def engine():
     translator = ScriptedTranslator()
     running = Engine(lambda: translator, max_lines=4, wait=0.0, max_queue=1000, max_queue_chars=10_000,
-                     call_chars=100)
+                     call_cost=100)
     running.start()
     running.ready.wait(10)
     yield running, translator
@@ -117,13 +121,25 @@ def test_lines_of_requests_with_other_glossaries_are_never_translated_in_one_cal
     assert by_line["plain"] is None
 
 
-def test_a_call_holds_at_most_its_characters_and_a_longer_line_goes_alone(engine):
+def test_a_call_holds_at_most_its_cost_and_a_costlier_line_goes_alone(engine):
     engine, translator = engine
     answers = Answers()
     engine.submit(["x" * 60, "y" * 60, "z" * 150, "w"], SearchOptions(), answers("mixed"), client="a")
     answers.wait("mixed")
     assert [t.text for t in answers.got["mixed"]] == ["X" * 60, "Y" * 60, "Z" * 150, "W"]
     assert all(sum(map(len, call)) <= 100 or len(call) == 1 for call in translator.calls)
+
+
+def test_a_call_is_bounded_by_the_costs_given_not_the_characters(engine):
+    engine, translator = engine
+    answers = Answers()
+    hold_a_call(engine, translator, answers)
+    # four lines of a character each, which cost 60 tokens each (as in a script read as bytes): a call holds one
+    engine.submit(["a", "b", "c", "d"], SearchOptions(), answers("dear"), client="b", costs=[60, 60, 60, 60])
+    translator.gate.set()
+    answers.wait("held", "dear")
+    assert [call for call in translator.calls if "a" in call or "b" in call or "c" in call or "d" in call] == [
+        ["a"], ["b"], ["c"], ["d"]]
 
 
 def test_a_cancelled_request_s_lines_are_never_translated_and_it_is_answered(engine):
@@ -162,12 +178,15 @@ def test_the_queue_counts_characters(engine):
 def test_a_long_line_is_queued_as_its_sentences_and_joined_back():
     sentences = [f"This is sentence number {i} of a very long paragraph that goes on." for i in range(40)]
     line = " ".join(sentences)
-    pieces = pieces_of(line, most=200)
+    pieces = [piece for piece, _ in pieces_of(line, len, most=200)]
     assert len(pieces) == 40 and pieces == sentences
-    assert pieces_of("A short line.", most=200) == ["A short line."]
+    assert pieces_of("A short line.", len, most=200) == [("A short line.", 13)]
     run = "word " * 100  # no sentence end: cut after a space
-    cut = pieces_of(run, most=60)
-    assert all(len(piece) <= 60 for piece in cut) and " ".join(cut) == run.strip()
+    cut = pieces_of(run, len, most=60)
+    assert all(cost == len(piece) <= 60 for piece, cost in cut) and " ".join(piece for piece, _ in cut) == run.strip()
+    dense = "字" * 500  # no space: cut anywhere, each run within the cost (three a character)
+    cut = pieces_of(dense, lambda text: 3 * len(text), most=60)
+    assert "".join(piece for piece, _ in cut) == dense and all(cost <= 60 for _, cost in cut)
     parts = [Translation(s, s.upper(), -1.0, [(s.upper(), -1.0)], confidence=-0.2, flags=["copy"]) for s in pieces]
     whole = joined(line, parts)
     assert whole.source == line and whole.text == line.upper() and whole.flags == ["copy"] and whole.score == -1.0

@@ -159,6 +159,16 @@ def test_even_an_untrained_model_cannot_garble_a_link_an_address_a_code_or_a_num
     assert "https://example.com/faq?x=1" not in loose.translate([line])[0].text  # the model alone garbles it
 
 
+def test_a_line_in_another_script_comes_back_as_written_and_costs_the_engine_nothing(translator):
+    chinese = "你好，世界。我们今天去公园。" * 500  # 7,000 characters, 21,000 tokens of bytes
+    kept = translator.translate([chinese, "Привет, как дела?"])
+    assert [t.text for t in kept] == [chinese, "Привет, как дела?"] and all(t.flags == ["copy"] for t in kept)
+    assert translator.cost(chinese) == 1 and len(translator.tokenizer.encode(chinese)) > 10_000
+    mixed = translator.translate(["Tokyo (東京) is big."])[0].text
+    assert mixed.count("東京") == 1  # behind a placeholder: even an untrained model keeps it
+    assert translator.cost("Tokyo (東京) is big.") < len(translator.tokenizer.encode("Tokyo (東京) is big."))
+
+
 def test_no_protect_translates_the_text_as_it_is(tiny_checkpoint, translator):
     line = b"SEE HTTPS://EXAMPLE.COM/FAQ NOW.\n"
     as_is = Translator(translator.model, translator.tokenizer, DecodingConfig.plain(translator.options,

@@ -64,7 +64,7 @@ from nmt.text.conventions import (
 from nmt.text.flags import load_english_words, lost_numbers, low_confidence, untranslated_words
 from nmt.text.metrics import loops
 from nmt.text.names import kept_couples, kept_name_spans, missing_names, name_to_keep, names_kept, titled_name_spans
-from nmt.text.protect import Protected, glued_kept, numbers_kept, protect
+from nmt.text.protect import PLACEHOLDERS, Protected, foreign_runs, glued_kept, is_foreign, numbers_kept, protect
 from nmt.text.register import FORMALITIES, formal_imperatives, informal_imperatives, register_of
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
 from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer
@@ -342,6 +342,18 @@ class Translator:
         return Unit([tag + piece for piece in pieces if piece], protected, upper, [term for term in terms if term],
                     source, lowered=opening is not None)
 
+    def cost(self, line: str) -> int:
+        """About the tokens the model reads to translate `line`, at least 1, counted in a time linear in its
+        length: what a server's turns and limits count. Text in another script goes behind a placeholder
+        (nmt.text.protect.foreign_runs): 8,000 Chinese characters cost 1, not the 24,000 tokens of their bytes."""
+        if is_foreign(line):
+            return 1
+        kept, start = [], 0
+        for run_start, run_end in foreign_runs(line):
+            kept += [line[start:run_start], PLACEHOLDERS[0]]
+            start = run_end
+        return max(1, len(self.tokenizer.encode("".join(kept) + line[start:])))
+
     def _is_whole_word(self, word: str) -> bool:
         """Whether the vocabulary holds `word` as one piece."""
         return bool(word) and len(self.tokenizer.encode(word)) == 1
@@ -504,6 +516,11 @@ class Translator:
         required: list[list[list[int]]] = []  # token ids of the glossary terms of each source piece
         units: list[list[Unit]] = []
         for index, line in enumerate(lines):
+            if self.ordinary_input and is_foreign(line):  # nothing in it the model reads: kept as written
+                units.append([])
+                yield index, Translation(line, line, None, [(line, 0.0)], flags=["copy"],
+                                         alignment=[] if self.alignments else None)
+                continue
             units.append(self._units(line, strict, lowered))
             pieces = [piece for unit in units[-1] for piece in unit.pieces]
             if not pieces:

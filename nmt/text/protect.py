@@ -1,5 +1,5 @@
-"""What must come through a translation unchanged: URLs, e-mail addresses, codes, numbers and emoji, found in
-a sentence, replaced by placeholders the model copies, and put back after decoding.
+"""What must come through a translation unchanged: URLs, e-mail addresses, codes, numbers, emoji and text in other
+scripts, found in a sentence, replaced by placeholders the model copies, and put back after decoding.
 
     protected = protect("Visit https://example.com at 9:30.")
     protected.text                      ->  "Visit ⦅1⦆ at 9:30."    (numbers: the model's, checked)
@@ -28,6 +28,8 @@ titles), nmt.text.typography (French renderings), nmt.text.casing (capitals and 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -138,24 +140,66 @@ def emoji_runs(text: str) -> list[tuple[int, int]]:
     return runs
 
 
+# Letters of the Latin script (accents, IPA, ligatures and letterlike symbols with them): a letter outside
+# these is of another script, which an English-French model does not read
+LATIN_LETTERS = ((0, 0x36F), (0x1D00, 0x1EFF), (0x2100, 0x214F), (0x2C60, 0x2C7F), (0xA720, 0xA7FF),
+                 (0xAB30, 0xAB6F), (0xFB00, 0xFB06), (0xFF21, 0xFF5A))
+
+
+def is_foreign_letter(char: str) -> bool:
+    """A letter of a script other than Latin: 你, Ж, α, ع, ก."""
+    return char.isalpha() and not any(low <= ord(char) <= high for low, high in LATIN_LETTERS)
+
+
+def foreign_runs(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each run of text in another script (is_foreign_letter), from its first such letter to its
+    last with the spaces, digits, marks and punctuation between them: a Latin letter ends a run. The model
+    read such runs as bytes and wrote French it made up ("你好世界" came out "< Fitzgeraldpidla, ..."), three
+    tokens a character: behind a placeholder they come back as written."""
+    runs, start, end = [], None, 0
+    for index, char in enumerate(text):
+        if is_foreign_letter(char) or (start is not None and unicodedata.category(char) in ("Mn", "Mc")):
+            start = index if start is None else start
+            end = index + 1
+        elif char.isalpha() and start is not None:
+            runs.append((start, end))
+            start = None
+    if start is not None:
+        runs.append((start, end))
+    return runs
+
+
+def is_foreign(text: str) -> bool:
+    """Whether `text` has letters and all of them are of other scripts than Latin: nothing in it for the model."""
+    letters = [char for char in text if char.isalpha()]
+    return bool(letters) and all(is_foreign_letter(char) for char in letters)
+
+
 def overlaps(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
     return any(start < span[1] and span[0] < end for start, end in spans)
 
 
+def overlaps_sorted(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
+    """overlaps(span, spans) where `spans` are in order and do not overlap each other: by bisection."""
+    after = bisect.bisect_left(spans, span)
+    return (after > 0 and spans[after - 1][1] > span[0]) or (after < len(spans) and spans[after][0] < span[1])
+
+
 def verbatim_spans(text: str, numbers: bool = True, glued: bool = False) -> list[tuple[int, int]]:
-    """(start, end) of each URL, e-mail, code, emoji run (and number), in order, not overlapping. A number
-    with a word glued to it (NUMBER_WITH_WORD) is neither a code nor a number here, the model translates it;
-    with `glued`, it is one like any other (its letters kept English behind the placeholder)."""
-    spans: list[tuple[int, int]] = []
+    """(start, end) of each URL, e-mail, code, emoji run, run of another script (and number), in order, not
+    overlapping. A number with a word glued to it (NUMBER_WITH_WORD) is neither a code nor a number here, the
+    model translates it; with `glued`, it is one like any other (its letters kept English behind the
+    placeholder)."""
+    spans: list[tuple[int, int]] = []  # in order: a text of 10,000 emoji is checked in a moment
     left_to_model = [] if glued else [match.span() for match in NUMBER_WITH_WORD.finditer(text)]
     patterns = (URL, EMAIL, BACKTICKED, PATH, FORMAT_SPEC, IDENTIFIER, CODE) + ((NUMBER,) if numbers else ())
-    for pattern in patterns:
-        for match in pattern.finditer(text):
-            if not overlaps(match.span(), spans) and (pattern in (URL, EMAIL, BACKTICKED, PATH, FORMAT_SPEC)
-                                                      or not overlaps(match.span(), left_to_model)):
-                spans.append(match.span())
-    spans.extend(span for span in emoji_runs(text) if not overlaps(span, spans))
-    return sorted(spans)
+    found = (match.span() for pattern in patterns for match in pattern.finditer(text)
+             if pattern in (URL, EMAIL, BACKTICKED, PATH, FORMAT_SPEC)
+             or not overlaps_sorted(match.span(), left_to_model))
+    for span in itertools.chain(found, emoji_runs(text), foreign_runs(text)):
+        if not overlaps_sorted(span, spans):
+            bisect.insort(spans, span)
+    return spans
 
 
 # Numbers with an English ending left to the model, and what the retry of a translation that kept the ending

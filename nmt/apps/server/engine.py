@@ -2,9 +2,10 @@
 
 Requests put their lines on the queue, each under its client (an API key, or the address it came from). The
 engine takes the lines of one translate call in turns, one line of each client a round, until the call holds
-`max_lines` lines or `call_chars` characters, so one client's large request cannot make another's short one
-wait for more than a call; a client with lines left comes after the others at the next call. A line longer
-than LONG_LINE characters enters the queue as its sentences (pieces_of), and is answered as their
+`max_lines` lines or costs `call_cost` tokens (what the model reads: Translator.cost), so one client's large
+request cannot make another's short one wait for more than a call, and no call holds the engine long, whatever
+the script or the length of its lines; a client with lines left comes after the others at the next call. A line
+costing more than LONG_LINE tokens enters the queue as its sentences (pieces_of), and is answered as their
 translations joined (joined). A request whose client left, or whose time ran out, is cancelled: its lines
 still queued are dropped, and it is answered with Cancelled.
 """
@@ -25,10 +26,12 @@ from nmt.text.segment import split_sentences
 
 log = logging.getLogger("nmt")
 
-# A line longer than this is queued as its sentences (a sentence longer still as runs of this many characters
-# cut at spaces): the engine's turns are lines, and one line of 100,000 characters would hold a call for
-# minutes. The Translator translates a line sentence by sentence too, so a sentence comes back as it would.
-LONG_LINE = 1_000
+# A line costing more tokens than this is queued as its sentences (a sentence costlier still as runs of words
+# that cost at most this): the engine's turns are lines, and one line of 100,000 characters would hold a call
+# for minutes. The Translator translates a line sentence by sentence too, so a sentence comes back as it would.
+LONG_LINE = 256
+# Tokens one translate call reads: 64 one-line requests of 16 tokens
+CALL_COST = 1_024
 
 
 class QueueFull(Exception):
@@ -49,6 +52,7 @@ class Job:
     """One request's lines on the engine's queue: `taken` of them are being or have been translated."""
 
     lines: list[str]
+    costs: list[int]  # tokens the model reads of each line (Translator.cost)
     options: SearchOptions
     done: Callable[[list[Translation] | BaseException], None]  # called once, from the engine's thread or cancel()
     formality: str | None = None  # formal, informal or auto; None: the server's
@@ -79,14 +83,14 @@ class Engine:
     """The thread that owns the Translator and decodes the queued lines of all requests together, in turns."""
 
     def __init__(self, load: Callable[[], Translator], *, max_lines: int = 64, wait: float = 0.005,
-                 max_queue: int = 2000, max_queue_chars: int = 200_000, call_chars: int = 8_000):
+                 max_queue: int = 2000, max_queue_chars: int = 200_000, call_cost: int = CALL_COST):
         """load: builds the Translator (in the engine's thread, so the server answers while it loads).
-        max_lines, call_chars: lines and characters in one translate call (a line longer than call_chars
-        goes alone); wait: seconds the first request waits for company; max_queue, max_queue_chars: lines and
-        characters that may wait before new requests are turned away."""
+        max_lines, call_cost: lines and tokens in one translate call (a costlier line goes alone); wait: seconds
+        the first request waits for company; max_queue, max_queue_chars: lines and characters that may wait
+        before new requests are turned away."""
         self._load = load
         self.max_lines, self.wait, self.max_queue = max_lines, wait, max_queue
-        self.max_queue_chars, self.call_chars = max_queue_chars, call_chars
+        self.max_queue_chars, self.call_cost = max_queue_chars, call_cost
         self.on_batch: Callable[[int], None] = lambda lines: None  # told the size of each translate call
         self._clients: collections.OrderedDict[str, collections.deque[Job]] = collections.OrderedDict()
         self._waiting = 0  # lines queued and not yet taken
@@ -128,17 +132,27 @@ class Engine:
             job.answer(Cancelled("the server is stopping"))
         self._thread.join(wait)
 
+    def cost(self, text: str) -> int:
+        """Tokens the model reads to translate `text` (Translator.cost); the model loaded."""
+        return self.translator.cost(text)
+
+    def pieces(self, line: str) -> list[tuple[str, int]]:
+        """`line` as the (piece, cost) it is queued as (pieces_of); the model loaded."""
+        return pieces_of(line, self.cost)
+
     def submit(self, lines: list[str], options: SearchOptions,
                done: Callable[[list[Translation] | BaseException], None], formality: str | None = None,
-               client: str = "", seconds: float | None = None, glossary: Glossary | None = None) -> Job:
+               client: str = "", seconds: float | None = None, glossary: Glossary | None = None,
+               costs: list[int] | None = None) -> Job:
         """Queue `lines` for `client`; done(translations in order) is called from the engine thread once all
         are done, or done(exception) if their translation failed or was cancelled (cancel, or `seconds` after
         now). formality: the register asked for (None: the server's); glossary: the terms asked for (None: the
-        server's). Raises NotReady or QueueFull."""
+        server's); costs: each line's (None: counted here). Raises NotReady or QueueFull."""
         if not self.ready.is_set():
             raise NotReady
         deadline = time.monotonic() + seconds if seconds is not None else float("inf")
-        job = Job(lines, options, done, formality, glossary, client, deadline)
+        costs = [self.cost(line) for line in lines] if costs is None else costs
+        job = Job(lines, costs, options, done, formality, glossary, client, deadline)
         if not lines:
             job.answer([])
             return job
@@ -232,7 +246,7 @@ class Engine:
         first = next(iter(self._clients.values()))[0]
         options, formality, glossary = first.options, first.formality, first.glossary
         starts: dict[Job, int] = {}  # job -> its first line in this call (its last: job.taken, after)
-        lines, chars, served = 0, 0, []
+        lines, cost, served = 0, 0, []
         while lines < self.max_lines:
             took = False
             for client, jobs in list(self._clients.items()):
@@ -240,14 +254,14 @@ class Engine:
                             and job.glossary is glossary), None)
                 if job is None:
                     continue
-                size = len(job.lines[job.taken])
-                if lines and chars + size > self.call_chars:
+                if lines and cost + job.costs[job.taken] > self.call_cost:
                     continue
                 starts.setdefault(job, job.taken)
-                job.taken += 1
-                lines, chars, took = lines + 1, chars + size, True
+                cost += job.costs[job.taken]
+                lines, took = lines + 1, True
                 self._waiting -= 1
-                self._waiting_chars -= size
+                self._waiting_chars -= len(job.lines[job.taken])
+                job.taken += 1
                 if client not in served:
                     served.append(client)
                 if job.taken == len(job.lines):
@@ -292,20 +306,26 @@ class Engine:
                 job.answer(exc)
 
 
-def pieces_of(line: str, most: int = LONG_LINE) -> list[str]:
-    """`line` as the pieces it is queued as: itself if it has at most `most` characters, else its sentences,
-    and a sentence longer still in runs of at most `most` characters cut after a space where there is one."""
-    if len(line) <= most:
-        return [line]
+def pieces_of(line: str, cost: Callable[[str], int], most: int = LONG_LINE) -> list[tuple[str, int]]:
+    """`line` as the (piece, cost) it is queued as: itself if it costs at most `most`, else its sentences, and a
+    sentence costlier still in runs that cost at most `most`, cut after a space where there is one."""
+    whole = cost(line)
+    if whole <= most:
+        return [(line, whole)]
     pieces = []
     for sentence in split_sentences(line):
-        while len(sentence) > most:
-            cut = sentence.rfind(" ", most // 2, most) + 1 or most
-            pieces.append(sentence[:cut].strip())
-            sentence = sentence[cut:].strip()
-        if sentence:
-            pieces.append(sentence)
-    return pieces or [line]
+        pieces.extend(_runs(sentence, cost(sentence), cost, most))
+    return pieces or [(line, whole)]
+
+
+def _runs(text: str, spent: int, cost: Callable[[str], int], most: int) -> list[tuple[str, int]]:
+    """`text` (costing `spent`) in runs costing at most `most` (a single character however much it costs)."""
+    if spent <= most or len(text) < 2:
+        return [(text, spent)] if text else []
+    fits = max(1, min(len(text) - 1, len(text) * most // spent))  # characters that cost about `most`
+    cut = text.rfind(" ", fits // 2, fits) + 1 or fits
+    head, tail = text[:cut].strip(), text[cut:].strip()
+    return _runs(head, cost(head), cost, most) + _runs(tail, cost(tail), cost, most)
 
 
 def joined(line: str, parts: list[Translation]) -> Translation:

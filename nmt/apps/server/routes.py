@@ -33,7 +33,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from nmt.apps.files import KINDS, SERVER_LIMITS, FileLimits, FileRefused, file_kind, translate_file
-from nmt.apps.server.engine import Cancelled, Engine, NotReady, QueueFull, joined, pieces_of, shares
+from nmt.apps.server.engine import Cancelled, Engine, NotReady, QueueFull, joined, shares
 from nmt.apps.server.limits import ApiKeys, BoundedBodies, RateLimits, bearer_key
 from nmt.apps.server.protocol import (
     CHECK_HEADERS,
@@ -66,6 +66,7 @@ LOADING_POLL = 0.05  # seconds between two looks at whether the model is loaded,
 @dataclass(frozen=True)
 class ServeSettings:
     max_chars: int = 20_000  # characters of text in one request (--char-limit)
+    max_tokens: int = 10_000  # tokens the model reads of one request (--token-limit; Translator.cost)
     api_keys: ApiKeys = ApiKeys({})  # none: no key asked for
     model_name: str = ""
     decoding: dict | None = None  # the resolved decoding configuration (nmt.decoding.configuration), shown by /health
@@ -150,20 +151,26 @@ class Service:
         settings, engine = self.settings, self.engine
         if sum(len(text) for text in texts) > settings.max_chars:
             return error(413, f"the request holds more than {settings.max_chars} characters of text (--char-limit)")
+        if waited := await self.until_loaded(request):
+            return waited
         lines = [line for text in texts for line in text.split("\n")]
-        pieces = [pieces_of(line) for line in lines]  # a long line as its sentences: it takes turns as they do
-        items = [piece for line_pieces in pieces for piece in line_pieces]
+        # a long line as its sentences, which take turns as lines do; counted off the event loop
+        pieces = await asyncio.to_thread(lambda: [engine.pieces(line) for line in lines])
+        items = [piece for line_pieces in pieces for piece, _ in line_pieces]
+        costs = [cost for line_pieces in pieces for _, cost in line_pieces]
+        if sum(costs) > settings.max_tokens:
+            return error(413, f"the request's text is {sum(costs)} tokens for the model, more than the "
+                              f"{settings.max_tokens} one request may hold (--token-limit): send less at a time")
         if len(items) > engine.max_queue:  # would never fit the queue: not a matter of waiting
             return error(413, f"the request holds {len(items)} lines, more than the {engine.max_queue} that may "
                               "wait (--max-queue): send fewer at a time")
-        if waited := await self.until_loaded(request):
-            return waited
         loop = asyncio.get_running_loop()
         answer: asyncio.Future = loop.create_future()
         started = time.perf_counter()
         try:
             job = engine.submit(items, options, lambda result: loop.call_soon_threadsafe(settle, answer, result),
-                                formality, self.client(request, given_key), settings.max_request_seconds, glossary)
+                                formality, self.client(request, given_key), settings.max_request_seconds, glossary,
+                                costs)
         except NotReady:  # not loaded again: the engine stopped meanwhile
             return error(503, "the model is not loaded", **{"Retry-After": "5"})
         except QueueFull:
@@ -182,7 +189,7 @@ class Service:
             return error(500, f"translation failed: {result}")
         self.metrics.latency.observe(time.perf_counter() - started)
         self.metrics.lines.inc(len(lines))
-        self.metrics.tokens.inc(sum(len(engine.translator.tokenizer.encode(item)) for item in items))
+        self.metrics.tokens.inc(sum(costs))
         translations, start = [], 0
         for line, line_pieces in zip(lines, pieces, strict=True):
             translations.append(joined(line, result[start : start + len(line_pieces)]))
@@ -219,7 +226,7 @@ class Service:
         translated: list[str] = []
         for lines in shares(texts, max(1, min(engine.max_queue // 2, 4 * engine.max_lines)),
                             engine.max_queue_chars // 2):
-            pieces = [pieces_of(line) for line in lines]  # a long paragraph as its sentences, as translate_lines
+            pieces = [engine.pieces(line) for line in lines]  # a long paragraph as its sentences, as translate_lines
             if why := should_stop():
                 raise Cancelled(why)
             arrived, box = threading.Event(), []
@@ -228,10 +235,12 @@ class Service:
                 box.append(result)
                 arrived.set()
 
-            share = [piece for line_pieces in pieces for piece in line_pieces]
+            share = [piece for line_pieces in pieces for piece, _ in line_pieces]
+            costs = [cost for line_pieces in pieces for _, cost in line_pieces]
             for _ in range(600):  # a full queue empties as others' requests are answered
                 try:
-                    job = engine.submit(share, self.base_options, done, formality, client, glossary=glossary)
+                    job = engine.submit(share, self.base_options, done, formality, client, glossary=glossary,
+                                        costs=costs)
                     break
                 except QueueFull:
                     time.sleep(0.1)
