@@ -73,6 +73,28 @@ def test_one_address_holds_at_most_its_connections_and_others_are_served(tiny_ch
         capped.stop()
 
 
+def test_slow_clients_of_many_addresses_give_way_to_a_new_one_oldest_first(tiny_checkpoint):
+    full = Server(tiny_checkpoint, "--max-connections", "6", "--max-client-connections", "3", "--read-timeout", "60")
+    held = []
+    try:
+        for n in range(6):  # three bodies, then three headers, never finished, from two addresses
+            connection = socket.create_connection(("127.0.0.1", full.port), timeout=10,
+                                                  source_address=(f"127.0.0.{3 + n % 2}", 0))
+            connection.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                               b"Content-Length: 100\r\n\r\n{" if n < 3 else b"GET /languages HTTP/1.1\r\nHost: x\r\n")
+            held.append(connection)
+            time.sleep(0.2)  # in order of age
+        assert httpx.get(full.url + "/languages", timeout=30).status_code == 200  # a seventh: room is made
+        answered, _, _ = select.select(held, [], [], 10)
+        assert answered == [held[0]]  # the oldest, a body still arriving, gave way
+        refused = held[0].recv(4096)
+        assert refused.startswith(b"HTTP/1.1 503") and b"--max-connections" in refused
+    finally:
+        for connection in held:
+            connection.close()
+        full.stop()
+
+
 def test_stalled_uploads_without_a_key_cost_little_memory(tiny_checkpoint):
     keyed = Server(tiny_checkpoint, "--read-timeout", "120", "--max-client-connections", "64",
                    env={"NMT_API_KEY": "s3cret"})

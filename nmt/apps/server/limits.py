@@ -69,20 +69,25 @@ def no_delay(transport) -> None:
 
 class TimedHeaders(H11Protocol):
     """uvicorn's HTTP/1.1 protocol, with a bound on the time a request's line and headers may take to arrive
-    (uvicorn has none: a client that sends a header a minute holds its connection for ever) and on the
-    connections one address holds at once. The headers have `timeout` seconds from the connection's start, or
-    on a kept-alive connection from the next request's first byte (uvicorn's keep-alive timeout closes one
-    left idle). A client late with them gets a 408 and the connection is closed; one that sent nothing is
-    closed. A connection over its address's cap gets a 503 at once. The body has its own bound, in
-    BoundedBodies. uvicorn.Config(http=functools.partial(TimedHeaders, timeout=30, connections=...))."""
+    (uvicorn has none: a client that sends a header a minute holds its connection for ever), on the
+    connections one address holds at once, and on those all clients hold. The headers have `timeout` seconds
+    from the connection's start, or on a kept-alive connection from the next request's first byte (uvicorn's
+    keep-alive timeout closes one left idle). A client late with them gets a 408 and the connection is closed;
+    one that sent nothing is closed. A connection over its address's cap gets a 503 at once. One that finds
+    `most` connections open makes room (make_room): slow clients from many addresses cannot take every place.
+    The body has its own bound, in BoundedBodies.
+    uvicorn.Config(http=functools.partial(TimedHeaders, timeout=30, connections=..., most=256))."""
 
-    def __init__(self, *args, timeout: float, connections: ClientConnections | None = None, **kwargs):
+    def __init__(self, *args, timeout: float, connections: ClientConnections | None = None, most: int | None = None,
+                 **kwargs):
         super().__init__(*args, **kwargs)
         self.headers_timeout = timeout
         self.headers_timer: asyncio.TimerHandle | None = None
         self.heard = False  # whether a byte of the request awaited has come
         self.per_address = connections
         self.counted: str | None = None  # the address this connection is counted under
+        self.most = most
+        self.since = time.monotonic()  # when it opened or last went idle, or its request's first byte came
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -96,12 +101,45 @@ class TimedHeaders(H11Protocol):
                 return
             self.counted = address
         self._wait_for_headers()
+        self.make_room()
+
+    def make_room(self) -> None:
+        """With more than `most` connections open, close the other that has held its place longest without a
+        request to answer: idle since its last answer, or with a request that has not all arrived (a 503: it
+        may try again). Requests that have arrived are never closed; with nothing to close, uvicorn answers the
+        new one 503."""
+        if self.most is None or len(self.connections) <= self.most:
+            return
+        waiting = [connection for connection in self.connections
+                   if connection is not self and isinstance(connection, TimedHeaders) and connection.closable()]
+        if waiting:
+            min(waiting, key=lambda connection: connection.since).give_way()
+
+    def closable(self) -> bool:
+        """Whether no request of this connection is being answered: it is idle, or its request is arriving."""
+        if self.transport is None or self.transport.is_closing():
+            return False
+        return self.cycle is None or self.cycle.response_complete or self.cycle.more_body
+
+    def give_way(self) -> None:
+        """Close this connection for another's sake (make_room)."""
+        if self.heard:  # a request was arriving: it is answered
+            self.transport.write(refusal(503, f"the server is full: a request still arriving after "
+                                              f"{time.monotonic() - self.since:.0f} s gave way to a new connection "
+                                              "(--max-connections)", {"Retry-After": "1"}))
+        self.transport.close()
+
+    def on_response_complete(self) -> None:
+        self.heard, self.since = False, time.monotonic()  # idle from now, until a pipelined request goes on
+        super().on_response_complete()
 
     def data_received(self, data: bytes) -> None:
         if self.transport.is_closing():
             return
         if self.headers_timer is None and (self.cycle is None or self.cycle.response_complete):
             self._wait_for_headers()  # the next request on a kept-alive connection begins
+        if not self.heard:
+            self.since = time.monotonic()
         self.heard = True
         super().data_received(data)
 
@@ -121,6 +159,7 @@ class TimedHeaders(H11Protocol):
     def _wait_for_headers(self) -> None:
         self._stop_waiting()
         self.heard = False
+        self.since = time.monotonic()
         self.headers_timer = self.loop.call_later(self.headers_timeout, self._headers_late)
 
     def _stop_waiting(self) -> None:

@@ -101,7 +101,7 @@ def server_for(engine: Engine, options: SearchOptions, settings: ServeSettings, 
     server = Server(uvicorn.Config(app, log_level="error" if quiet else "warning", proxy_headers=False,
                                    lifespan="off", timeout_graceful_shutdown=drain_timeout,
                                    http=functools.partial(TimedHeaders, timeout=settings.read_timeout,
-                                                          connections=connections),
+                                                          connections=connections, most=max_connections),
                                    limit_concurrency=max_connections + 1))  # uvicorn counts the one arriving
     engine.on_failure = lambda: setattr(server, "should_exit", True)
     server.on_exit = lambda: setattr(engine, "draining", True)
