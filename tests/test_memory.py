@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from nmt.data.memory import Memory, cased_as, ratio, shipped_memory
+from nmt.data.memory import Memory, cased_as, ratio, read_pairs, shipped_memory
 from nmt.errors import UsageError
 
 TMX = """<?xml version="1.0" encoding="UTF-8"?>
@@ -76,6 +76,82 @@ def test_a_memory_line_that_is_no_pair_is_one_error_line(tmp_path):
         Memory.read([tmp_path / "bad.tsv"])
     with pytest.raises(UsageError, match="no such file"):
         Memory.read([tmp_path / "missing.tmx"])
+
+
+PO_OF_EVERY_KIND = r"""# translator comments
+msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\n"
+"Plural-Forms: nplurals=2; plural=(n > 1);\n"
+
+#: src/main.c:10
+#, c-format
+msgid "Deleted %d files"
+msgstr "%d fichiers supprimés"
+
+msgctxt "menu"
+msgid ""
+"Open a "
+"\"file\"\n"
+msgstr "Ouvrir un "
+"« fichier »\n"
+
+#, fuzzy
+msgid "Guessed"
+msgstr "Deviné"
+
+msgid "One item"
+msgid_plural "%d items"
+msgstr[0] "Un élément"
+msgstr[1] "%d éléments"
+
+#~ msgid "Obsolete"
+#~ msgstr "Obsolète"
+
+msgid "Back\\slash\ttab"
+msgstr "Barre\\oblique\ttab"
+"""
+
+
+def test_a_catalog_s_translated_entries_are_read_as_polib_reads_them_a_line_at_a_time(tmp_path):
+    import polib
+
+    path = tmp_path / "every.po"
+    path.write_text(PO_OF_EVERY_KIND, encoding="utf-8")
+    catalog = polib.pofile(str(path))
+    expected = [(entry.msgid, entry.msgstr) for entry in catalog.translated_entries() if not entry.msgid_plural]
+    assert read_pairs(path).__next__  # a stream, not a list
+    assert list(read_pairs(path)) == expected and len(expected) == 3  # not the fuzzy, plural, obsolete or header
+
+
+@pytest.mark.parametrize("name, text, where", [
+    ("open.po", 'msgid "Save\nmsgstr "Enregistrer"\n', "open.po:1"),
+    ("quote.po", 'msgid "Say "hi""\nmsgstr "Dis"\n', "quote.po:1"),
+    ("stray.po", 'msgid "Save"\nmsgstr "Enregistrer"\nhello\n', "stray.po:3"),
+    ("broken.tmx", TMX.replace("</tu>\n</body>", "</tuv>\n</body>"), "broken.tmx"),
+])
+def test_a_broken_memory_is_refused_in_one_line_saying_where(tmp_path, name, text, where):
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    with pytest.raises(UsageError, match=where) as refused:
+        Memory.read([tmp_path / name])
+    assert "\n" not in str(refused.value)
+
+
+def test_memories_past_their_pairs_are_refused_as_they_are_read(tmp_path):
+    (tmp_path / "big.tsv").write_text("".join(f"Line {n}\tLigne {n}\n" for n in range(1_000)), encoding="utf-8")
+    assert len(Memory.read([tmp_path / "big.tsv"], most=1_000)) == 1_000
+    with pytest.raises(UsageError, match="more than 999 pairs"):
+        Memory.read([tmp_path / "big.tsv"], most=999)
+
+
+def test_a_fuzzy_match_of_long_lines_is_found_among_near_entries():
+    memory = Memory()
+    paragraph = "The quarterly report covers sales, returns and the stock of every shop in the region. " * 12
+    for n in range(200):
+        memory.add(f"Entry {n}: {paragraph}", f"Entrée {n} : le rapport")
+    found = memory.fuzzy(f"Entry 117: {paragraph}".replace("region", "area"), 0.9)
+    assert found is not None and found.source.startswith("Entry 117:") and found.score > 0.9
+    assert ratio("kitten", "sitting", 0.5) == pytest.approx(1 - 3 / 7) and ratio("kitten", "sitting", 0.6) == 0.0
 
 
 def test_the_shipped_memory_holds_no_english_of_the_dev_sets():

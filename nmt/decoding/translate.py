@@ -376,10 +376,13 @@ class Translator:
         return pieces
 
     def read_memories(self) -> Translator:
-        """This translator with its memories read now (the shipped one is read on first use, a second or so): a
-        server reads them while it loads, so that no request waits for them."""
+        """This translator with its memories read now, and indexed for fuzzy matches if it offers them (the
+        shipped one is read on first use, a second or so): a server reads them while it loads, so that no request
+        waits for them."""
         for memory, _ in self.memories:
             memory.exact("")
+            if self.fuzzy_threshold is not None:
+                memory.index()
         return self
 
     def with_options(self, options: SearchOptions, formality: str | None = None,
