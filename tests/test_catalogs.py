@@ -12,6 +12,7 @@ import polib
 import pytest
 
 from nmt.apps.catalogs import CatalogOptions, Message, translate_po
+from nmt.errors import FileRefused
 
 PROGRAM = Path(__file__).parent / "files" / "gettext" / "app.py"
 POT = """msgid ""
@@ -90,6 +91,34 @@ def test_an_entry_whose_formats_would_not_all_come_back_stays_untranslated_never
     assert french["&Quit"].msgstr == "&QUIT"
 
 
+KEPT_AND_OPEN = POT + """
+msgid "One file"
+msgid_plural "%d files"
+msgstr[0] "Un fichier"
+msgstr[1] "%d fichiers"
+msgstr[2] "%d fichiers (plus)"
+
+msgid "Done\\n"
+msgstr ""
+"""
+
+
+def test_what_msgfmt_would_refuse_is_marked_and_said_and_a_string_left_open_is_refused():
+    def losing_line_ends(texts: list[str]) -> list[str]:
+        return [text.strip("\n").upper() for text in texts]
+
+    many = " ".join(f"%{n}$d" for n in range(1, 12))
+    pot = KEPT_AND_OPEN + f'\n#, c-format\nmsgid "Totals: {many}"\nmsgstr ""\n'
+    french = {entry.msgid: entry for entry in polib.pofile(translate_po(pot, losing_line_ends,
+                                                                        CatalogOptions(fuzzy=False)))}
+    kept = french["One file"]  # three forms under French's two: kept for the translator, marked, said why
+    assert kept.msgstr_plural[2] == "%d fichiers (plus)" and "fuzzy" in kept.flags and "3 plural forms" in kept.tcomment
+    assert french["Done\n"].msgstr == "DONE\n" and french["Line one\nline two\n"].msgstr == "LINE ONE\nLINE TWO\n"
+    assert "formats did not all come back" in french[f"Totals: {many}"].tcomment
+    with pytest.raises(FileRefused, match="line 3: a string left open"):
+        translate_po('msgid ""\nmsgstr ""\nmsgid "Save\nmsgstr "Enregistrer"\n', losing_line_ends)
+
+
 def test_the_accelerator_goes_before_the_same_letter_of_the_french():
     message = Message.of("Save _As…")
     assert message.pieces() == ["Save As…"]
@@ -116,6 +145,17 @@ def test_a_pot_made_by_xgettext_becomes_a_french_po_that_msgfmt_checks(tiny_chec
     english = polib.pofile(str(pot))
     assert len(french) == len(english) and french.percent_translated() == 100
     assert str(polib.pofile(french.__unicode__())) == str(french)  # polib reads back what it wrote
+
+
+@pytest.mark.gettext
+def test_a_catalog_with_kept_translations_msgfmt_would_refuse_comes_out_checked(tmp_path):
+    pot, po = tmp_path / "kept.po", tmp_path / "fr.po"
+    pot.write_text(KEPT_AND_OPEN, encoding="utf-8")
+    po.write_text(translate_po(KEPT_AND_OPEN, lambda texts: [text.strip("\n") for text in texts],
+                               CatalogOptions(fuzzy=False)), encoding="utf-8")
+    check = subprocess.run(["msgfmt", "--check", "-o", str(tmp_path / "fr.mo"), str(po)], capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stderr
 
 
 def test_a_count_goes_to_the_model_as_a_number_and_comes_back_where_french_puts_it():

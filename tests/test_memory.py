@@ -125,9 +125,9 @@ def test_a_catalog_s_translated_entries_are_read_as_polib_reads_them_a_line_at_a
 
 
 @pytest.mark.parametrize("name, text, where", [
-    ("open.po", 'msgid "Save\nmsgstr "Enregistrer"\n', "open.po:1"),
-    ("quote.po", 'msgid "Say "hi""\nmsgstr "Dis"\n', "quote.po:1"),
-    ("stray.po", 'msgid "Save"\nmsgstr "Enregistrer"\nhello\n', "stray.po:3"),
+    ("open.po", 'msgid "Save\nmsgstr "Enregistrer"\n', "open.po: line 1"),
+    ("quote.po", 'msgid "Say "hi""\nmsgstr "Dis"\n', "quote.po: line 1"),
+    ("stray.po", 'msgid "Save"\nmsgstr "Enregistrer"\nhello\n', "stray.po: line 3"),
     ("broken.tmx", TMX.replace("</tu>\n</body>", "</tuv>\n</body>"), "broken.tmx"),
 ])
 def test_a_broken_memory_is_refused_in_one_line_saying_where(tmp_path, name, text, where):

@@ -10,10 +10,12 @@ files") goes as a number instead, so that it stands where French puts a count ("
 and as a placeholder again where the model does not write that number back once. The accelerator (_File,
 &File) is taken out and put back before the same letter of the French where it has one, else before its first
 letter ("_Open" -> "_Ouvrir"). A translation whose formats are not the msgid's (a line of more than
-MAX_PLACEHOLDERS formats, whose others would reach the model raw) is not written: the entry stays untranslated.
-A translation made here is marked fuzzy, for a translator to review, unless `fuzzy` is off; msgctxt, comments,
-references and flags are kept. The header says Language: fr, UTF-8 and French plural forms. The file passes GNU
-gettext's `msgfmt --check`.
+MAX_PLACEHOLDERS formats, whose others would reach the model raw) is not written: the entry stays untranslated,
+and its translator comment says why. A translation made here is marked fuzzy, for a translator to review, unless
+`fuzzy` is off; msgctxt, comments, references and flags are kept. The header says Language: fr, UTF-8 and French
+plural forms. The file passes GNU gettext's `msgfmt --check`: a catalog with a string left open is refused
+(nmt.data.po), line breaks open and end a translation where they open and end its msgid, and a translation kept
+from the input that msgfmt would refuse under French's header (three plural forms) is marked fuzzy and said why.
 
 polib reads and writes the files: a small, pure-Python library kept since 2006 that keeps everything a catalog
 holds (obsolete entries, previous msgids, comments, flags, line wrapping) and that CAT tools' users rely on.
@@ -58,9 +60,13 @@ def translate_po(text: str, translate: Callable[[list[str]], list[str]],
     """A .pot or .po catalog's text, its entries translated into French (see the module docstring)."""
     import polib
 
+    from nmt.data.po import po_entries
+
     try:
+        for _ in po_entries(text.split("\n")):  # polib reads a string left open as another msgid
+            pass
         catalog = polib.pofile(text, wrapwidth=78)
-    except (OSError, ValueError, UnicodeError) as exc:
+    except (OSError, ValueError, UnicodeError, FileRefused) as exc:
         raise FileRefused(f"not a gettext catalog: {exc}") from None
     todo = [entry for entry in catalog if not entry.obsolete and entry.msgid
             and (options.overwrite or not entry.translated() and "fuzzy" not in entry.flags)]
@@ -71,9 +77,13 @@ def translate_po(text: str, translate: Callable[[list[str]], list[str]],
     french_plurals = [plural.restored([next(found) for _ in plural.pieces()]) if plural else None
                       for plural in plurals]
     for entry, singular, plural in zip(todo, french, french_plurals, strict=True):
+        singular = with_line_ends(entry.msgid, singular)
+        plural = with_line_ends(entry.msgid_plural, plural) if plural is not None else None
         if not same_formats(entry.msgid, singular) or (plural is not None and not same_formats(entry.msgid_plural,
                                                                                                   plural)):
-            continue  # a format lost or changed (more than MAX_PLACEHOLDERS in a line): untranslated, never corrupt
+            # a format lost or changed (more than MAX_PLACEHOLDERS in a line): untranslated, never corrupt
+            note(entry, "left untranslated: its formats did not all come back from the translation")
+            continue
         if plural is not None:
             entry.msgstr_plural = {0: singular, 1: plural}
         else:
@@ -88,7 +98,52 @@ def translate_po(text: str, translate: Callable[[list[str]], list[str]],
                              "Plural-Forms": FRENCH_PLURALS})
     catalog.metadata_is_fuzzy = False
     catalog.encoding = "utf-8"
+    for entry in catalog:  # kept translations msgfmt --check would refuse under the French header: for review
+        if not entry.obsolete and entry.msgid and entry.translated() and (problem := msgfmt_problem(entry)):
+            entry.flags.append("fuzzy")
+            note(entry, problem)
     return catalog.__unicode__()
+
+
+NOTE = "nmt: "  # what this module says in an entry's translator comment
+
+
+def note(entry, text: str) -> None:
+    """Say `text` in `entry`'s translator comment (once), for the translator who opens the catalog."""
+    line = NOTE + text
+    if line not in entry.tcomment.split("\n"):
+        entry.tcomment = f"{entry.tcomment}\n{line}" if entry.tcomment else line
+
+
+def msgfmt_problem(entry) -> str | None:
+    """What GNU msgfmt --check would refuse in a translated entry under French's two plural forms: forms not
+    two, a line break that opens or ends the msgid but not its translation (or the other way), a format of a
+    c-format or python-format entry not in its translation; None if nothing."""
+    checked = any(flag in entry.flags for flag in ("c-format", "python-format"))
+    if entry.msgid_plural:
+        if sorted(entry.msgstr_plural) != [0, 1]:
+            return f"{len(entry.msgstr_plural)} plural forms where French has 2: kept, marked fuzzy"
+        pairs = [(entry.msgid, entry.msgstr_plural[0]), (entry.msgid_plural, entry.msgstr_plural[1])]
+        general = set(FORMAT.findall(entry.msgid_plural))  # what each form may use, to msgfmt
+        if checked and any(not set(FORMAT.findall(form)) <= general for form in entry.msgstr_plural.values()):
+            return "a plural form holds a format the msgid_plural has not: marked fuzzy"
+    else:
+        pairs = [(entry.msgid, entry.msgstr)]
+    for english, french in pairs:
+        if english.startswith("\n") != french.startswith("\n") or english.endswith("\n") != french.endswith("\n"):
+            return "a line break opens or ends the msgid but not its translation (or the other way): marked fuzzy"
+        if checked and not entry.msgid_plural and not same_formats(english, french):
+            return "the translation's formats are not the msgid's: marked fuzzy"
+    return None
+
+
+def with_line_ends(english: str, french: str) -> str:
+    """`french` opening and ending with a line break where `english` does, and only there (msgfmt --check)."""
+    if english.startswith("\n") != french.startswith("\n"):
+        french = "\n" + french if english.startswith("\n") else french.lstrip("\n")
+    if english.endswith("\n") != french.endswith("\n"):
+        french = french + "\n" if english.endswith("\n") else french.rstrip("\n")
+    return french
 
 
 def same_formats(english: str, french: str) -> bool:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from rapidfuzz.distance import Levenshtein
 
-from nmt.errors import UsageError
+from nmt.errors import FileRefused, UsageError
 
 ACCELERATOR = re.compile(r"(?<![\w&_])[_&](?=\w)")
 NGRAM = 3
@@ -234,46 +234,18 @@ def _tmx_pairs(path: Path) -> Iterator[tuple[str, str]]:
         raise UsageError(f"cannot read the memory {path}: {exc}") from None
 
 
-PO_KEYWORD = re.compile(r'(msgctxt|msgid_plural|msgid|msgstr(?:\[\d+\])?)\s+(".*")\s*$')
-
-
 def _po_pairs(path: Path) -> Iterator[tuple[str, str]]:
     """The msgid and msgstr of a gettext catalog's translated entries (not fuzzy, obsolete or plural), an entry
-    at a time; a line that is no part of an entry, or a string left open, is one error line."""
-    from polib import unescape
-
+    at a time (nmt.data.po)."""
     from nmt.data.corpus import stream_lines
+    from nmt.data.po import po_entries
 
-    entry: dict[str, str] = {}
-    fuzzy = False
-    field = ""
-
-    def finished() -> Iterator[tuple[str, str]]:
-        if entry.get("msgid") and entry.get("msgstr") and "msgid_plural" not in entry and not fuzzy:
-            yield entry["msgid"], entry["msgstr"]
-
-    for number, line in enumerate(stream_lines(path), 1):
-        text = line.strip()
-        if not text or text.startswith("#"):
-            if text.startswith("#,") and "fuzzy" in text:
-                yield from finished()
-                entry, field, fuzzy = {}, "", True
-            continue
-        keyword = PO_KEYWORD.match(text)
-        if keyword is None and not (field and text.startswith('"')):
-            raise UsageError(f"{path}:{number}: not a line of a gettext catalog: {text[:60]}")
-        name, quoted = keyword.groups() if keyword else (field, text)
-        if len(quoted) < 2 or not quoted.endswith('"') or re.search(r'(?<!\\)(?:\\\\)*"', quoted[1:-1]):
-            raise UsageError(f"{path}:{number}: a string is left open or has a quote inside: {text[:60]}")
-        if keyword and name in ("msgctxt", "msgid") and entry.get("msgstr") is not None:  # the next entry
-            yield from finished()
-            entry, fuzzy = {}, False
-        if keyword:
-            field = name
-            entry[name if not name.startswith("msgstr[") else "msgstr"] = ""
-        key = field if not field.startswith("msgstr[") else "msgstr"
-        entry[key] += unescape(quoted[1:-1])
-    yield from finished()
+    try:
+        for entry in po_entries(stream_lines(path)):
+            if entry.translated and "msgid_plural" not in entry.fields:
+                yield entry.fields["msgid"], entry.fields["msgstr"]
+    except FileRefused as exc:
+        raise UsageError(f"cannot read the memory {path}: {exc}") from None
 
 
 INTERFACE_MEMORY = "memory/interface.tsv.gz"  # under nmt.data.corpus.data_dir(); written by interface_pairs
