@@ -95,7 +95,7 @@ def test_slow_clients_of_many_addresses_give_way_to_a_new_one_oldest_first(tiny_
         full.stop()
 
 
-def test_stalled_uploads_without_a_key_cost_little_memory(tiny_checkpoint):
+def test_stalled_uploads_without_a_key_cost_little_memory_and_bounded_disk(tiny_checkpoint):
     keyed = Server(tiny_checkpoint, "--read-timeout", "120", "--max-client-connections", "64",
                    env={"NMT_API_KEY": "s3cret"})
     uploads = []
@@ -113,6 +113,10 @@ def test_stalled_uploads_without_a_key_cost_little_memory(tiny_checkpoint):
         grown = rss_kib(keyed) - before
         assert grown < 30_000, f"{grown} KiB more for 40 stalled uploads"
         assert httpx.get(keyed.url + "/languages").status_code == 200
+        answered, _, _ = select.select(uploads, [], [], 5)
+        refused = [upload.recv(4096) for upload in answered]
+        # the bodies arriving at once hold 4 files and 64 texts: 52 MB, so that 26 uploads of 2 MB fit on disk
+        assert len(refused) >= 40 - 26 and all(answer.startswith(b"HTTP/1.1 503") for answer in refused)
     finally:
         for upload in uploads:
             upload.close()

@@ -91,7 +91,8 @@ class Engine:
         self._load = load
         self.max_lines, self.wait, self.max_queue = max_lines, wait, max_queue
         self.max_queue_chars, self.call_cost = max_queue_chars, call_cost
-        self.on_batch: Callable[[int], None] = lambda lines: None  # told the size of each translate call
+        # told the lines of each translate call and the seconds it held the engine
+        self.on_call: Callable[[int, float], None] = lambda lines, seconds: None
         self._clients: collections.OrderedDict[str, collections.deque[Job]] = collections.OrderedDict()
         self._waiting = 0  # lines queued and not yet taken
         self._last_served: list[str] = []  # the clients the last call took lines of, in order
@@ -285,7 +286,7 @@ class Engine:
             return
         lines = [line for job, start, end in spans for line in job.lines[start:end]]
         owners = [(job, index) for job, start, end in spans for index in range(start, end)]
-        self.on_batch(len(lines))
+        started = time.perf_counter()
         translator = self.translator.with_options(options, formality or self.default_formality, glossary)
         try:
             for position, translation in translator.translate_as_ready(lines):
@@ -294,6 +295,7 @@ class Engine:
                 job.left -= 1
                 if job.left == 0:
                     job.answer(job.results)
+            self.on_call(len(lines), time.perf_counter() - started)
         except Exception as exc:  # noqa: BLE001 - each waiting request answers with the error
             jobs = list({job: None for job, _, _ in spans if job.left and not job.answered})
             if len(jobs) > 1:  # one request's lines must not fail the others': each on its own

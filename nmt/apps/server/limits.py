@@ -181,12 +181,17 @@ class BoundedBodies:
     a wrong API key in the Authorization header is a 401 and a Content-Length over the limit a 413 before a
     byte of the body is read; a body that grows past the limit while read (chunked) is a 413 as soon as it
     does; a body not all arrived `timeout` seconds after the headers is a 408 (a deadline on the whole body:
-    a client sending a byte a second cannot hold a connection longer). The application then reads the body
-    from memory, or for /translate_file from a temporary file past SPOOL_BYTES."""
+    a client sending a byte a second cannot hold a connection longer). The bodies arriving at once hold at most
+    `budget` bytes together: past it, a body's request is a 503 (250 uploads stalled after 1 MB each took 2.4 GB of
+    /tmp). The application then reads the body from memory, or for /translate_file from a temporary file past
+    SPOOL_BYTES."""
 
-    def __init__(self, app, limit: int, timeout: float, keys: ApiKeys | None = None, file_limit: int | None = None):
+    def __init__(self, app, limit: int, timeout: float, keys: ApiKeys | None = None, file_limit: int | None = None,
+                 budget: int | None = None):
         self.app, self.limit, self.timeout, self.keys = app, limit, timeout, keys or ApiKeys({})
         self.file_limit = file_limit or limit  # for /translate_file's uploads
+        self.budget = budget if budget is not None else 4 * self.file_limit
+        self.held = 0  # bytes of the bodies arriving now
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -203,8 +208,9 @@ class BoundedBodies:
         if declared is not None and declared.isdigit() and int(declared) > limit:
             return await refuse(send, 413, f"the request body is over {limit} bytes", field=field)
         body = tempfile.SpooledTemporaryFile(SPOOL_BYTES if upload else limit + 1)
+        size, arriving = 0, 0  # arriving: bytes of this body counted in self.held
         try:
-            size, deadline = 0, time.monotonic() + self.timeout
+            deadline = time.monotonic() + self.timeout
             while True:
                 try:
                     message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
@@ -215,14 +221,22 @@ class BoundedBodies:
                     return None
                 chunk = message.get("body", b"")
                 size += len(chunk)
+                arriving += len(chunk)
+                self.held += len(chunk)
                 if size > limit:
                     return await refuse(send, 413, f"the request body is over {limit} bytes", field=field)
+                if self.held > self.budget:
+                    return await refuse(send, 503, "the server is receiving as many bodies as it holds at once; try "
+                                                   "again shortly", {"Retry-After": "5"}, field=field)
                 body.write(chunk)
                 if not message.get("more_body", False):
                     break
+            self.held -= arriving  # arrived: what it costs from now on is its request's, bounded elsewhere
+            arriving = 0
             body.seek(0)
             return await self.app(scope, replayed(body, size, receive), send)
         finally:
+            self.held -= arriving
             body.close()
 
 

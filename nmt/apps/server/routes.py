@@ -103,6 +103,12 @@ class Metrics:
                                  registry=self.registry,
                                  buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30))
         self.waiting = Gauge("nmt_queue_lines", "Lines waiting to be translated", registry=self.registry)
+        self.call = Histogram("nmt_call_seconds", "Time one translate call held the engine", registry=self.registry,
+                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
+
+    def observe_call(self, lines: int, seconds: float) -> None:
+        self.batch.observe(lines)
+        self.call.observe(seconds)
 
 
 class Service:
@@ -112,7 +118,7 @@ class Service:
     def __init__(self, engine: Engine, base_options: SearchOptions, settings: ServeSettings):
         self.engine, self.base_options, self.settings = engine, base_options, settings
         self.metrics = Metrics()
-        engine.on_batch = self.metrics.batch.observe
+        engine.on_call = self.metrics.observe_call
         self.rates = RateLimits(settings.req_limit, settings.api_keys)
         self.file_pool = ThreadPoolExecutor(settings.max_file_jobs, thread_name_prefix="nmt-file")
         self.file_slots = threading.BoundedSemaphore(settings.max_file_jobs)
@@ -315,8 +321,10 @@ def create_app(engine: Engine, base_options: SearchOptions, settings: ServeSetti
     add_information_routes(app, service)
     for add in more_routes:
         add(app, service)
+    # the bodies arriving at once: four files, and 64 requests of the largest text
+    budget = 4 * (settings.max_file_bytes + 65_536) + 64 * settings.max_body_bytes
     return BoundedBodies(app, settings.max_body_bytes, settings.read_timeout, settings.api_keys,
-                         settings.max_file_bytes + 65_536)
+                         settings.max_file_bytes + 65_536, budget)
 
 
 def add_handlers(app: FastAPI, metrics: Metrics) -> None:
