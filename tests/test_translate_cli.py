@@ -167,6 +167,9 @@ def test_a_line_in_another_script_comes_back_as_written_and_costs_the_engine_not
     mixed = translator.translate(["Tokyo (東京) is big."])[0].text
     assert mixed.count("東京") == 1  # behind a placeholder: even an untrained model keeps it
     assert translator.cost("Tokyo (東京) is big.") < len(translator.tokenizer.encode("Tokyo (東京) is big."))
+    assert translator.cost("🎉 " * 5_000) <= 3  # one run between spaces: one placeholder
+    scattered = "🎉 and " * 20  # more runs than placeholders: the model reads those past them as they are
+    assert translator.cost(scattered) == len(translator.tokenizer.encode(scattered))
 
 
 def test_no_protect_translates_the_text_as_it_is(tiny_checkpoint, translator):

@@ -64,7 +64,17 @@ from nmt.text.conventions import (
 from nmt.text.flags import load_english_words, lost_numbers, low_confidence, untranslated_words
 from nmt.text.metrics import loops
 from nmt.text.names import kept_couples, kept_name_spans, missing_names, name_to_keep, names_kept, titled_name_spans
-from nmt.text.protect import PLACEHOLDERS, Protected, foreign_runs, glued_kept, is_foreign, numbers_kept, protect
+from nmt.text.protect import (
+    MAX_PLACEHOLDERS,
+    PLACEHOLDERS,
+    Protected,
+    emoji_runs,
+    foreign_runs,
+    glued_kept,
+    is_foreign,
+    numbers_kept,
+    protect,
+)
 from nmt.text.register import FORMALITIES, formal_imperatives, informal_imperatives, register_of
 from nmt.text.segment import fit_piece, split_clauses, split_sentences
 from nmt.text.tokenizer import REGISTER_MARKS, Tokenizer
@@ -344,12 +354,16 @@ class Translator:
 
     def cost(self, line: str) -> int:
         """About the tokens the model reads to translate `line`, at least 1, counted in a time linear in its
-        length: what a server's turns and limits count. Text in another script goes behind a placeholder
-        (nmt.text.protect.foreign_runs): 8,000 Chinese characters cost 1, not the 24,000 tokens of their bytes."""
+        length: what a server's turns and limits count. Runs of emoji and of another script go behind a
+        placeholder each (nmt.text.protect), where there are placeholders enough: 8,000 Chinese characters cost 1,
+        not the 24,000 tokens of their bytes."""
         if is_foreign(line):
             return 1
+        runs = sorted(emoji_runs(line) + foreign_runs(line))
+        if len(runs) > MAX_PLACEHOLDERS:  # the model reads those past the placeholders as they are
+            runs = []
         kept, start = [], 0
-        for run_start, run_end in foreign_runs(line):
+        for run_start, run_end in runs:
             kept += [line[start:run_start], PLACEHOLDERS[0]]
             start = run_end
         return max(1, len(self.tokenizer.encode("".join(kept) + line[start:])))

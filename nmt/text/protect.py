@@ -127,16 +127,18 @@ def is_emoji(char: str) -> bool:
 
 
 def emoji_runs(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each run of emoji in `text`, joiners and variation selectors included."""
-    runs, start = [], None
+    """(start, end) of each run of emoji in `text`, joiners, variation selectors and the spaces between emoji
+    included ("🎉 🎉 🎉" is one run: one placeholder, where 10,000 of them would take more than there are)."""
+    runs, start, end = [], None, 0
     for index, char in enumerate(text):
         if is_emoji(char) or (start is not None and char in EMOJI_JOINERS):
             start = index if start is None else start
-        elif start is not None:
-            runs.append((start, index))
+            end = index + 1
+        elif start is not None and not char.isspace():
+            runs.append((start, end))
             start = None
     if start is not None:
-        runs.append((start, len(text)))
+        runs.append((start, end))
     return runs
 
 
