@@ -38,12 +38,12 @@ HEAVY = {
 }
 
 
-def code_env(code: Path | None) -> dict[str, str]:
-    """The environment that runs `code`'s nmt and nmt_cli (its cli/ folder under the package's name)."""
-    if code is None:
-        return {}
+def run_code(code: Path) -> dict[str, str]:
+    """The environment that runs `code`'s nmt and nmt_cli (its cli/ folder under the package's name), and a
+    working directory of nothing else: `python -m` would find this checkout's nmt in the current one first."""
     links = Path(tempfile.mkdtemp(prefix="nmt-code-"))
     (links / "nmt_cli").symlink_to(code.resolve() / "cli")
+    os.chdir(links)
     return {"PYTHONPATH": f"{code.resolve()}{os.pathsep}{links}"}
 
 
@@ -152,7 +152,8 @@ def main() -> None:
     parser.add_argument("--model", default=str(ROOT / "data" / "models" / "general.pt"))
     parser.add_argument("--code", type=Path, help="another checkout's nmt to run (default: this one)")
     args = parser.parse_args()
-    env = code_env(args.code)
+    args.model = str(Path(args.model).resolve())
+    env = run_code(args.code) if args.code else {}
     code = args.code or ROOT
     commit = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
