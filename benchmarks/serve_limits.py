@@ -145,6 +145,50 @@ def slow_bodies(model: str) -> str:
         served.stop()
 
 
+def slow_from_many_addresses(model: str) -> str:
+    """Issue 96's probe: 8 addresses x 32 connections sending a body a byte a second for 40 s (--read-timeout 60:
+    the deadline never saves the others), and a one-liner of a ninth address every half second."""
+    served = Served(model, "--read-timeout", "60")
+    held: list[socket.socket] = []
+    stop = time.monotonic() + 40
+    try:
+        for number in range(256):
+            connection = socket.create_connection(("127.0.0.1", served.port),
+                                                  source_address=(f"127.0.0.{10 + number % 8}", 0))
+            connection.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                               b"Content-Length: 1000\r\n\r\n{")
+            held.append(connection)
+
+        def trickle():
+            while time.monotonic() < stop:
+                for index, connection in enumerate(held):
+                    try:
+                        connection.sendall(b" ")
+                    except OSError:  # given way: the slow client comes back, as an attacker would
+                        held[index] = socket.create_connection(("127.0.0.1", served.port),
+                                                               source_address=(f"127.0.0.{10 + index % 8}", 0))
+                        held[index].sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                            b"application/json\r\nContent-Length: 1000\r\n\r\n{")
+                time.sleep(1)
+
+        thread = threading.Thread(target=trickle, daemon=True)
+        thread.start()
+        codes = []
+        with client("127.0.0.3") as probe:
+            while time.monotonic() < stop:
+                codes.append(probe.post(served.url + "/translate", json={"q": "Where is the station?", "source":
+                                                                         "en", "target": "fr"}).status_code)
+                time.sleep(0.5)
+        thread.join()
+        return (f"| 8 addresses x 32 connections sending a body a byte a second for 40 s, coming back when closed "
+                f"(--read-timeout 60), and a one-liner of another address every half second | "
+                f"{sum(code != 200 for code in codes)} of {len(codes)} one-liners refused |")
+    finally:
+        for connection in held:
+            connection.close()
+        served.stop()
+
+
 def stalled_uploads(model: str) -> str:
     served = Served(model, "--read-timeout", "120", env={"NMT_API_KEY": "s3cret"})
     uploads = []
@@ -210,7 +254,8 @@ def main() -> None:
     print(f"{datetime.date.today()}, {cpu}, {Path(model).name} ({digest}), "
           f"`python benchmarks/serve_limits.py --model {Path(model).name}`\n")
     print("| case | what happened |\n|---|---|")
-    for row in (surrogates(model), long_beside_short(model), slow_bodies(model), stalled_uploads(model),
+    for row in (surrogates(model), long_beside_short(model), slow_bodies(model), slow_from_many_addresses(model),
+                stalled_uploads(model),
                 *metrics_and_names(model)):
         print(row, flush=True)
 
