@@ -62,6 +62,10 @@ def test_a_fuzzy_match_is_the_most_similar_entry_at_the_threshold_or_above():
     assert found.kind == "fuzzy" and found.source == "Open the selected file" and 0.95 < found.score < 1
     assert memory.fuzzy("Open the selected files", 0.99) is None
     assert memory.fuzzy("Something else entirely", 0.5) is None
+    fresh = Memory()
+    fresh.add("Print", "Imprimer")
+    assert fresh.fuzzy("Print the selected files now", 0.5) is None  # no entry is long enough to be that near
+    assert fresh._trigrams is None  # so its index was not even built
     assert ratio("kitten", "sitting") == pytest.approx(1 - 3 / 7)
 
 

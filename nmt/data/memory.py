@@ -70,11 +70,13 @@ class Memory:
     _keys: list[str] = field(default_factory=list)  # each pair's normalized English
     _exact: dict[str, list[int]] = field(default_factory=dict)
     _trigrams: dict[str, array.array] | None = None  # trigram -> numbers of the entries holding it
+    _longest: int = 0  # the longest normalized English
 
     def add(self, english: str, french: str, origin: str = "") -> None:
         if not english.strip() or not french.strip():
             return
         key = normalized(english)
+        self._longest = max(self._longest, len(key))
         self._exact.setdefault(key, []).append(len(self.pairs))
         self._keys.append(key)
         self.pairs.append((english, french, origin))
@@ -128,7 +130,7 @@ class Memory:
     def fuzzy(self, text: str, threshold: float) -> Match | None:
         """The entry most similar to `text` at `threshold` or above, by the Levenshtein ratio, or None."""
         query = normalized(text)
-        if not query:
+        if not query or self._longest < threshold * len(query):  # no entry long enough to be that near
             return None
         shared = collections.Counter()
         grams = sorted((self.index().get(gram, ()) for gram in set(trigrams(query))), key=len)

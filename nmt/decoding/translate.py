@@ -393,9 +393,9 @@ class Translator:
         """This translator with its memories read now, and indexed for fuzzy matches if it offers them (the
         shipped one is read on first use, a second or so): a server reads them while it loads, so that no request
         waits for them."""
-        for memory, _ in self.memories:
+        for memory, most_words in self.memories:
             memory.exact("")
-            if self.fuzzy_threshold is not None:
+            if self.fuzzy_threshold is not None and most_words is None:
                 memory.index()
         return self
 
@@ -495,7 +495,9 @@ class Translator:
                 translation = replace(translation, text=text, nbest=[(text, 0.0)], memory=best.to_dict(),
                                       flags=[])
             elif self.fuzzy_threshold is not None and translation.text:
-                offers = [memory.fuzzy(translation.source, self.fuzzy_threshold) for memory, _ in self.memories]
+                # the user's memories: the shipped one serves short strings exactly, and offers nothing
+                offers = [memory.fuzzy(translation.source, self.fuzzy_threshold)
+                          for memory, most_words in self.memories if most_words is None]
                 offered = max((offer for offer in offers if offer), key=lambda offer: offer.score, default=None)
                 translation = replace(translation, memory=offered.to_dict() if offered else None)
             yield index, translation
