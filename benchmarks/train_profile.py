@@ -25,7 +25,6 @@ import re
 import shutil
 import sys
 import time
-import types
 from collections import defaultdict
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from nmt.model.transformer import Transformer
 from nmt.training.config import TrainConfig
 from nmt.training.distributed import Distributed
 from nmt.training.flops import peak_flops
-from nmt.training.loop import Loop
+from nmt.training.loop import Clock, Feed, Learner, Loop, Run
 
 LENGTHS = Path(__file__).with_name("wmt-lengths.tsv")
 
@@ -82,13 +81,10 @@ def training_loop(config: ModelConfig, device: torch.device, max_tokens: int) ->
     model = Transformer(config).to(device)
     train_config = TrainConfig(out="/tmp/nmt-profile", data="multi30k", max_tokens=max_tokens, max_steps=100,
                                clip_norm=0.0, precision="bf16")
-    trainer = types.SimpleNamespace(config=train_config, dist=Distributed(), device=device, precision="bf16",
-                                    scaler_state=None, average=None, update_freq=1, agreed_elapsed=None,
-                                    local_elapsed=lambda: 0.0)
+    run = Run(train_config, Distributed(), device, "bf16", 1, {}, Path(train_config.out), Clock())
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)  # as nmt train
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-    return Loop(trainer, model, TranslationLoss(model, 0.1), optimizer, scheduler, None, {"step": 0}, None, None,
-                None)
+    return Loop(run, Learner(model, TranslationLoss(model, 0.1), optimizer, scheduler), Feed(None), {"step": 0})
 
 
 def group_of(name: str) -> str:

@@ -9,6 +9,7 @@ from typing import Literal
 
 import typer
 
+from nmt.apps.server.config import ApiKeys, ServeSettings
 from nmt.decoding.configuration import DecodingFlags
 from nmt.errors import UsageError
 from nmt_cli.common import (
@@ -123,43 +124,50 @@ def translate(
                        "left empty", err=True)
 
 
+SERVE = ServeSettings()  # the defaults of `nmt serve`'s options
+
+
 @decoding_options(skip=("nbest", "sampling", "temperature", "seed", "no_cache", "min_confidence", "alignments"))
 def serve(
     model: Path = typer.Option(None, "--model", "-m", help=MODEL_HELP),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
-    port: int = typer.Option(5000, "--port", help="TCP port."),
-    max_chars: int = typer.Option(20_000, "--char-limit", "--max-chars", help="Characters of text one request may "
-                                  "hold (413 above)."),
-    token_limit: int = typer.Option(10_000, "--token-limit", help="Tokens the model reads of one request (413 "
-                                   "above): what a request costs, whatever its script."),
-    batch_limit: int = typer.Option(None, "--batch-limit", help="Texts one /translate request may hold (400 above; "
-                                    "default: any)."),
-    req_limit: int = typer.Option(None, "--req-limit", help="Requests a minute one client address may make (429 "
-                                  "with Retry-After above; default: any). A key of --api-keys has its own."),
-    max_queue: int = typer.Option(2_000, "--max-queue", help="Lines that may wait; more is a 503 with Retry-After."),
-    max_queue_chars: int = typer.Option(200_000, "--max-queue-chars", help="Characters that may wait; more is a "
-                                        "503 with Retry-After."),
-    max_batch_lines: int = typer.Option(64, "--max-batch-lines", help="Lines of queued requests decoded together, "
-                                        "taken in turns from each client."),
-    batch_wait_ms: float = typer.Option(5.0, "--batch-wait-ms", help="How long the first request waits for others "
-                                        "to share its batch."),
-    max_request_seconds: float = typer.Option(60.0, "--max-request-seconds", help="A request's lines still "
-                                              "waiting after this long are dropped (503); so are those of a client "
-                                              "that went away."),
-    read_timeout: float = typer.Option(30.0, "--read-timeout", help="Seconds a client may take to send a "
-                                       "request's headers, and then its whole body (408 after)."),
-    max_connections: int = typer.Option(256, "--max-connections", help="Connections served at once; more get a "
-                                        "503."),
-    max_client_connections: int = typer.Option(32, "--max-client-connections", help="Connections one client "
-                                               "address may hold at once; more get a 503."),
-    max_file_bytes: int = typer.Option(10_000_000, "--max-file-bytes", help="The largest file /translate_file "
-                                       "takes (413 above)."),
-    max_file_jobs: int = typer.Option(4, "--max-file-jobs", help="Files and HTML requests translated at once; "
-                                      "more get a 503."),
-    drain_timeout: float = typer.Option(60.0, "--drain-timeout", help="On SIGTERM or Ctrl-C, seconds the requests "
-                                        "in flight have to finish before the server exits anyway."),
-    max_file_seconds: float = typer.Option(600.0, "--max-file-seconds", help="A file's translation stops after "
-                                           "this long (503); it also stops when its client goes away."),
+    host: str = typer.Option(SERVE.host, "--host", help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(SERVE.port, "--port", help="TCP port."),
+    max_chars: int = typer.Option(SERVE.max_chars, "--char-limit", "--max-chars", help="Characters of text one "
+                                  "request may hold (413 above)."),
+    token_limit: int = typer.Option(SERVE.max_tokens, "--token-limit", help="Tokens the model reads of one request "
+                                    "(413 above): what a request costs, whatever its script."),
+    batch_limit: int = typer.Option(SERVE.batch_limit, "--batch-limit", help="Texts one /translate request may "
+                                    "hold (400 above; default: any)."),
+    req_limit: int = typer.Option(SERVE.req_limit, "--req-limit", help="Requests a minute one client address may "
+                                  "make (429 with Retry-After above; default: any). A key of --api-keys has its own."),
+    max_queue: int = typer.Option(SERVE.max_queue, "--max-queue", help="Lines that may wait; more is a 503 with "
+                                  "Retry-After."),
+    max_queue_chars: int = typer.Option(SERVE.max_queue_chars, "--max-queue-chars", help="Characters that may "
+                                        "wait; more is a 503 with Retry-After."),
+    max_batch_lines: int = typer.Option(SERVE.max_batch_lines, "--max-batch-lines", help="Lines of queued requests "
+                                        "decoded together, taken in turns from each client."),
+    batch_wait_ms: float = typer.Option(SERVE.batch_wait_ms, "--batch-wait-ms", help="How long the first request "
+                                        "waits for others to share its batch."),
+    max_request_seconds: float = typer.Option(SERVE.max_request_seconds, "--max-request-seconds", help="A "
+                                              "request's lines still waiting after this long are dropped (503); so "
+                                              "are those of a client that went away."),
+    read_timeout: float = typer.Option(SERVE.read_timeout, "--read-timeout", help="Seconds a client may take to "
+                                       "send a request's headers, and then its whole body (408 after)."),
+    max_connections: int = typer.Option(SERVE.max_connections, "--max-connections", help="Connections served at "
+                                        "once; a new one closes the one held longest without a request to answer."),
+    max_client_connections: int = typer.Option(SERVE.max_client_connections, "--max-client-connections",
+                                               help="Connections one client address may hold at once; more get a "
+                                               "503."),
+    max_file_bytes: int = typer.Option(SERVE.max_file_bytes, "--max-file-bytes", help="The largest file "
+                                       "/translate_file takes (413 above)."),
+    max_file_jobs: int = typer.Option(SERVE.max_file_jobs, "--max-file-jobs", help="Files and HTML requests "
+                                      "translated at once; more get a 503."),
+    drain_timeout: float = typer.Option(SERVE.drain_timeout, "--drain-timeout", help="On SIGTERM or Ctrl-C, "
+                                        "seconds the requests in flight have to finish before the server exits "
+                                        "anyway."),
+    max_file_seconds: float = typer.Option(SERVE.max_file_seconds, "--max-file-seconds", help="A file's "
+                                           "translation stops after this long (503); it also stops when its client "
+                                           "goes away."),
     max_file_chars: int = FILE_LIMIT_OPTIONS["max_chars"],
     max_file_depth: int = FILE_LIMIT_OPTIONS["max_depth"],
     max_file_inflated: int = FILE_LIMIT_OPTIONS["max_inflated"],
@@ -176,59 +184,37 @@ def serve(
     decoded together. SIGTERM or Ctrl-C: stop taking requests, answer those in flight, exit."""
     configure_logging(quiet)
     try:
-        from nmt.apps.server.engine import Engine
-        from nmt.apps.server.limits import ApiKeys
         from nmt.apps.server.process import listening
         from nmt.apps.server.process import serve as serve_on
-        from nmt.apps.server.routes import ServeSettings
     except ImportError as exc:
         raise UsageError(f"nmt serve needs the serve extra ({exc.name} is missing): pip install "
                          "'nmt-transformer[serve]'") from None
-    for name, value in (("--char-limit", max_chars), ("--token-limit", token_limit), ("--max-queue", max_queue),
-                        ("--max-batch-lines", max_batch_lines),
-                        ("--max-file-bytes", max_file_bytes), ("--max-connections", max_connections),
-                        ("--max-client-connections", max_client_connections), ("--max-file-jobs", max_file_jobs),
-                        ("--max-queue-chars", max_queue_chars), ("--batch-limit", batch_limit or 1),
-                        ("--req-limit", req_limit or 1)):
-        if value < 1:
-            raise UsageError(f"{name} must be at least 1, not {value}")
-    if batch_wait_ms < 0:
-        raise UsageError("--batch-wait-ms must not be negative")
-    if max_queue_chars < max_chars:
-        raise UsageError(f"--max-queue-chars ({max_queue_chars}) must be at least --char-limit ({max_chars}): a "
-                         "request of the limit must fit the queue")
-    for name, value in (("--read-timeout", read_timeout), ("--drain-timeout", drain_timeout),
-                        ("--max-file-seconds", max_file_seconds), ("--max-request-seconds", max_request_seconds)):
-        if value <= 0:
-            raise UsageError(f"{name} must be positive, not {value:g}")
-    keys = ApiKeys.read(api_keys, api_key)
+    from nmt.apps.files import SERVER_LIMITS
+
+    settings = ServeSettings(
+        host=host, port=port, max_chars=max_chars, max_tokens=token_limit, batch_limit=batch_limit,
+        req_limit=req_limit, max_queue=max_queue, max_queue_chars=max_queue_chars, max_batch_lines=max_batch_lines,
+        batch_wait_ms=batch_wait_ms, max_request_seconds=max_request_seconds, read_timeout=read_timeout,
+        max_connections=max_connections, max_client_connections=max_client_connections,
+        max_file_bytes=max_file_bytes, max_file_jobs=max_file_jobs, max_file_seconds=max_file_seconds,
+        drain_timeout=drain_timeout, quiet=quiet, api_keys=ApiKeys.read(api_keys, api_key),
+        file_limits=file_limits(SERVER_LIMITS, max_chars=max_file_chars, max_depth=max_file_depth,
+                                max_inflated=max_file_inflated, max_ratio=max_file_ratio))
     with collection_paused():
         from nmt.decoding.configuration import knows_registers
         from nmt.decoding.translate import Translator
 
         # one worker unless --workers says otherwise: requests are batched together already
         checkpoint, _, config = resolve_decoding([model] if model else None, decoding, workers=1)
+    settings = replace(settings, model_name=find_model(model).name, decoding=config.to_dict(),
+                       registers=knows_registers(checkpoint))
     listener = listening(host, port)
-    engine = Engine(lambda: Translator.from_checkpoint(checkpoint, config).read_memories(),
-                    max_lines=max_batch_lines, wait=batch_wait_ms / 1000, max_queue=max_queue,
-                    max_queue_chars=max_queue_chars)
-    from nmt.apps.files import SERVER_LIMITS
-
-    limits = file_limits(SERVER_LIMITS, max_chars=max_file_chars, max_depth=max_file_depth,
-                         max_inflated=max_file_inflated, max_ratio=max_file_ratio)
-    settings = ServeSettings(max_chars=max_chars, max_tokens=token_limit, api_keys=keys,
-                             model_name=find_model(model).name,
-                             decoding=config.to_dict(), read_timeout=read_timeout, max_file_bytes=max_file_bytes,
-                             file_limits=limits, max_file_seconds=max_file_seconds,
-                             registers=knows_registers(checkpoint), req_limit=req_limit,
-                             max_request_seconds=max_request_seconds, batch_limit=batch_limit,
-                             max_file_jobs=max_file_jobs)
     if not quiet:
         mode = config.precision + (", shortlist" if config.shortlist else "")
         typer.echo(f"nmt serve: http://{host}:{port} ({mode}; loading the model; /health answers 200 once it is "
                    "loaded)", err=True)
-    serve_on(engine, config.search, settings, listener, max_connections=max_connections,
-             max_client_connections=max_client_connections, drain_timeout=drain_timeout, quiet=quiet)
+    serve_on(lambda: Translator.from_checkpoint(checkpoint, config).read_memories(), config.search, settings,
+             listener)
 
 
 @decoding_options(only=("lenpen", "max_tokens", "device", "threads", "formality", "verbose"))

@@ -10,8 +10,9 @@ import pytest
 
 pytest.importorskip("fastapi")
 
+from nmt.apps.server.config import ApiKeys  # noqa: E402
 from nmt.apps.server.engine import Cancelled, Engine, QueueFull, joined, pieces_of  # noqa: E402
-from nmt.apps.server.limits import ApiKeys, RateLimits  # noqa: E402
+from nmt.apps.server.limits import RateLimits  # noqa: E402
 from nmt.decoding.search import SearchOptions  # noqa: E402
 from nmt.decoding.translate import Translation  # noqa: E402
 from nmt.errors import UsageError  # noqa: E402
@@ -241,3 +242,17 @@ def test_an_accepted_connection_sends_without_waiting_for_the_client_s_delayed_a
             assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0  # as the server is handed it
             no_delay(types.SimpleNamespace(get_extra_info=lambda name: accepted if name == "socket" else None))
             assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"port": 70_000}, "--port must be a TCP port"), ({"max_tokens": 0}, "--token-limit must be at least 1"),
+    ({"req_limit": 0}, "--req-limit must be at least 1"), ({"read_timeout": 0.0}, "--read-timeout must be positive"),
+    ({"batch_wait_ms": -1.0}, "--batch-wait-ms must not be negative"),
+    ({"max_chars": 500, "max_queue_chars": 400}, "--max-queue-chars \\(400\\) must be at least --char-limit"),
+])
+def test_serve_settings_are_checked_where_they_are_built_naming_the_option(given, message):
+    from nmt.apps.server.config import ServeSettings
+
+    with pytest.raises(UsageError, match=message):
+        ServeSettings(**given)
+    assert ServeSettings(port=0, batch_limit=None).max_body_bytes == 6 * 20_000 + 65_536

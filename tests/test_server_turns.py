@@ -14,9 +14,9 @@ import pytest
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
+from nmt.apps.server.config import ServeSettings  # noqa: E402
 from nmt.apps.server.engine import Engine  # noqa: E402
 from nmt.apps.server.process import listening, server_for  # noqa: E402
-from nmt.apps.server.routes import ServeSettings  # noqa: E402
 from nmt.decoding.search import SearchOptions  # noqa: E402
 from tests.test_server_engine import ScriptedTranslator  # noqa: E402
 
@@ -33,8 +33,9 @@ class Gated:
         listener = listening("127.0.0.1", 0)
         self.port = listener.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = server_for(self.engine, SearchOptions(), ServeSettings(max_chars=50_000, max_file_jobs=1),
-                                 max_connections=64, max_client_connections=8, drain_timeout=5, quiet=True)
+        self.server = server_for(self.engine, SearchOptions(), ServeSettings(
+            max_chars=50_000, max_file_jobs=1, max_connections=64, max_client_connections=8, drain_timeout=5,
+            quiet=True))
         self.engine.start()
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [listener]}, daemon=True)
         self.thread.start()

@@ -4,8 +4,10 @@ exports faithfully; the default one translates the README's examples."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +120,14 @@ def test_a_first_word_the_model_copies_is_given_to_it_again_in_lower_case(monkey
     without = [t.text for t in translator.translate(lines)]
     assert all(opening in text for opening, text in zip(openings, without, strict=False))  # what it mends
     assert without[3:] == french[3:]  # the lines it leaves alone translate as without it
+
+
+def test_the_readme_s_scores_are_the_shipped_model_s_and_it_stays_short():
+    """The README's table of the default model's BLEU is models.json's, which `nmt models` prints: one source."""
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    shipped = json.loads((root / "data" / "models" / "models.json").read_text(encoding="utf-8"))
+    scores = shipped["models"][shipped["default"]]["bleu"]
+    table = dict(re.findall(r"^\| ([\w:-]+) \| ([\d.]+) \|$", readme, re.M))
+    assert table == {name: f"{bleu:.2f}" for name, bleu in scores.items()}
+    assert len(readme) <= 10_000, f"the README is {len(readme)} characters"

@@ -33,7 +33,7 @@ from nmt.training.averaging import write_slim_resume_point
 from nmt.training.config import TrainConfig, TrainFlags
 from nmt.training.distributed import lock_run_folder
 from nmt.training.flops import training_flops
-from nmt.training.loop import Loop
+from nmt.training.loop import Clock, Feed, Learner, Loop, Run
 from nmt.training.plot import chained
 from nmt.training.schedule import inverse_sqrt, linear_decay, linear_decay_in_time, paper_peak_lr
 from nmt.training.train import Trainer
@@ -964,16 +964,13 @@ def test_a_rank_that_hangs_mid_run_stops_the_others_after_dist_timeout_in_one_li
 def bare_loop(model, optimizer, config: TrainConfig, precision: str = "fp32") -> Loop:
     """nmt train's Loop around `model` and `optimizer` on the CPU, without a corpus: its update() and
     collated(), two batches an update."""
-    import types
 
     from nmt.model.loss import TranslationLoss
     from nmt.training.distributed import Distributed
 
-    trainer = types.SimpleNamespace(config=config, dist=Distributed(), device=torch.device("cpu"),
-                                    precision=precision, scaler_state=None, average=None, update_freq=2,
-                                    agreed_elapsed=None, local_elapsed=lambda: 0.0)
+    run = Run(config, Distributed(), torch.device("cpu"), precision, 2, {}, Path(config.out), Clock())
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-    return Loop(trainer, model, TranslationLoss(model), optimizer, scheduler, None, {"step": 0}, None, None, None)
+    return Loop(run, Learner(model, TranslationLoss(model), optimizer, scheduler), Feed(None), {"step": 0})
 
 
 def test_an_update_weighs_every_target_token_alike_whichever_batch_it_is_in(tmp_path):

@@ -126,8 +126,7 @@ class DecodingConfig:
         models decode with this one (no shortlist unless asked for, which then fails)."""
         import torch
 
-        from nmt.decoding.inference import resolve_device
-        from nmt.model.backend import Backend
+        from nmt.model.backend import Backend, resolve_device
 
         if flags.threads is not None:
             if flags.threads < 1:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import torch
-
 from nmt.decoding.ensemble import Ensemble
 from nmt.decoding.search import Decoder
 from nmt.errors import UsageError
@@ -74,13 +72,3 @@ def quantize_int8(model: Transformer) -> Transformer:
     untie_output_projection(model)
     quantize_(model, Int8DynamicActivationInt8WeightConfig())
     return model
-
-
-def resolve_device(name: str) -> torch.device:
-    if name not in ("auto", "cpu", "cuda"):
-        raise UsageError(f"--device must be auto, cpu or cuda, not {name!r}")
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda asked for, but no CUDA device is available")
-    return torch.device(name)

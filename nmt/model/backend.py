@@ -5,7 +5,7 @@ in bf16, torch's int8 kernels, and (when first asked) nmt's C library (nmt.model
 turns a precision and a device into what every layer below runs: the weights' format, the activations' and the
 attention caches' dtypes, the int8 product, the C kernels and the fused layer stacks, or torch alone.
 
-    backend = Backend.resolve("auto", torch.device("cpu"))     # e.g. int8_fp32, int8 rows of 8 bits, C kernels
+    backend = Backend.resolve("auto", resolve_device("auto"))  # e.g. int8_fp32, int8 rows of 8 bits, C kernels
     model = cast_for_inference(model, backend)                  # nmt.decoding.inference
     decoder = FlatDecoder(model, backend)                       # nmt.model.flat_decoder
 
@@ -133,3 +133,15 @@ def native_library_loads() -> bool:
     from nmt.model.native import library
 
     return library() is not None
+
+
+def resolve_device(name: str) -> torch.device:
+    """The device --device names: auto (CUDA where there is one), cpu or cuda; UsageError for another or a CUDA
+    that is not there."""
+    if name not in ("auto", "cpu", "cuda"):
+        raise UsageError(f"--device must be auto, cpu or cuda, not {name!r}")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda asked for, but no CUDA device is available")
+    return torch.device(name)

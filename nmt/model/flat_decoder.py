@@ -7,7 +7,8 @@ about as much as the operations themselves. FlatDecoder looks every layer's weig
 functions (oneDNN's packed bf16 products, nmt.model.quantize's int8 products), and gives them to decoder_step; the
 search sees it as a decoder (`config`, `init_state`, `decode_step`).
 
-    decoder = FlatDecoder(model.eval())
+    backend = Backend.resolve("auto", torch.device("cpu"))     # nmt.model.backend
+    decoder = FlatDecoder(cast_for_inference(model.eval(), backend), backend)   # nmt.decoding.inference
     hypotheses = search(decoder, src, SearchOptions(beam_size=4))
 
 In reduced precision on a CPU (bf16, int8_bf16, int8_fp32) it keeps its attention caches in bf16 and

@@ -34,15 +34,19 @@ def machine() -> Machine:
     return Machine(flags=frozenset(cpu_flags()), onednn_bf16=onednn_bf16(), int_mm=int_mm_exact())
 
 
-def cpu_flags() -> set[str]:
+@functools.cache
+def cpu_flags_line() -> str:
+    """The instruction-set line of /proc/cpuinfo as written (x86's "flags", Arm's "Features"), read once a
+    process; "" where there is none."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("flags"):
-                    return set(line.partition(":")[2].split())
+            return next((line.rstrip("\n") for line in info if line.startswith(("flags", "Features"))), "")
     except OSError:
-        pass
-    return set()
+        return ""
+
+
+def cpu_flags() -> set[str]:
+    return set(cpu_flags_line().partition(":")[2].split())
 
 
 def onednn_bf16() -> bool:

@@ -56,7 +56,7 @@ from pathlib import Path
 
 import torch
 
-from nmt.model.machine import machine
+from nmt.model.machine import cpu_flags_line, machine
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +74,7 @@ QUERY_DTYPES = (torch.bfloat16, torch.float32)
 def cpu_signature() -> str:
     """What the compiled code depends on: the machine and its instruction-set flags (a cache folder shared
     between machines must not hand one CPU's build to another)."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        flags = next(line for line in lines if line.startswith(("flags", "Features")))  # x86, Arm
-    except (OSError, StopIteration):
-        flags = platform.processor()
-    return f"{platform.machine()} {flags}"
+    return f"{platform.machine()} {cpu_flags_line() or platform.processor()}"
 
 
 def cache_folder() -> Path:

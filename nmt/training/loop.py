@@ -14,6 +14,8 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -30,6 +32,10 @@ from nmt.model.transformer import Transformer
 from nmt.text.metrics import score
 from nmt.text.tokenizer import Tokenizer
 from nmt.training.flops import peak_flops, training_flops
+
+if TYPE_CHECKING:
+    from nmt.training.config import TrainConfig
+    from nmt.training.distributed import Distributed
 
 log = logging.getLogger("nmt")
 
@@ -189,37 +195,105 @@ def to_random_state(value):
     return (version, tuple(internal), gauss)
 
 
+class Clock:
+    """Seconds of training across resumes, validation's pauses left out: what --max-minutes and a decay over
+    minutes count. With several ranks, the run's one clock is rank 0's as the ranks last agreed on it at an
+    update (each rank's own would let a time-based rate and stop differ between ranks)."""
+
+    def __init__(self, world_size: int = 1, before: float = 0.0):
+        self.world_size = world_size
+        self.started = time.monotonic() - before
+        self.agreed: float | None = None  # rank 0's seconds, as the ranks last agreed on them
+
+    def resume(self, before: float) -> None:
+        """Count from `before` seconds trained already."""
+        self.started, self.agreed = time.monotonic() - before, before
+
+    def local(self) -> float:
+        """Seconds by this process's clock."""
+        return time.monotonic() - self.started
+
+    def elapsed(self) -> float:
+        """Seconds by the run's one clock."""
+        return self.local() if self.world_size == 1 or self.agreed is None else self.agreed
+
+    def pause(self, seconds: float) -> None:
+        """Leave out `seconds` that were not training (a validation)."""
+        self.started += seconds
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the Trainer resolved for the step loop: the configuration, the ranks and device, the precision, the
+    batches an update, the rate's schedule, the output folder and the clock."""
+
+    config: TrainConfig
+    dist: Distributed
+    device: torch.device
+    precision: str  # fp32, bf16 or fp16
+    update_freq: int
+    schedule: dict
+    out: Path
+    clock: Clock
+
+
+@dataclass(frozen=True)
+class Learner:
+    """What learns: the model, its loss (wrapped for the ranks), the optimizer and the rate's scheduler, the
+    moving average of the weights (--ema), a resumed fp16 loss scale."""
+
+    model: Transformer
+    wrapped: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    average: MovingAverage | None = None
+    scaler_state: dict | None = None
+
+
+@dataclass(frozen=True)
+class Feed:
+    """What the loop reads: the training batches, the validation pairs and their token ids, the tokenizer."""
+
+    batches: EpochBatches | None
+    tokenizer: Tokenizer | None = None
+    valid: ParallelText | None = None
+    valid_ids: list | None = None
+
+
 class Loop:
     """The step loop of one run; holds what the steps share."""
 
-    def __init__(self, trainer, model, wrapped, optimizer, scheduler, tokenizer, state, valid, valid_ids, batches):
-        self.trainer, self.config, self.dist = trainer, trainer.config, trainer.dist
-        self.model, self.wrapped, self.optimizer, self.scheduler = model, wrapped, optimizer, scheduler
-        self.tokenizer, self.state, self.valid, self.valid_ids = tokenizer, state, valid, valid_ids
-        self.batches = batches
-        self.model_config = model.config
-        self.device = trainer.device
+    def __init__(self, run: Run, learner: Learner, feed: Feed, state: dict):
+        """state: the run's progress (step, epoch, ...), updated in place and saved with each checkpoint."""
+        self.setup, self.config, self.dist, self.clock = run, run.config, run.dist, run.clock
+        self.model, self.wrapped, self.optimizer = learner.model, learner.wrapped, learner.optimizer
+        self.scheduler, self.average = learner.scheduler, learner.average
+        self.tokenizer, self.valid, self.valid_ids, self.batches = feed.tokenizer, feed.valid, feed.valid_ids, \
+            feed.batches
+        self.state = state
+        self.model_config = learner.model.config
+        self.device = run.device
         self.interrupted = 0  # the signal that asked the run to stop at the next step boundary
         self.norm_sum = torch.zeros((), device=self.device)  # of the gradient norms (before clipping) of the
         # updates taken since the last progress line
-        self.scaler = torch.amp.GradScaler("cuda") if trainer.precision == "fp16" else None
+        self.scaler = torch.amp.GradScaler("cuda") if run.precision == "fp16" else None
         # validation's batches: a --max-tokens raised to fill a GPU for training would not fit beside it
         self.valid_tokens = min(self.config.max_tokens, VALID_MAX_TOKENS)
         self.peak = peak_flops(self.device)[1]  # a GPU's dense bf16 FLOP/s, for the utilization logged
         self.stop_voted = None  # whether some rank wanted to stop, as of the last update read (finished())
         # fused Adam skips an update on the device (its found_inf), with no wait for the update's values
-        self.skips_on_device = all(group.get("fused") for group in optimizer.param_groups) and \
-            getattr(optimizer, "_step_supports_amp_scaling", False)
+        self.skips_on_device = all(group.get("fused") for group in self.optimizer.param_groups) and \
+            getattr(self.optimizer, "_step_supports_amp_scaling", False)
         self.pending: Queued | None = None  # the last update queued, its values not yet read (advance())
         self.window = Window(time.monotonic())
         self.skipped_in_a_row = 0
-        if self.scaler and trainer.scaler_state:
-            self.scaler.load_state_dict(trainer.scaler_state)
+        if self.scaler and learner.scaler_state:
+            self.scaler.load_state_dict(learner.scaler_state)
 
     def autocast(self):
-        if self.trainer.precision == "fp32":
+        if self.setup.precision == "fp32":
             return contextlib.nullcontext()
-        dtype = torch.bfloat16 if self.trainer.precision == "bf16" else torch.float16
+        dtype = torch.bfloat16 if self.setup.precision == "bf16" else torch.float16
         return torch.autocast(self.device.type, dtype=dtype)
 
     def epoch_groups(self, epoch: int, first: int = 0) -> Iterator[list[Collated]]:
@@ -228,7 +302,7 @@ class Loop:
         collated PREFETCH_UPDATES updates ahead on a thread of their own (pinned on CUDA), so that the step
         never waits for the host to build its next batch."""
         indices = self.batches.of(epoch)
-        world, size = self.dist.world_size, self.trainer.update_freq
+        world, size = self.dist.world_size, self.setup.update_freq
         mine = indices[: len(indices) // world * world][self.dist.rank :: world]
         corpus = self.batches.corpus
 
@@ -269,7 +343,7 @@ class Loop:
         update. A lone process needs no vote."""
         s, c = self.state, self.config
         over = (c.max_steps and s["step"] >= c.max_steps) or (c.max_epochs and s["epoch"] >= c.max_epochs)
-        over = over or s["step"] >= self.trainer.schedule.get("total", math.inf)  # a linear decay's rate is 0 there
+        over = over or s["step"] >= self.setup.schedule.get("total", math.inf)  # a linear decay's rate is 0 there
         if self.dist.world_size == 1:
             return bool(over or self.wants_to_stop())
         if self.stop_voted is None:
@@ -279,7 +353,7 @@ class Loop:
     def wants_to_stop(self) -> bool:
         """This rank's own reasons to stop: training time spent, or a signal."""
         c = self.config
-        return bool(c.max_minutes and self.trainer.elapsed() >= 60 * c.max_minutes or self.interrupted)
+        return bool(c.max_minutes and self.clock.elapsed() >= 60 * c.max_minutes or self.interrupted)
 
     def update(self, group: list[Collated]) -> Queued:
         """One optimizer step over a group of batches (gradient accumulation), queued on the device: nothing in
@@ -313,7 +387,7 @@ class Loop:
         gradients = [p.grad for p in self.model.parameters() if p.grad is not None]
         norm = torch.nn.utils.get_total_norm(gradients)  # of the rank-averaged gradients, before normalizing
         # the update's one all-reduce (Queued's values)
-        clock = self.trainer.local_elapsed() if self.dist.is_main else 0.0
+        clock = self.clock.local() if self.dist.is_main else 0.0
         total_flops = float(sum(batch.flops for batch in group))
         flags = torch.stack([total_loss, torch.full((), float(total_tokens), device=self.device),
                              (~torch.isfinite(total_loss)).float(), (~torch.isfinite(norm)).float(),
@@ -337,8 +411,8 @@ class Loop:
         elif not skipped.item():
             self.optimizer.step()
         self.scheduler.step()
-        if self.trainer.average is not None:
-            self.trainer.average.update(queued.step, skipped)
+        if self.average is not None:
+            self.average.update(queued.step, skipped)
         self.norm_sum += torch.where(skipped, 0.0, norm.detach().float())  # read by the progress line
         self.optimizer.zero_grad(set_to_none=True)
         if scaler:  # unscale_ recorded whether the gradients overflowed: the scale backs off, or grows in time
@@ -360,7 +434,7 @@ class Loop:
         """A queued update's loss per target token, target tokens, FLOPs and whether it was taken (waiting for
         them if need be); what the ranks agreed on in it (a rank wants to stop, the clock) taken in."""
         loss_sum, tokens, bad_loss, bad_gradients, stop, clock, flops = queued.read()
-        self.trainer.agreed_elapsed = clock
+        self.clock.agreed = clock
         self.stop_voted = stop > 0
         return loss_sum / tokens, int(tokens), int(flops), not (bad_loss or bad_gradients)
 
@@ -415,7 +489,7 @@ class Loop:
         def stop(signal_number, frame):
             if self.interrupted and signal_number == signal.SIGINT:
                 raise Interrupted(signal_number, message=f"interrupted by {signal_name(signal_number)} again: "
-                                  f"stopped at once; {self.trainer.out / 'last.pt'} holds the last save")
+                                  f"stopped at once; {self.setup.out / 'last.pt'} holds the last save")
             if self.interrupted:
                 log.warning("%s again: already stopping after this update (Ctrl-C twice stops at once)",
                             signal_name(signal_number))
@@ -461,7 +535,7 @@ class Loop:
                             return self.summary("early stop")
                         # tokens/s, --max-minutes and a decay over them count training time only
                         self.window.start += time.monotonic() - paused
-                        self.trainer.started += time.monotonic() - paused
+                        self.clock.pause(time.monotonic() - paused)
                 else:
                     s["epoch"] += 1
                     s["batch_in_epoch"] = 0
@@ -472,7 +546,7 @@ class Loop:
             self.save_last()
             raise Interrupted(self.interrupted or signal.SIGTERM, message=(
                 f"interrupted by {signal_name(self.interrupted or signal.SIGTERM)} at step {s['step']}: saved "
-                f"{self.trainer.out / 'last.pt'} there; rerun the same command to resume"))
+                f"{self.setup.out / 'last.pt'} there; rerun the same command to resume"))
         if s["step"] % self.config.valid_every != 0:
             self.validate_and_save()
         return self.summary("budget reached")
@@ -487,7 +561,7 @@ class Loop:
         loss, seconds = window.loss / window.taken, now - window.start
         tokens_per_second, flops_per_second = window.tokens / seconds, window.flops / seconds
         s, c = self.state, self.config
-        elapsed = self.trainer.elapsed()
+        elapsed = self.clock.elapsed()
         remaining = []
         if c.max_steps:
             remaining.append(elapsed / s["step"] * (c.max_steps - s["step"]))
@@ -518,8 +592,8 @@ class Loop:
         self.append_metrics(record)
 
     def append_metrics(self, record: dict) -> None:
-        record["elapsed_s"] = round(self.trainer.local_elapsed(), 1)
-        with open(self.trainer.out / "metrics.jsonl", "a") as file:
+        record["elapsed_s"] = round(self.clock.local(), 1)
+        with open(self.setup.out / "metrics.jsonl", "a") as file:
             file.write(json.dumps(record) + "\n")
 
     def validate(self, model: Transformer) -> tuple[float, float]:
@@ -559,12 +633,12 @@ class Loop:
         """The run as it stands; with the training state to resume from where every rank's `random_states`
         are given (random_states())."""
         s = self.state
-        s["elapsed"] = self.trainer.local_elapsed()  # rank 0's, which saves
+        s["elapsed"] = self.clock.local()  # rank 0's, which saves
         train_state = None
         if random_states is not None:
             train_state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                            "torch_rng": random_states[0]["torch"], "python_rng": random_states[0]["python"],
-                           "rank_rng": random_states, "progress": dict(s), "schedule": dict(self.trainer.schedule)}
+                           "rank_rng": random_states, "progress": dict(s), "schedule": dict(self.setup.schedule)}
             if self.scaler:
                 train_state["scaler"] = self.scaler.state_dict()
             if "cuda" in random_states[0]:
@@ -572,7 +646,7 @@ class Loop:
         summary = {"step": s["step"], "epoch": s["epoch"] + 1, "best_bleu": round(s["best_bleu"], 2),
                    "hours": round(s["elapsed"] / 3600, 2), "data": self.config.data or self.config.src_file
                    or self.config.hf_dataset or self.config.prepared}
-        average = self.trainer.average
+        average = self.average
         return Checkpoint(self.model.config, model_weights(self.model), self.tokenizer.model_bytes,
                           training={"config": self.config.to_dict(), "summary": summary}, train_state=train_state,
                           ema=average.weights() if average is not None else None)
@@ -581,12 +655,12 @@ class Loop:
         """last.pt, written by rank 0 with every rank's random states (every rank calls it)."""
         random_states = self.random_states()
         if self.dist.is_main:
-            save_checkpoint(self.trainer.out / "last.pt", self.checkpoint(random_states))
+            save_checkpoint(self.setup.out / "last.pt", self.checkpoint(random_states))
 
     def save_step(self, snapshot: Checkpoint) -> None:
         """stepN.pt (rank 0), the last --keep-last of them kept: what `nmt average` averages."""
         if self.dist.is_main and self.config.keep_last:
-            out = self.trainer.out
+            out = self.setup.out
             save_checkpoint(out / f"step{self.state['step']:07d}.pt", snapshot)
             for old in sorted(out.glob("step*.pt"))[: -self.config.keep_last]:
                 old.unlink()
@@ -596,7 +670,7 @@ class Loop:
         stop = False
         s = self.state
         if self.dist.is_main:
-            average = self.trainer.average
+            average = self.average
             record = {"step": s["step"], "epoch": s["epoch"] + 1}
             if average is not None:  # the average is what is scored and chosen; the weights' loss beside it
                 record["valid_loss_weights"] = round(self.validate_loss(self.model), 4)
@@ -608,7 +682,7 @@ class Loop:
                      " of the moving average" if average is not None else "", " (best)" if improved else "")
             self.append_metrics({**record, "valid_loss": round(valid_loss, 4), "valid_bleu": round(bleu, 2)})
             snapshot = self.checkpoint()
-            out = self.trainer.out
+            out = self.setup.out
             if improved:
                 save_checkpoint(out / "best.pt", snapshot)
             self.save_step(snapshot)

@@ -22,7 +22,6 @@ import hashlib
 import logging
 import os
 import random
-import time
 from pathlib import Path
 
 import torch
@@ -50,7 +49,17 @@ from nmt.training.distributed import (
     training_precision,
     unanswered,
 )
-from nmt.training.loop import EpochBatches, Loop, MovingAverage, to_random_state, tokenized_pairs
+from nmt.training.loop import (
+    Clock,
+    EpochBatches,
+    Feed,
+    Learner,
+    Loop,
+    MovingAverage,
+    Run,
+    to_random_state,
+    tokenized_pairs,
+)
 from nmt.training.schedule import REWARM, decay_end, paper_peak_lr, rate_factor
 
 log = logging.getLogger("nmt")
@@ -68,8 +77,7 @@ class Trainer:
         self.out = Path(config.out)
         self.device = training_device()
         self.dist = Distributed(self.device)  # until run() joins the others
-        self.started = time.monotonic()  # minus the time trained before, once resumed
-        self.agreed_elapsed = None  # rank 0's training seconds, as the ranks last agreed on them
+        self.clock = Clock()  # of the ranks once they have joined, from the time trained before once resumed
         self.scaler_state = None
         self.peers: PeerFailures | None = None  # before the ranks join, another's failure (under torchrun)
         self.dist_rank = int(os.environ.get("RANK", "0"))  # torchrun's, before the ranks join
@@ -214,7 +222,8 @@ class Trainer:
         # values are not finite (Loop.update), not after waiting for them
         optimizer = torch.optim.Adam(model.parameters(), lr=self.schedule["lr"], betas=(0.9, 0.98), eps=1e-9,
                                      fused=True)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate_factor(self.schedule, self.elapsed))
+        self.clock = Clock(self.dist.world_size)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate_factor(self.schedule, self.clock.elapsed))
         decay = self.schedule.get("decay", "inverse-sqrt")
         log.info("model: d_model %d, %d heads, d_ff %d, %d+%d layers, %.2fM parameters; %d training pairs, %d "
                  "validation; %d steps/epoch; peak lr %.2e, warmup %d, %s decay%s", model_config.d_model,
@@ -227,8 +236,7 @@ class Trainer:
                  "elapsed": 0.0, "world_size": self.dist.world_size, "update_freq": self.update_freq}
         if resumed is not None:
             state = self._resume(resumed, model, optimizer, scheduler)
-        self.started = time.monotonic() - state["elapsed"]
-        self.agreed_elapsed = state["elapsed"]
+        self.clock.resume(state["elapsed"])
         wrapped = TranslationLoss(model, config.label_smoothing, compiled=config.compile,
                                   graphs=config.static_shapes and self.device.type == "cuda")
         if self.dist.group is not None:
@@ -245,19 +253,10 @@ class Trainer:
         self.average = None
         if config.ema:
             self.average = MovingAverage(model, config.ema, resumed.ema if resumed is not None else None)
-        loop = Loop(self, model, wrapped, optimizer, scheduler, tokenizer, state, valid, valid_ids, batches)
-        return loop.run()
-
-    def local_elapsed(self) -> float:
-        """Seconds of training so far, across resumes, by this process's clock."""
-        return time.monotonic() - self.started
-
-    def elapsed(self) -> float:
-        """Seconds of training so far by the run's one clock: rank 0's, as of the last update's all-reduce
-        (each rank's own would let a time-based rate and stop differ between ranks), and this process's alone."""
-        if self.dist.world_size == 1 or self.agreed_elapsed is None:
-            return self.local_elapsed()
-        return self.agreed_elapsed
+        run = Run(config, self.dist, self.device, self.precision, self.update_freq, self.schedule, self.out,
+                  self.clock)
+        learner = Learner(model, wrapped, optimizer, scheduler, self.average, self.scaler_state)
+        return Loop(run, learner, Feed(batches, tokenizer, valid, valid_ids), state).run()
 
     def _spm_model(self, last: Checkpoint | None, init: Checkpoint | None) -> bytes | None:
         """A resumed run's own sentencepiece model, else --spm's, else --init-from's; None: train one."""

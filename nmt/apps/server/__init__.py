@@ -7,7 +7,8 @@ request is answered as soon as its own lines are done. The API speaks LibreTrans
 (`POST /translate`, `GET /languages`, ...), so its clients work unchanged, and nmt's own (`POST /v1/translate`,
 answering what `nmt translate --format jsonl` prints).
 
-The rooms: engine (the queue and the thread that decodes), limits (what one client may cost: connections,
-deadlines, bodies, requests a minute), protocol (the API's shapes), routes (the endpoints and the page),
-process (the socket, uvicorn, the stop on SIGTERM).
+The rooms: config (ServeSettings, what `nmt serve` is asked for, checked where it is built; the API keys), engine
+(the queue and the thread that decodes), limits (what one client may cost: connections, deadlines, bodies,
+requests a minute), protocol (the API's shapes), routes (the endpoints and the page), process (the socket,
+uvicorn, the stop on SIGTERM).
 """

@@ -12,16 +12,13 @@ import asyncio
 import collections
 import json
 import math
-import secrets
 import socket
 import tempfile
 import time
-from dataclasses import dataclass
-from pathlib import Path
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from nmt.errors import UsageError
+from nmt.apps.server.config import ApiKeys
 
 SPOOL_BYTES = 1 << 16  # an upload's body is kept in memory up to this size, then in a temporary file
 TRACKED_CLIENTS = 65_536  # addresses and keys whose recent requests RateLimits remembers: the least recent go
@@ -275,49 +272,6 @@ def bearer_key(scope) -> str | None:
         if header[: len(scheme)].lower() == scheme:
             return header[len(scheme):].strip().decode("latin-1")
     return None
-
-
-@dataclass(frozen=True)
-class ApiKeys:
-    """The keys a server takes, each with its requests a minute (None: the server's --req-limit)."""
-
-    limits: dict[str, int | None]
-
-    @classmethod
-    def read(cls, path: Path | None, single: str | None = None) -> ApiKeys:
-        """The keys of `path` (one a line: the key, then optionally its requests a minute; # starts a
-        comment) and `single` (--api-key). UsageError for a file that cannot be read or a line that is wrong."""
-        limits: dict[str, int | None] = {}
-        if path is not None:
-            try:
-                text = Path(path).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise UsageError(f"cannot read the API keys in {path}: {exc}") from None
-            for number, line in enumerate(text.splitlines(), 1):
-                fields = line.split("#", 1)[0].split()
-                if not fields:
-                    continue
-                if len(fields) > 2 or (len(fields) == 2 and not fields[1].isdigit()):
-                    raise UsageError(f"{path}:{number}: write an API key, then optionally its requests a minute")
-                limits[fields[0]] = int(fields[1]) if len(fields) == 2 else None
-            if not limits:
-                raise UsageError(f"{path} holds no API key")
-        if single is not None:
-            limits.setdefault(single, None)
-        return cls(limits)
-
-    def __bool__(self) -> bool:
-        return bool(self.limits)
-
-    def find(self, given: str | None) -> str | None:
-        """The key `given` matches, compared in constant time, or None."""
-        if given is None:
-            return None
-        found = None
-        for key in self.limits:
-            if secrets.compare_digest(given.encode(), key.encode()):
-                found = key
-        return found
 
 
 class RateLimits:

@@ -9,15 +9,20 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import uvicorn
 
+from nmt.apps.server.config import ServeSettings
 from nmt.apps.server.deepl import add_deepl_routes
 from nmt.apps.server.engine import Engine
 from nmt.apps.server.limits import ClientConnections, TimedHeaders
-from nmt.apps.server.routes import ServeSettings, create_app
+from nmt.apps.server.routes import create_app
 from nmt.decoding.search import SearchOptions
 from nmt.errors import NmtError, UsageError
+
+if TYPE_CHECKING:
+    from nmt.decoding.translate import Translator
 
 
 class Server(uvicorn.Server):
@@ -46,8 +51,6 @@ class Server(uvicorn.Server):
 
 def listening(host: str, port: int) -> socket.socket:
     """A socket bound to host:port; UsageError in one line where it cannot be."""
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port must be a TCP port, 0 to 65535, not {port}")
     listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -76,13 +79,15 @@ def keep_large_buffers_returnable() -> None:
 M_MMAP_THRESHOLD = -3  # mallopt(3)
 
 
-def serve(engine: Engine, options: SearchOptions, settings: ServeSettings, listener: socket.socket, *,
-          max_connections: int, max_client_connections: int, drain_timeout: float, quiet: bool = False) -> None:
-    """Serve on `listener` until SIGTERM or Ctrl-C, then answer the requests in flight (at most drain_timeout
-    seconds) and return; NmtError if the model could not be loaded."""
+def serve(load: Callable[[], Translator], options: SearchOptions, settings: ServeSettings,
+          listener: socket.socket) -> None:
+    """Serve the Translator `load` builds (in the engine's thread, while the server answers) on `listener`
+    (listening(settings.host, settings.port)) until SIGTERM or Ctrl-C, then answer the requests in flight (at
+    most drain_timeout seconds) and return; NmtError if the model could not be loaded."""
     keep_large_buffers_returnable()
-    server = server_for(engine, options, settings, max_connections=max_connections,
-                        max_client_connections=max_client_connections, drain_timeout=drain_timeout, quiet=quiet)
+    engine = Engine(load, max_lines=settings.max_batch_lines, wait=settings.batch_wait_ms / 1000,
+                    max_queue=settings.max_queue, max_queue_chars=settings.max_queue_chars)
+    server = server_for(engine, options, settings)
     engine.start()
     server.run(sockets=[listener])  # returns once the requests in flight are answered, or drain_timeout passed
     engine.stop(drop_queued=True, wait=5)  # what a file job still had queued is dropped: the process exits
@@ -90,19 +95,19 @@ def serve(engine: Engine, options: SearchOptions, settings: ServeSettings, liste
         raise NmtError(f"the model could not be loaded: {engine.failure}")
 
 
-def server_for(engine: Engine, options: SearchOptions, settings: ServeSettings, *, max_connections: int,
-               max_client_connections: int, drain_timeout: float, quiet: bool = False) -> Server:
-    """The uvicorn server of `nmt serve` over `engine`, with its limits on connections and headers; it stops
+def server_for(engine: Engine, options: SearchOptions, settings: ServeSettings) -> Server:
+    """The uvicorn server of `nmt serve` over `engine`, with settings' limits on connections and headers; it stops
     when the engine cannot load its model, and the engine drains when it is told to stop."""
-    connections = ClientConnections(max_client_connections)
+    connections = ClientConnections(settings.max_client_connections)
     app = create_app(engine, options, settings, (add_deepl_routes,))
     # proxy_headers off: uvicorn would otherwise take a client's address from X-Forwarded-For when the connection
     # comes from 127.0.0.1, and any local client could pose as many to pass --req-limit
-    server = Server(uvicorn.Config(app, log_level="error" if quiet else "warning", proxy_headers=False,
-                                   lifespan="off", timeout_graceful_shutdown=drain_timeout,
+    server = Server(uvicorn.Config(app, log_level="error" if settings.quiet else "warning", proxy_headers=False,
+                                   lifespan="off", timeout_graceful_shutdown=settings.drain_timeout,
                                    http=functools.partial(TimedHeaders, timeout=settings.read_timeout,
-                                                          connections=connections, most=max_connections),
-                                   limit_concurrency=max_connections + 1))  # uvicorn counts the one arriving
+                                                          connections=connections, most=settings.max_connections),
+                                   # uvicorn counts the one arriving
+                                   limit_concurrency=settings.max_connections + 1))
     engine.on_failure = lambda: setattr(server, "should_exit", True)
     server.on_exit = lambda: setattr(engine, "draining", True)
     return server

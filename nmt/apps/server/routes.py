@@ -22,7 +22,6 @@ import time
 import urllib.parse
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -32,9 +31,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from nmt.apps.files import KINDS, SERVER_LIMITS, FileLimits, FileRefused, file_kind, translate_file
+from nmt.apps.files import KINDS, SERVER_LIMITS, FileRefused, file_kind, translate_file
+from nmt.apps.server.config import ServeSettings
 from nmt.apps.server.engine import Cancelled, Engine, NotReady, QueueFull, joined, shares
-from nmt.apps.server.limits import ApiKeys, BoundedBodies, RateLimits, bearer_key
+from nmt.apps.server.limits import BoundedBodies, RateLimits, bearer_key
 from nmt.apps.server.protocol import (
     CHECK_HEADERS,
     FORMALITY_FIELD,
@@ -61,30 +61,6 @@ PAGE = Path(__file__).with_name("page.html")
 LANGUAGES = [{"code": "en", "name": "English", "targets": ["fr"]}, {"code": "fr", "name": "French", "targets": []}]
 MAX_KEPT_FILES = 64  # translated files /download_file serves: the last ones
 LOADING_POLL = 0.05  # seconds between two looks at whether the model is loaded, for a request that waits
-
-
-@dataclass(frozen=True)
-class ServeSettings:
-    max_chars: int = 20_000  # characters of text in one request (--char-limit)
-    max_tokens: int = 10_000  # tokens the model reads of one request (--token-limit; Translator.cost)
-    api_keys: ApiKeys = ApiKeys({})  # none: no key asked for
-    model_name: str = ""
-    decoding: dict | None = None  # the resolved decoding configuration (nmt.decoding.configuration), shown by /health
-    read_timeout: float = 30.0  # seconds a client may take to send its headers, and then its whole body
-    max_file_bytes: int = 10_000_000  # the largest file /translate_file takes
-    file_limits: FileLimits = SERVER_LIMITS  # what one file may cost (characters, nesting, a zip's inflation)
-    max_file_seconds: float = 600.0  # a file's translation stops after this long (checked between batches)
-    registers: bool = False  # whether the model knows the register tags (a request may ask for formality)
-    req_limit: int | None = None  # requests a minute of a client without a key of its own limit (None: any)
-    max_request_seconds: float = 60.0  # a request's lines still queued after this long are dropped (503)
-    batch_limit: int | None = None  # texts in one /translate request (None: any)
-    max_file_jobs: int = 4  # files and HTML pages translated at once; more get a 503
-
-    @property
-    def max_body_bytes(self) -> int:
-        """The largest body a request may have: max_chars of text at the most bytes JSON can spend on a
-        character (6, as \\uXXXX), and room for the rest of the request."""
-        return 6 * self.max_chars + 65_536
 
 
 class Metrics:
@@ -618,8 +594,8 @@ async def translated_file(service: Service, request: Request, kind: str, data: b
     lines = functools.partial(service.lines_now, client=client, should_stop=should_stop, formality=formality)
     try:
         return await service.in_file_pool(
-            functools.partial(translate_file, kind, data, lines, service.aligned, settings.file_limits,
-                              encoding=encoding), gone, request)
+            functools.partial(translate_file, kind, data, lines, service.aligned,
+                              settings.file_limits or SERVER_LIMITS, encoding=encoding), gone, request)
     except FileRefused as exc:
         return error(413 if exc.limit else 400, str(exc))
     except Cancelled as exc:
