@@ -8,7 +8,8 @@ state="translated" and subState="nmt:machine" (2.x has no state for a translatio
 it has none). A unit marked translate="no" is left alone. Inline elements come back where the model puts their
 placeholder: a code element whole (1.2's <ph>, <bpt>, <ept>, <it>, <x/>, <bx/>, <ex/>; 2.x's <ph/>, <sc/>,
 <ec/>), the tags of an element around text apart, its text translated (1.2's <g>, <mrk>; 2.x's <pc>, <mrk>); so
-does a format in the text (printf's, Apple's "%@", brace fields), as in a gettext catalog.
+does a format in the text (printf's, Apple's "%@", brace fields), as in a gettext catalog. A source of more than
+MAX_PLACEHOLDERS codes and formats is left untranslated (a warning counts them), never given its English back.
 The file says target-language="fr" (1.2) or trgLang="fr" (2.x); everything else is written back as it was read.
 A file that declares a document type or entities is refused (an entity bomb needs them).
 """
@@ -16,6 +17,7 @@ A file that declares a document type or entities is refused (an entity bomb need
 from __future__ import annotations
 
 import html
+import logging
 import re
 from collections.abc import Callable
 
@@ -31,6 +33,8 @@ from nmt.apps.catalogs import (
 )
 from nmt.errors import FileRefused
 from nmt.text.protect import MAX_PLACEHOLDERS, PLACEHOLDER, Protected
+
+log = logging.getLogger("nmt")
 
 NS_12 = "urn:oasis:names:tc:xliff:document:1.2"
 NS_2 = "urn:oasis:names:tc:xliff:document:2.0"
@@ -68,8 +72,12 @@ def translate_xliff(data: bytes, translate: Callable[[list[str]], list[str]],
             and (options.overwrite or target is None or not "".join(target.itertext()).strip())]
     messages = [Inline.of(_inner(source, namespace)) for _, source, _ in todo]
     found = iter(counted_translations(messages, translate))
+    left = 0
     for (holder, source, target), message in zip(todo, messages, strict=True):
         content = message.restored([next(found) for _ in message.pieces()])
+        if message.whole is not None:  # too many codes to place: untranslated, never its English as French
+            left += 1
+            continue
         if target is None:  # after its source, indented as it is
             target = etree.Element(q("target"))
             before = source.getprevious().tail if source.getprevious() is not None else source.getparent().text
@@ -84,6 +92,9 @@ def translate_xliff(data: bytes, translate: Callable[[list[str]], list[str]],
                 holder.set("subState", "nmt:machine")
             elif holder.get("subState") == "nmt:machine":
                 del holder.attrib["subState"]
+    if left:
+        log.warning("%d of the XLIFF file's units left untranslated: more than %d inline codes and formats each, "
+                    "more than the model can be given to place", left, MAX_PLACEHOLDERS)
     return etree.tostring(root.getroottree(), xml_declaration=True, encoding="UTF-8")
 
 
