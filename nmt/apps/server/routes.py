@@ -71,8 +71,8 @@ class Metrics:
         self.requests = Counter("nmt_requests", "HTTP requests by route and status code", ["path", "code"],
                                 registry=self.registry)
         self.lines = Counter("nmt_lines", "Lines translated", registry=self.registry)
-        self.tokens = Counter("nmt_source_tokens", "Source tokens (sentencepiece pieces) translated",
-                              registry=self.registry)
+        self.tokens = Counter("nmt_source_tokens", "Source tokens translated, as the model reads them "
+                              "(Translator.cost)", registry=self.registry)
         self.batch = Histogram("nmt_batch_lines", "Lines decoded in one translate call", registry=self.registry,
                                buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
         self.latency = Histogram("nmt_request_seconds", "Time from a translation request to its answer",
