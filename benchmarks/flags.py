@@ -27,11 +27,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="data/models/general.pt")
     parser.add_argument("--calibration-lines", type=int, default=200)
+    parser.add_argument("--judged", type=Path, default=JUDGED, help="the judged lines (flags-judged-web.tsv: 110 "
+                        "short web strings)")
     args = parser.parse_args()
     os.environ.setdefault("NMT_EUROPARL_DIR", str(Path(__file__).parents[2] / "shared" / "data" / "europarl"))
     checkpoint = load_checkpoint(args.model)
     translator = Translator.from_checkpoint(checkpoint, DecodingConfig.resolve(DecodingFlags(workers=1), checkpoint))
-    rows = [line.rstrip("\n").split("\t") for line in JUDGED.read_text(encoding="utf-8").splitlines()
+    rows = [line.rstrip("\n").split("\t") for line in args.judged.read_text(encoding="utf-8").splitlines()
             if not line.startswith("#")]
     found = translator.translate([row[2] for row in rows])
     same = sum(t.text == row[3] for t, row in zip(found, rows, strict=True))
