@@ -364,7 +364,9 @@ casing: setup
 lexicon: setup
 	@test -f $(EUROPARL)/train.en.gz || { echo "no Europarl v7 at $(EUROPARL): make lexicon EUROPARL=DIR"; exit 2; }
 	$(BIN)/python -m nmt.data.lexicon_counts $(EUROPARL)/train news news-commentary tatoeba multi30k software-ui \
-		python-docs software-ui-extra
+		python-docs software-ui-extra --lists english
+	$(BIN)/python -m nmt.data.lexicon_counts $(EUROPARL)/train news news-commentary tatoeba multi30k software-ui \
+		python-docs software-ui-extra web-apps help-docs --lists french
 
 # The names a translation keeps as written (nmt.text.names.kept_names: companies, brands, places), counted in the
 # training corpora whose English and French write names as they are.

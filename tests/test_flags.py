@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from nmt.text.flags import kind_of, load_english_words, lost_numbers, low_confidence, untranslated_words
+from nmt.text.flags import (
+    FRENCH_WORDS,
+    kind_of,
+    load_english_words,
+    lost_numbers,
+    low_confidence,
+    unknown_words,
+    untranslated_words,
+)
 from nmt.text.names import missing_names
 
 
@@ -18,6 +26,22 @@ def test_english_words_kept_from_the_source_are_untranslated_but_not_names_or_fr
     assert untranslated_words("The options are important.", "Les options sont importantes.") == []
     assert untranslated_words("Bob will fix it.", "Bob le réparera.") == []
     assert untranslated_words("The cat sleeps.", "Le chat dort with.") == []  # not the source's word
+
+
+def test_english_kept_inside_a_hyphenated_word_is_untranslated():
+    assert untranslated_words("List-based preferences", "Préférences List-based") == ["List", "based"]
+    assert untranslated_words("A well-known issue", "Un problème bien connu") == []
+
+
+def test_words_no_french_corpus_writes_are_named_but_not_the_source_s_or_real_inflections():
+    french = load_english_words(FRENCH_WORDS)
+    assert {"personnaliser", "réponses", "sous-projet", "regardes"} <= french
+    assert unknown_words("Personalize", "Personaliser") == ["Personaliser"]
+    assert unknown_words("Subproject", "Sous-projecte") == ["Sous-projecte"]  # by its parts
+    assert unknown_words("Replies", "Répondres") == ["Répondres"]
+    assert unknown_words("Open Zorblax now", "Ouvrez Zorblax maintenant") == []  # the source's word, kept
+    assert unknown_words("He was bored", "Il s'ennuyait") == [] and unknown_words("Subproject", "Sous-projet") == []
+    assert unknown_words("Physicists", "Les physiciens") == []
 
 
 def test_numbers_lost_are_named_as_the_source_writes_them_and_a_french_form_keeps_them():

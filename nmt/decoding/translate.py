@@ -61,7 +61,7 @@ from nmt.text.conventions import (
     punctuate,
     render_sentence,
 )
-from nmt.text.flags import load_english_words, lost_numbers, low_confidence, untranslated_words
+from nmt.text.flags import load_english_words, lost_numbers, low_confidence, unknown_words, untranslated_words
 from nmt.text.metrics import loops
 from nmt.text.names import kept_couples, kept_name_spans, missing_names, name_to_keep, names_kept, titled_name_spans
 from nmt.text.protect import (
@@ -652,6 +652,8 @@ class Translator:
                 prose, french = prose.replace(original, " "), french.replace(original, " ")
             if words := untranslated_words(prose, french):
                 flags.append("untranslated: " + ", ".join(words))
+            if words := unknown_words(prose, french):
+                flags.append("not French: " + ", ".join(words))
         rewritten = self.typography.active and self.ordinary_input
         if numbers := lost_numbers(self._as_the_model_knows(line) if rewritten else line, digit_centuries(text)):
             flags.append("number lost: " + ", ".join(numbers))

@@ -6,7 +6,8 @@ line, each with its reason.
 
 An English word is one the English side of the training corpora writes twenty times as often as their French side
 (ENGLISH_WORDS, counted by nmt.data.lexicon_counts): "the" and "run" are, "message", "options" and "important"
-are words of both.
+are words of both. A French word is one their French side writes five times or more (FRENCH_WORDS): a word of a
+translation that is neither French nor the source's is one the model made up ("Répondres", "Sous-mit").
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from nmt.text.protect import entities, missing_numbers
 
 ENGLISH_WORDS = Path(__file__).with_name("english_words.txt.gz")
+FRENCH_WORDS = Path(__file__).with_name("french_words.txt.gz")
 WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
 
 
@@ -34,13 +36,35 @@ def load_english_words(path: Path = ENGLISH_WORDS) -> frozenset[str]:
 
 def untranslated_words(source: str, translation: str) -> list[str]:
     """The English words of `source` that `translation` kept as they were: words of three letters or more of
-    ENGLISH_WORDS, in the order the translation has them."""
+    ENGLISH_WORDS, in the order the translation has them; a hyphenated word by its parts ("Préférences List-based")."""
     english = load_english_words()
-    in_source = {word.lower() for word in WORD.findall(source)}
+    in_source = {part for word in WORD.findall(source) for part in parts_of(word.lower())}
     found = []
     for word in WORD.findall(translation):
-        lower = word.lower()
-        if len(lower) >= 3 and lower in in_source and lower in english and lower not in (w.lower() for w in found):
+        for part in parts_of(word):
+            lower = part.lower()
+            if len(lower) >= 3 and lower in in_source and lower in english and lower not in (w.lower() for w in found):
+                found.append(part)
+    return found
+
+
+def parts_of(word: str) -> list[str]:
+    """A word and, where it is hyphenated, its parts: "list-based" -> ["list-based", "list", "based"]."""
+    return [word, *word.split("-")] if "-" in word else [word]
+
+
+def unknown_words(source: str, translation: str) -> list[str]:
+    """The words of `translation` that no French corpus writes (FRENCH_WORDS, lower case; a hyphenated or elided
+    word by its parts of three letters or more) and `source` does not hold: made-up words ("Supprimer les
+    regardes", "Sous-projecte"), in order."""
+    french = load_english_words(FRENCH_WORDS)
+    in_source = {part for word in WORD.findall(source) for part in re.split(r"[-'’]", word.lower())}
+    found = []
+    for word in WORD.findall(translation):
+        if word.lower() in french:
+            continue
+        parts = [part for part in re.split(r"[-'’]", word.lower()) if len(part) >= 3]
+        if any(part not in french and part not in in_source for part in parts) and word not in found:
             found.append(word)
     return found
 
