@@ -80,18 +80,31 @@ def test_the_formats_of_a_unit_s_text_come_back_and_its_count_stands_where_frenc
     assert hello.count("%1$s") == 1 and hello.count("%%") == 1 and "HELLO" in hello
 
 
-def test_a_unit_of_more_codes_than_placeholders_stays_untranslated_never_given_its_english(caplog):
+def test_a_unit_of_more_codes_than_placeholders_stays_untranslated_never_given_its_english():
     codes = " ".join(f'<x id="{n}"/>%{n}$d' for n in range(1, 7))  # 12 codes and formats: more than 9
     english = f'''<?xml version="1.0" encoding="UTF-8"?>
 <xliff version="1.2" xmlns="{NS_12}"><file source-language="en" datatype="plaintext" original="app"><body>
 <trans-unit id="many"><source>Totals {codes} done</source></trans-unit>
 <trans-unit id="open"><source>Open the file</source></trans-unit>
 </body></file></xliff>'''.encode()
-    found = units(translate_xliff(english, dropping, CatalogOptions(fuzzy=False)), NS_12, "trans-unit")
+    import logging
+
+    said: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: said.append(record.getMessage())
+    logger = logging.getLogger("nmt")  # a CLI test before may have set it quiet, and kept it from the root
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    try:
+        found = units(translate_xliff(english, dropping, CatalogOptions(fuzzy=False)), NS_12, "trans-unit")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
     q = lambda name: f"{{{NS_12}}}{name}"  # noqa: E731
     assert found["many"].find(q("target")) is None  # was its English, marked translated
     assert found["open"].find(q("target")).text == "OPEN THE FILE"
-    assert "1 of the XLIFF file's units left untranslated" in caplog.text
+    assert any("1 of the XLIFF file's units left untranslated" in line for line in said)
 
 
 def test_xliff_2_segments_are_filled_and_marked_as_machine_translations():
