@@ -6,8 +6,8 @@ line, each with its reason.
 
 An English word is one the English side of the training corpora writes twenty times as often as their French side
 (ENGLISH_WORDS, counted by nmt.data.lexicon_counts): "the" and "run" are, "message", "options" and "important"
-are words of both. A French word is one their French side writes five times or more (FRENCH_WORDS): a word of a
-translation that is neither French nor the source's is one the model made up ("Répondres", "Sous-mit").
+are words of both. A French word is one their French side writes twice or more (FRENCH_WORDS): a word of a
+translation that is neither French nor the source's is one the model made up ("Répondres", "Sous-projecte").
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def parts_of(word: str) -> list[str]:
 
 def unknown_words(source: str, translation: str) -> list[str]:
     """The words of `translation` that no French corpus writes (FRENCH_WORDS, lower case; a hyphenated or elided
-    word by its parts of three letters or more) and `source` does not hold: made-up words ("Supprimer les
-    regardes", "Sous-projecte"), in order."""
+    word by its parts of three letters or more) and `source` does not hold: made-up words ("Répondres",
+    "Sous-projecte"), in order; a real word used wrongly ("Supprimer les regardes") passes."""
     french = load_english_words(FRENCH_WORDS)
     in_source = {part for word in WORD.findall(source) for part in re.split(r"[-'’]", word.lower())}
     found = []

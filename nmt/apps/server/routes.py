@@ -140,8 +140,8 @@ class Service:
         pieces = await asyncio.to_thread(lambda: [engine.pieces(line) for line in lines])
         items = [piece for line_pieces in pieces for piece, _ in line_pieces]
         costs = [cost for line_pieces in pieces for _, cost in line_pieces]
-        if sum(costs) > settings.max_tokens:
-            return error(413, f"the request's text is {sum(costs)} tokens for the model, more than the "
+        if (tokens := sum(costs)) > settings.max_tokens:
+            return error(413, f"the request's text is {tokens} tokens for the model, more than the "
                               f"{settings.max_tokens} one request may hold (--token-limit): send less at a time")
         if len(items) > engine.max_queue:  # would never fit the queue: not a matter of waiting
             return error(413, f"the request holds {len(items)} lines, more than the {engine.max_queue} that may "
@@ -171,7 +171,7 @@ class Service:
             return error(500, f"translation failed: {result}")
         self.metrics.latency.observe(time.perf_counter() - started)
         self.metrics.lines.inc(len(lines))
-        self.metrics.tokens.inc(sum(costs))
+        self.metrics.tokens.inc(tokens)
         translations, start = [], 0
         for line, line_pieces in zip(lines, pieces, strict=True):
             translations.append(joined(line, result[start : start + len(line_pieces)]))
